@@ -1,0 +1,3 @@
+from ringleader.cli.main import app
+
+app(prog_name="ringleader")

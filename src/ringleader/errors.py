@@ -1,0 +1,46 @@
+"""Typed errors shared by the launcher, the CLI and (later) the server.
+
+Each error carries enough to tell the user what is wrong and where: a field
+name, a ``file:line``, a host.  The CLI maps them to exit codes once
+(``exit_code``), so no caller invents its own.
+"""
+
+from __future__ import annotations
+
+
+class RingleaderError(Exception):
+    """Base of every error ringleader raises on purpose."""
+
+    exit_code: int = 1
+
+
+class InvalidSpec(RingleaderError):
+    """User input is malformed: a hostfile line, a flag, a field.
+
+    ``where`` is a ``file:line`` or a field name, so the message can point
+    at the exact thing to fix.
+    """
+
+    exit_code = 2
+
+    def __init__(self, problem: str, where: str | None = None) -> None:
+        self.problem = problem
+        self.where = where
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+class HostUnreachable(RingleaderError):
+    """A host could not be used: DNS, connect, auth, host key, or setup.
+
+    ``stage`` names what failed so the user knows which fix applies.
+    """
+
+    exit_code = 3
+
+    def __init__(self, host: str, stage: str, detail: str, fix: str = "") -> None:
+        self.host = host
+        self.stage = stage
+        self.detail = detail
+        self.fix = fix
+        text = f"host {host}: {stage} failed: {detail}"
+        super().__init__(text + (f"\n  fix: {fix}" if fix else ""))

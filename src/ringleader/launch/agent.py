@@ -1,0 +1,273 @@
+"""The per-host agent: owns that host's ranks for the life of one launch.
+
+Started by the supervisor (as a child locally, through ``ssh`` remotely) as
+``python -m ringleader.launch.agent --job-id ID``.  It speaks the protocol in
+``protocol.py`` on its stdio.
+
+Invariants:
+- every rank is the leader of its own session, so stopping signals the whole
+  group (its subprocesses too) and Ctrl-C on the terminal never reaches it
+  directly: the supervisor decides;
+- output is forwarded one whole line at a time; a partial line waits for its
+  newline or for the stream to close;
+- an ``exit`` message is sent only after that rank's output was forwarded;
+- when the link to the supervisor breaks (EOF or no heartbeat), every rank of
+  the job on this host is stopped and the agent exits.  Nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from subprocess import DEVNULL, PIPE, Popen
+from typing import IO, Any
+
+from ringleader.launch import netif, procs
+from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
+
+LINK_LOST_GRACE_S = 2.0
+
+
+@dataclass
+class RankProcess:
+    rank: int
+    proc: Popen[bytes]
+    readers: list[threading.Thread] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def forward_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
+    """Emit whole lines from ``stream``; a trailing partial line at EOF too."""
+    pending = b""
+    fd = stream.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            emit(line.rstrip(b"\r").decode("utf-8", "replace"))
+    if pending:
+        emit(pending.rstrip(b"\r").decode("utf-8", "replace"))
+    stream.close()
+
+
+def read_error_file(path: str) -> dict[str, Any] | None:
+    """The traceback a rank recorded, if the runtime helper or torch wrote one."""
+    from ringleader.runtime.errorfile import read_error_file as read
+
+    try:
+        return read(path)
+    except Exception:  # a malformed error file must not hide the exit itself
+        return None
+
+
+class Agent:
+    """Runs one host's ranks on behalf of the supervisor."""
+
+    def __init__(self, writer: MessageWriter, job_id: str) -> None:
+        self.writer = writer
+        self.job_id = job_id
+        self.marker = f"RINGLEADER_JOB_ID={job_id}"
+        self.ranks: dict[int, RankProcess] = {}
+        self.rundir: Path | None = None
+        self.grace_s = 5.0
+        self.last_message = time.monotonic()
+        self.lock = threading.RLock()
+        self.closing = False
+
+    # ----- ops -------------------------------------------------------------
+    def setup(self, msg: dict[str, Any]) -> None:
+        cwd = msg.get("cwd") or os.getcwd()
+        if not os.path.isdir(cwd):
+            self.writer.send("fatal", stage="working directory", detail=f"{cwd} does not exist")
+            return
+        iface = msg.get("network_interface")
+        address = None
+        if iface:
+            if not netif.interface_exists(iface):
+                self.writer.send(
+                    "fatal", stage="network interface", detail=f"no interface {iface!r}"
+                )
+                return
+        elif msg.get("master_addr"):
+            iface, address = netif.interface_toward(msg["master_addr"])
+        base = Path(msg.get("tmpdir") or tempfile.gettempdir())
+        self.rundir = base / f"ringleader-{self.job_id}" / f"node-{msg.get('node_rank', 0)}"
+        self.rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.grace_s = float(msg.get("grace", self.grace_s))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        self.writer.send(
+            "ready",
+            hostname=os.uname().nodename,
+            cores=cores or 1,
+            rundir=str(self.rundir),
+            interface=iface,
+            interface_address=address,
+            port=netif.free_port() if msg.get("want_port") else None,
+            python=sys.executable,
+        )
+
+    def start(self, msg: dict[str, Any]) -> None:
+        cwd = msg["cwd"]
+        if msg.get("hostfile_path"):
+            Path(msg["hostfile_path"]).write_text(msg.get("hostfile", ""))
+        for spec in msg["ranks"]:
+            Path(spec["error_file"]).parent.mkdir(parents=True, exist_ok=True)
+            Path(spec["error_file"]).unlink(missing_ok=True)
+            env = dict(os.environ)
+            for key, value in spec["env_defaults"].items():
+                env.setdefault(key, value)
+            env.update(spec["env"])
+            self._spawn(spec["rank"], spec["argv"], cwd, env, spec["error_file"])
+
+    def _spawn(
+        self, rank: int, argv: list[str], cwd: str, env: dict[str, str], error_file: str
+    ) -> None:
+        try:
+            proc = Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=DEVNULL,
+                stdout=PIPE,
+                stderr=PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self.writer.send(
+                "out", rank=rank, stream="stderr", line=f"cannot start {argv[0]!r}: {exc.strerror}"
+            )
+            self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
+            return
+        rp = RankProcess(rank, proc)
+        with self.lock:
+            self.ranks[rank] = rp
+        for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
+
+            def emit(line: str, name: str = name) -> None:
+                self.writer.send("out", rank=rank, stream=name, line=line)
+
+            thread = threading.Thread(target=forward_lines, args=(stream, emit), daemon=True)
+            thread.start()
+            rp.readers.append(thread)
+        threading.Thread(target=self._wait, args=(rp, error_file), daemon=True).start()
+
+    def _wait(self, rp: RankProcess, error_file: str) -> None:
+        code = rp.proc.wait()
+        ended = time.time()
+        for reader in rp.readers:  # a grandchild may hold the pipe open: don't wait forever
+            reader.join(timeout=1.0)
+        signum = -code if code < 0 else None
+        error = read_error_file(error_file) if code != 0 else None
+        self.writer.send(
+            "exit",
+            rank=rp.rank,
+            code=128 + signum if signum else code,
+            signal=signum,
+            t=ended,
+            error=error,
+        )
+        rp.done.set()
+
+    def stop(self, grace_s: float | None = None) -> None:
+        with self.lock:
+            ranks = list(self.ranks.values())
+            self.ranks = {}
+        grace = self.grace_s if grace_s is None else grace_s
+        procs.terminate(
+            [rp.proc.pid for rp in ranks],
+            grace,
+            marker=self.marker,
+            is_done=lambda: all(rp.proc.poll() is not None for rp in ranks),
+        )
+        for rp in ranks:
+            rp.done.wait(timeout=2.0)
+
+    def close(self, grace_s: float) -> None:
+        """Stop everything and remove this host's run dir; safe to call twice."""
+        with self.lock:
+            if self.closing:
+                return
+            self.closing = True
+        self.stop(grace_s)
+        if self.rundir is not None:
+            shutil.rmtree(self.rundir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self.rundir.parent.rmdir()
+
+    # ----- loop ------------------------------------------------------------
+    def handle(self, msg: dict[str, Any]) -> bool:
+        """Act on one message; False when the agent should exit."""
+        op = msg["op"]
+        if op == "setup":
+            self.setup(msg)
+        elif op == "start":
+            self.start(msg)
+        elif op == "stop":
+            self.stop(msg.get("grace"))
+            self.writer.send("stopped")
+        elif op == "port":
+            self.writer.send("port", port=netif.free_port())
+        elif op == "bye":
+            return False
+        return True
+
+    def watchdog(self, timeout_s: float) -> None:
+        while not self.closing:
+            time.sleep(min(1.0, timeout_s / 4))
+            if time.monotonic() - self.last_message > timeout_s:
+                silent = f"no word from the supervisor in {timeout_s:.0f}s"
+                print(f"ringleader agent: {silent}; stopping ranks", file=sys.stderr)
+                self.close(LINK_LOST_GRACE_S)
+                os._exit(3)
+
+    def serve(self, stdin: IO[bytes], heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> int:
+        threading.Thread(target=self.watchdog, args=(heartbeat_timeout_s,), daemon=True).start()
+        for raw in stdin:
+            self.last_message = time.monotonic()
+            if not raw.strip():
+                continue
+            if not self.handle(decode(raw)):
+                self.close(self.grace_s)
+                return 0
+        # EOF: the supervisor is gone (killed, or its SSH connection dropped).
+        self.close(LINK_LOST_GRACE_S)
+        return 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ringleader-agent")
+    parser.add_argument("--job-id", required=True)
+    parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S)
+    args = parser.parse_args(argv)
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but protocol messages may reach the wire
+    agent = Agent(MessageWriter(out), args.job_id)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Someone stopped the agent itself: its ranks must not outlive it.
+        agent.close(LINK_LOST_GRACE_S)
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, on_signal)
+    return agent.serve(sys.stdin.buffer, args.heartbeat_timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

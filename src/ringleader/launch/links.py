@@ -1,0 +1,95 @@
+"""The supervisor's end of each agent: a child process (local) or an ``ssh`` one.
+
+Every message an agent sends lands on one shared queue as ``(node, msg)``;
+when an agent's stdout closes, an ``eof`` message carries the tail of its
+stderr, so a host that could not start (DNS, auth, missing directory) is
+explained.  Agents run in their own sessions: a Ctrl-C on the terminal
+reaches only the supervisor, which then stops the gang in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from subprocess import PIPE, Popen
+from typing import Any
+
+from ringleader.hosts import Host
+from ringleader.launch.protocol import MessageWriter, decode
+from ringleader.launch.ssh import SSHOptions, agent_command, ssh_argv
+
+Event = tuple[int, dict[str, Any]]
+
+
+def agent_argv(host: Host, *, python: str, cwd: str, job_id: str, ssh: SSHOptions) -> list[str]:
+    """How to start the agent for ``host``: directly when local, else over SSH."""
+    if host.is_local:
+        return [python, "-m", "ringleader.launch.agent", "--job-id", job_id]
+    return ssh_argv(host.ssh, agent_command(python, cwd, job_id), ssh)
+
+
+@dataclass
+class AgentLink:
+    node: int
+    host: Host
+    proc: Popen[bytes]
+    writer: MessageWriter
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def send(self, op: str, **fields: Any) -> bool:
+        return self.writer.send(op, **fields)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+
+    def wait(self, timeout_s: float) -> bool:
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except Exception:
+            return False
+        return True
+
+
+def _read_messages(link: AgentLink, events: queue.Queue[Event]) -> None:
+    assert link.proc.stdout is not None
+    for raw in link.proc.stdout:
+        try:
+            msg = decode(raw)
+        except ValueError:
+            link.stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
+            continue
+        events.put((link.node, msg))
+    # stderr may still be arriving: let its reader finish so eof carries it.
+    if len(link.threads) > 1:
+        link.threads[1].join(timeout=2.0)
+    events.put((link.node, {"op": "eof", "stderr": "\n".join(link.stderr_tail)}))
+
+
+def _read_stderr(link: AgentLink) -> None:
+    assert link.proc.stderr is not None
+    for raw in link.proc.stderr:
+        text = raw.decode("utf-8", "replace").rstrip()
+        link.stderr_tail.append(text)
+        if os.environ.get("RINGLEADER_DEBUG_AGENT"):
+            print(f"[agent {link.host.name}] {text}", file=sys.stderr)
+
+
+def start_link(
+    node: int, host: Host, argv: list[str], env: dict[str, str] | None, events: queue.Queue[Event]
+) -> AgentLink:
+    proc = Popen(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, start_new_session=True)
+    assert proc.stdin is not None
+    link = AgentLink(node, host, proc, MessageWriter(proc.stdin))
+    err = threading.Thread(target=_read_stderr, args=(link,), daemon=True)
+    out = threading.Thread(target=_read_messages, args=(link, events), daemon=True)
+    link.threads = [out, err]
+    err.start()
+    out.start()
+    return link

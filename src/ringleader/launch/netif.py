@@ -1,0 +1,91 @@
+"""Which network interface a host uses toward the master, and a free port.
+
+Why: gloo and NCCL pick an interface on their own and often pick wrong
+(docker0, loopback, Wi-Fi instead of Thunderbolt), which hangs or slows
+training.  The agent on each host asks the kernel's routing table which
+interface reaches the master address, so every rank binds where its peers
+can reach it.  The master host itself uses the interface that *holds* the
+master address (a route to one's own address would say ``lo``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+
+_DEV = re.compile(r"\bdev\s+(\S+)")
+_SRC = re.compile(r"\bsrc\s+(\S+)")
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def resolve(name: str) -> str | None:
+    """An IPv4 address for a name (the form ip/gloo need), or None."""
+    try:
+        return socket.getaddrinfo(name, None, socket.AF_INET)[0][4][0]
+    except (OSError, IndexError):
+        return None
+
+
+def local_addresses() -> dict[str, str]:
+    """This host's IPv4 addresses mapped to the interface that holds each."""
+    found: dict[str, str] = {}
+    for line in _run(["ip", "-o", "-4", "addr", "show"]).splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "inet":
+            found[parts[3].split("/")[0]] = parts[1]
+    return found
+
+
+def interface_toward(target: str) -> tuple[str | None, str | None]:
+    """(interface, source address) this host uses to reach ``target``."""
+    address = resolve(target)
+    if address is None:
+        return None, None
+    own = local_addresses()
+    if address in own:
+        return own[address], address
+    if sys.platform == "darwin":
+        out = _run(["route", "-n", "get", address])
+        match = re.search(r"interface:\s*(\S+)", out)
+        return (match.group(1) if match else None), source_address_toward(address)
+    out = _run(["ip", "-o", "route", "get", address])
+    dev, src = _DEV.search(out), _SRC.search(out)
+    return (dev.group(1) if dev else None), (src.group(1) if src else None)
+
+
+def source_address_toward(target: str) -> str | None:
+    """The local address a connection to ``target`` would come from."""
+    address = resolve(target)
+    if address is None:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect((address, 9))
+            return sock.getsockname()[0]
+        except OSError:
+            return None
+
+
+def interface_exists(name: str) -> bool:
+    if os.path.isdir("/sys/class/net"):
+        return os.path.exists(f"/sys/class/net/{name}")
+    with contextlib.suppress(OSError):
+        return name in {n for _, n in socket.if_nameindex()}
+    return False
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now; the kernel picks it, never 29500 by habit."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,127 @@
+"""From what a user typed (flags, hostfiles) to a ``LaunchSpec``.
+
+Shared by the CLI and any other caller so the same rules apply everywhere:
+which hosts, how many ranks each, and how the command is run.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from ringleader.errors import InvalidSpec
+from ringleader.hosts import Host, load_hostfile, parse_host_list, with_slots
+from ringleader.launch.plan import LaunchSpec
+
+FRAMEWORKS = ("pytorch", "mpi")
+
+
+def new_run_id() -> str:
+    return f"rl-{secrets.token_hex(4)}"
+
+
+def resolve_hosts(
+    *, nproc: int | None, hostfile: str | None, hosts_flag: str | None, nproc_per_node: int | None
+) -> list[Host]:
+    """The gang's hosts: a hostfile, ``-H``, or ``-n`` ranks on this machine."""
+    if hostfile and hosts_flag:
+        raise InvalidSpec("give either --hostfile or -H, not both", "--hostfile")
+    if nproc is not None and nproc < 1:
+        raise InvalidSpec("must be at least 1", "-n/--nproc")
+    if hostfile:
+        hosts = load_hostfile(hostfile)
+    elif hosts_flag:
+        hosts = parse_host_list(hosts_flag)
+    else:
+        hosts = [Host("localhost", "127.0.0.1", nproc_per_node or nproc or 1)]
+        return hosts
+    hosts = with_slots(hosts, nproc_per_node)
+    if nproc is not None:
+        hosts = _first_slots(hosts, nproc)
+    return hosts
+
+
+def _first_slots(hosts: list[Host], nproc: int) -> list[Host]:
+    """Keep the first ``nproc`` slots in host order, as ``mpirun -np`` does."""
+    total = sum(h.slots for h in hosts)
+    if nproc > total:
+        raise InvalidSpec(f"asks for {nproc} ranks but the hosts have {total} slots", "-n/--nproc")
+    kept: list[Host] = []
+    left = nproc
+    for h in hosts:
+        if left == 0:
+            break
+        take = min(h.slots, left)
+        kept.append(Host(h.ssh, h.address, take))
+        left -= take
+    return kept
+
+
+def resolve_command(command: list[str], python: str) -> list[str]:
+    """Run ``python``/``python3``/``x.py`` with the launcher's interpreter.
+
+    Why: ranks must use the same interpreter on every host (and the venv the
+    user launched from), not whatever ``python`` is first on a remote PATH.
+    """
+    if not command:
+        raise InvalidSpec("no command given; put it after --, e.g. `-- python train.py`", "command")
+    head = command[0]
+    if head in ("python", "python3"):
+        return [python, *command[1:]]
+    if head.endswith(".py") and not os.access(head, os.X_OK):
+        return [python, *command]
+    return list(command)
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not key.replace("_", "a").isalnum():
+            raise InvalidSpec(f"expected KEY=VALUE, got {pair!r}", "-e/--env")
+        env[key] = value
+    return env
+
+
+def build_spec(
+    command: list[str],
+    *,
+    nproc: int | None = None,
+    hostfile: str | None = None,
+    hosts_flag: str | None = None,
+    nproc_per_node: int | None = None,
+    framework: str = "pytorch",
+    max_restarts: int = 0,
+    grace_s: float = 5.0,
+    network_interface: str | None = None,
+    env: dict[str, str] | None = None,
+    run_id: str | None = None,
+    cwd: str | None = None,
+    python: str | None = None,
+) -> LaunchSpec:
+    if framework not in FRAMEWORKS:
+        raise InvalidSpec(
+            f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}", "--framework"
+        )
+    if max_restarts < 0:
+        raise InvalidSpec("must be 0 or more", "--max-restarts")
+    if grace_s < 0:
+        raise InvalidSpec("must be 0 or more seconds", "--grace")
+    python = python or sys.executable
+    hosts = resolve_hosts(
+        nproc=nproc, hostfile=hostfile, hosts_flag=hosts_flag, nproc_per_node=nproc_per_node
+    )
+    return LaunchSpec(
+        command=resolve_command(command, python),
+        hosts=hosts,
+        run_id=run_id or new_run_id(),
+        cwd=str(Path(cwd or os.getcwd()).resolve()),
+        python=python,
+        framework=framework,
+        max_restarts=max_restarts,
+        grace_s=grace_s,
+        network_interface=network_interface,
+        env=env or {},
+    )

@@ -1,0 +1,220 @@
+"""Pure planning: (launch spec, hosts, facts from the agents) -> LaunchPlan.
+
+Nomenclature:
+- *node*: one host of the gang, numbered in inventory order (``node_rank``).
+- *rank*: one training process; global ranks fill node 0's slots first.
+- *attempt*: one start of the whole gang; restarts make new attempts, each
+  with a fresh rendezvous (a new master port found at that moment).
+- *facts*: what each host's agent reported (cores, interface, run dir); the
+  plan uses them but never looks them up itself.
+
+Invariants: no I/O, no clock, no randomness, so the same inputs give the
+same plan and plans are golden-testable.  ``env`` is always set on a rank;
+``env_defaults`` only when the host's own environment lacks the name (so a
+user's OMP_NUM_THREADS or GLOO_SOCKET_IFNAME wins).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ringleader.hosts import Host, to_mpi_hostfile
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What the user asked for: a command, where, and how to supervise it."""
+
+    command: list[str]
+    hosts: list[Host]
+    run_id: str
+    cwd: str
+    python: str
+    framework: str = "pytorch"
+    max_restarts: int = 0
+    grace_s: float = 5.0
+    network_interface: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def world_size(self) -> int:
+        return sum(h.slots for h in self.hosts)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What one host's agent found out about itself before any rank starts."""
+
+    cores: int
+    rundir: str
+    interface: str | None = None
+    interface_address: str | None = None
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    rank: int
+    local_rank: int
+    node_rank: int
+    argv: list[str]
+    env: dict[str, str]
+    env_defaults: dict[str, str]
+    error_file: str
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node_rank: int
+    host: Host
+    ranks: list[RankPlan]
+    hostfile_path: str
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    run_id: str
+    attempt: int
+    world_size: int
+    master_addr: str
+    master_port: int
+    nodes: list[NodePlan]
+    hostfile_text: str
+
+    def rank_host(self, rank: int) -> Host:
+        for node in self.nodes:
+            if any(r.rank == rank for r in node.ranks):
+                return node.host
+        raise KeyError(rank)
+
+
+def attempt_dir(rundir: str, attempt: int) -> str:
+    return f"{rundir.rstrip('/')}/attempt-{attempt}"
+
+
+def rank_env(
+    spec: LaunchSpec,
+    *,
+    rank: int,
+    local_rank: int,
+    node_rank: int,
+    attempt: int,
+    master_addr: str,
+    master_port: int,
+    error_file: str,
+    hostfile_path: str,
+) -> dict[str, str]:
+    """The torchrun-compatible environment plus ringleader's own names."""
+    hosts = spec.hosts
+    local_world = hosts[node_rank].slots
+    node_ips = "\n".join(h.address for h in hosts)
+    common = {
+        "RANK": rank,
+        "LOCAL_RANK": local_rank,
+        "WORLD_SIZE": spec.world_size,
+        "LOCAL_WORLD_SIZE": local_world,
+        "NODE_RANK": node_rank,
+        "NNODES": len(hosts),
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": master_port,
+    }
+    env = {k: str(v) for k, v in common.items()}
+    env.update({f"RINGLEADER_{k}": str(v) for k, v in common.items()})
+    env.update(
+        {
+            "GROUP_RANK": str(node_rank),
+            "GROUP_WORLD_SIZE": str(len(hosts)),
+            "ROLE_NAME": "default",
+            "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(spec.world_size),
+            "TORCHELASTIC_RESTART_COUNT": str(attempt),
+            "TORCHELASTIC_MAX_RESTARTS": str(spec.max_restarts),
+            "TORCHELASTIC_RUN_ID": spec.run_id,
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "TORCHELASTIC_ERROR_FILE": error_file,
+            "PYTHONUNBUFFERED": "1",
+            "RINGLEADER_JOB_ID": spec.run_id,
+            "RINGLEADER_RESTART_COUNT": str(attempt),
+            "RINGLEADER_MAX_RESTARTS": str(spec.max_restarts),
+            "RINGLEADER_ERROR_FILE": error_file,
+            "RINGLEADER_NODE_IPS": node_ips,
+            "RINGLEADER_MASTER_NODE_IP": master_addr,
+            "RINGLEADER_HOSTFILE": hostfile_path,
+            "RINGLEADER_HOST": hosts[node_rank].name,
+        }
+    )
+    return env
+
+
+def _interface_env(spec: LaunchSpec, facts: NodeFacts) -> tuple[dict[str, str], dict[str, str]]:
+    """--network-interface is forced on every rank; a picked one is a default."""
+    if spec.network_interface:
+        forced = {
+            "GLOO_SOCKET_IFNAME": spec.network_interface,
+            "NCCL_SOCKET_IFNAME": spec.network_interface,
+            "RINGLEADER_NETWORK_INTERFACE": spec.network_interface,
+        }
+        return forced, {}
+    if not facts.interface:
+        return {}, {}
+    picked = {"GLOO_SOCKET_IFNAME": facts.interface, "NCCL_SOCKET_IFNAME": facts.interface}
+    return {"RINGLEADER_NETWORK_INTERFACE": facts.interface}, picked
+
+
+def build_plan(
+    spec: LaunchSpec,
+    facts: list[NodeFacts],
+    *,
+    attempt: int,
+    master_addr: str,
+    master_port: int,
+) -> LaunchPlan:
+    """Assign global ranks to hosts in order and compute every rank's env."""
+    if len(facts) != len(spec.hosts):
+        raise ValueError("one NodeFacts per host is required")
+    nodes: list[NodePlan] = []
+    next_rank = 0
+    for node_rank, (host, fact) in enumerate(zip(spec.hosts, facts, strict=True)):
+        adir = attempt_dir(fact.rundir, attempt)
+        hostfile_path = f"{fact.rundir.rstrip('/')}/hostfile"
+        forced_if, default_if = _interface_env(spec, fact)
+        threads = max(1, fact.cores // host.slots)
+        ranks: list[RankPlan] = []
+        for local_rank in range(host.slots):
+            rank = next_rank
+            next_rank += 1
+            error_file = f"{adir}/rank-{rank}.error.json"
+            env = rank_env(
+                spec,
+                rank=rank,
+                local_rank=local_rank,
+                node_rank=node_rank,
+                attempt=attempt,
+                master_addr=master_addr,
+                master_port=master_port,
+                error_file=error_file,
+                hostfile_path=hostfile_path,
+            )
+            env.update(forced_if)
+            env.update(spec.env)
+            defaults = {"OMP_NUM_THREADS": str(threads), **default_if}
+            ranks.append(
+                RankPlan(
+                    rank=rank,
+                    local_rank=local_rank,
+                    node_rank=node_rank,
+                    argv=list(spec.command),
+                    env=env,
+                    env_defaults=defaults,
+                    error_file=error_file,
+                )
+            )
+        nodes.append(NodePlan(node_rank, host, ranks, hostfile_path))
+    return LaunchPlan(
+        run_id=spec.run_id,
+        attempt=attempt,
+        world_size=spec.world_size,
+        master_addr=master_addr,
+        master_port=master_port,
+        nodes=nodes,
+        hostfile_text=to_mpi_hostfile(spec.hosts),
+    )

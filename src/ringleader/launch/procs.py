@@ -1,0 +1,109 @@
+"""Stopping process groups and sweeping stragglers: the no-orphans mechanics.
+
+Every rank is started as the leader of its own session/process group, so a
+signal to the group reaches the rank and everything it spawned.  A
+descendant that escaped the group (``setsid``, a daemon) still carries the
+job's id in its environment (``RINGLEADER_JOB_ID``), so on Linux a sweep of
+``/proc`` finds it.  Stopping is SIGTERM, a grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Signal a process group; False when no member is left."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _stat_fields(stat: str) -> list[str]:
+    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, ..."""
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a live (not zombie) process is in the group.
+
+    Zombies count as members for ``killpg(pgid, 0)``; an orphaned grandchild
+    stays a zombie until init reaps it, which would stretch every stop.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return signal_group(pgid, 0)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = _stat_fields((entry / "stat").read_text())
+        except OSError:
+            continue
+        if fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
+
+
+def pids_with_marker(marker: str, *, exclude: Iterable[int] = ()) -> list[int]:
+    """Processes whose environment holds the entry ``marker`` (Linux only)."""
+    skip = {os.getpid(), *exclude}
+    needle = marker.encode()
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in skip:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if _stat_fields(stat)[0] == "Z":
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def terminate(
+    pgids: Iterable[int],
+    grace_s: float,
+    *,
+    marker: str | None = None,
+    is_done: Callable[[], bool] | None = None,
+) -> None:
+    """SIGTERM every group, wait up to ``grace_s``, SIGKILL what remains.
+
+    ``is_done`` lets the caller end the wait early (e.g. all ranks reaped).
+    With ``marker`` the /proc sweep catches descendants that left their group.
+    """
+    pgids = list(pgids)
+    for pgid in pgids:
+        signal_group(pgid, signal.SIGTERM)
+    swept = pids_with_marker(marker) if marker else []
+    for pid in swept:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        groups_left = any(group_alive(p) for p in pgids)
+        sweep_left = bool(marker and pids_with_marker(marker))
+        if not groups_left and not sweep_left and (is_done is None or is_done()):
+            break
+        time.sleep(0.02)
+    for pgid in pgids:
+        signal_group(pgid, signal.SIGKILL)
+    if marker:
+        for pid in pids_with_marker(marker):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)

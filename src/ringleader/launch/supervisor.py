@@ -1,0 +1,353 @@
+"""The supervisor: on the launching host, runs one launch from start to end.
+
+It starts one agent per host, waits until every host is ready (so a missing
+directory or an unreachable host is reported before any rank starts), then
+runs attempts: send each agent its ranks, merge their output, and on the
+first failure tell every agent to stop the gang.  With restarts left it
+starts a new attempt with a fresh rendezvous (a new master port).
+
+Invariants:
+- gangs are all-or-nothing: started whole, stopped whole, restarted whole;
+- one thread (``run``) owns all state; agents and signals only post events;
+- ``request_stop`` is safe from a signal handler or another thread, so the
+  CLI and (later) the server's backends stop a launch the same way;
+- every agent is asked to leave and then reaped, whatever happened.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ringleader.errors import HostUnreachable
+from ringleader.launch import netif
+from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
+from ringleader.launch.output import OutputSink
+from ringleader.launch.plan import LaunchPlan, LaunchSpec, NodeFacts, build_plan
+from ringleader.launch.protocol import HEARTBEAT_INTERVAL_S
+from ringleader.launch.result import AttemptResult, LaunchResult, RankFailure
+from ringleader.launch.ssh import SSHOptions, classify_failure
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_EXTRA_S = 10.0
+STDERR_TAIL_LINES = 20
+
+
+@dataclass
+class SupervisorState:
+    """What a caller (the CLI, a server backend) can read while it runs."""
+
+    phase: str = "Starting"  # Starting, Running, Restarting, Stopping, Succeeded, Failed, Stopped
+    attempt: int = 0
+    master_addr: str = ""
+    master_port: int = 0
+
+
+def pick_master_addr(spec: LaunchSpec) -> str:
+    """Node 0's address as every rank can reach it."""
+    first = spec.hosts[0]
+    remote = [h for h in spec.hosts if not h.is_local]
+    if not first.is_local:
+        return first.address
+    if not remote:
+        return "127.0.0.1"
+    return netif.source_address_toward(remote[0].address) or first.address
+
+
+class Supervisor:
+    def __init__(self, spec: LaunchSpec, sink: OutputSink, ssh: SSHOptions | None = None) -> None:
+        self.spec = spec
+        self.sink = sink
+        self.ssh = ssh or SSHOptions.from_env()
+        self.state = SupervisorState()
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()  # put() is signal-safe
+        self.links: list[AgentLink] = []
+        self._stop_signal: int | None = None
+        self._closed = threading.Event()
+        self._stops_pending: set[int] = set()
+
+    # ----- public ----------------------------------------------------------
+    def request_stop(self, signum: int) -> None:
+        """Ask the launch to stop every rank and end (thread/signal safe)."""
+        if self._stop_signal is None:
+            self._stop_signal = signum
+        self.events.put((-1, {"op": "wake"}))
+
+    def run(self) -> LaunchResult:
+        result = LaunchResult(run_id=self.spec.run_id, exit_code=0)
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+        try:
+            facts, port = self._start_agents(result)
+            if facts is None:
+                result.exit_code = (
+                    HostUnreachable.exit_code
+                    if result.setup_errors
+                    else 128 + (self._stop_signal or 15)
+                )
+                self.state.phase = "Failed"
+                return result
+            for attempt in range(self.spec.max_restarts + 1):
+                if attempt > 0:
+                    self.state.phase = "Restarting"
+                    port = self._fresh_port()
+                    if port is None:
+                        break
+                outcome = self._run_attempt(attempt, facts, port)
+                result.attempts.append(outcome)
+                if outcome.failure is None or outcome.stopped_by:
+                    break
+                if attempt < self.spec.max_restarts:
+                    self.sink.notice(
+                        f"attempt {attempt} failed: {outcome.failure.describe()}; "
+                        f"restarting the gang ({attempt + 1}/{self.spec.max_restarts})"
+                    )
+            result.exit_code = self._exit_code(result)
+            self.state.phase = (
+                "Succeeded"
+                if result.exit_code == 0
+                else ("Stopped" if self._stop_signal else "Failed")
+            )
+            return result
+        finally:
+            self._close_agents()
+
+    # ----- phases ----------------------------------------------------------
+    def _start_agents(self, result: LaunchResult) -> tuple[list[NodeFacts] | None, int]:
+        spec = self.spec
+        master_addr = pick_master_addr(spec)
+        self.state.master_addr = master_addr
+        for node, host in enumerate(spec.hosts):
+            argv = agent_argv(
+                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh
+            )
+            env = {k: v for k, v in os.environ.items() if not k.startswith("RINGLEADER_JOB")}
+            link = start_link(node, host, argv, env, self.events)
+            self.links.append(link)
+            link.send(
+                "setup",
+                cwd=spec.cwd,
+                master_addr=master_addr,
+                want_port=node == 0,
+                network_interface=spec.network_interface,
+                node_rank=node,
+                grace=spec.grace_s,
+            )
+        ready: dict[int, dict[str, Any]] = {}
+        deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s
+        pending = set(range(len(spec.hosts)))
+        while pending and self._stop_signal is None:
+            node, msg = self._next_event(deadline)
+            if node is None:
+                for n in pending:
+                    result.setup_errors.append(
+                        f"host {spec.hosts[n].name}: no answer from its agent"
+                    )
+                break
+            if node < 0 or node not in pending:
+                continue
+            host = spec.hosts[node].name
+            if msg["op"] == "ready":
+                ready[node] = msg
+                pending.discard(node)
+            elif msg["op"] == "fatal":
+                result.setup_errors.append(f"host {host}: {msg['stage']}: {msg['detail']}")
+                pending.discard(node)
+            elif msg["op"] == "eof":
+                stage, detail, fix = classify_failure(host, msg.get("stderr", ""))
+                text = f"host {host}: {stage} failed: {detail}" + (
+                    f"\n    fix: {fix}" if fix else ""
+                )
+                result.setup_errors.append(text)
+                pending.discard(node)
+        if result.setup_errors or self._stop_signal is not None or len(ready) != len(spec.hosts):
+            return None, 0
+        facts = [
+            NodeFacts(
+                cores=int(ready[n]["cores"]),
+                rundir=ready[n]["rundir"],
+                interface=ready[n].get("interface"),
+                interface_address=ready[n].get("interface_address"),
+            )
+            for n in range(len(spec.hosts))
+        ]
+        self._banner(facts)
+        return facts, int(ready[0]["port"])
+
+    def _banner(self, facts: list[NodeFacts]) -> None:
+        spec = self.spec
+        self.sink.notice(
+            f"job {spec.run_id}: {spec.world_size} ranks on {len(spec.hosts)} host(s), "
+            f"master {self.state.master_addr}"
+        )
+        first = 0
+        for host, fact in zip(spec.hosts, facts, strict=True):
+            iface = spec.network_interface or fact.interface or "?"
+            how = (
+                "given by --network-interface" if spec.network_interface else "routes to the master"
+            )
+            ranks = f"{first}-{first + host.slots - 1}" if host.slots > 1 else str(first)
+            self.sink.notice(f"  {host.name}: ranks {ranks}, interface {iface} ({how})")
+            first += host.slots
+
+    def _fresh_port(self) -> int | None:
+        self.links[0].send("port")
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            node, msg = self._next_event(deadline)
+            if node is None or self._stop_signal is not None:
+                return None
+            if node == 0 and msg["op"] == "port":
+                return int(msg["port"])
+            if msg["op"] == "eof":
+                return None
+
+    def _run_attempt(self, attempt: int, facts: list[NodeFacts], port: int) -> AttemptResult:
+        plan = build_plan(
+            self.spec, facts, attempt=attempt, master_addr=self.state.master_addr, master_port=port
+        )
+        self.state.attempt, self.state.master_port, self.state.phase = attempt, port, "Running"
+        outcome = AttemptResult(attempt=attempt, started=time.time())
+        tails: dict[int, deque[str]] = {}
+        live = {r.rank for n in plan.nodes for r in n.ranks}
+        for link, node in zip(self.links, plan.nodes, strict=True):
+            link.send(
+                "start",
+                attempt=attempt,
+                cwd=self.spec.cwd,
+                hostfile=plan.hostfile_text,
+                hostfile_path=node.hostfile_path,
+                ranks=[
+                    {
+                        "rank": r.rank,
+                        "argv": r.argv,
+                        "env": r.env,
+                        "env_defaults": r.env_defaults,
+                        "error_file": r.error_file,
+                    }
+                    for r in node.ranks
+                ],
+            )
+        stop_deadline: float | None = None
+        while live:
+            node_idx, msg = self._next_event(stop_deadline)
+            if node_idx is None:  # agents did not finish stopping in time
+                for link in self.links:
+                    link.kill()
+                break
+            if self._stop_signal is not None and stop_deadline is None:
+                outcome.stopped_by = self._stop_signal
+                stop_deadline = self._stop_gang()
+            op = msg["op"]
+            if op == "out":
+                self._emit(plan, msg, tails)
+            elif op == "exit":
+                rank = int(msg["rank"])
+                live.discard(rank)
+                if msg["code"] != 0 and stop_deadline is None:
+                    outcome.failure = self._failure(plan, rank, msg, tails)
+                    stop_deadline = self._stop_gang()
+            elif op == "eof":
+                gone = {r.rank for r in plan.nodes[node_idx].ranks}
+                live -= gone
+                if stop_deadline is None:
+                    host = plan.nodes[node_idx].host.name
+                    outcome.failure = RankFailure(
+                        rank=None,
+                        host=host,
+                        code=255,
+                        signal=None,
+                        time=time.time(),
+                        reason="lost the link to this host's agent",
+                        stderr_tail=msg.get("stderr", "").splitlines()[-5:],
+                    )
+                    stop_deadline = self._stop_gang()
+        if stop_deadline is None:
+            self._stop_gang()  # success: still sweep grandchildren left behind
+        self._await_stopped(plan, tails)
+        outcome.ended = time.time()
+        return outcome
+
+    def _failure(
+        self, plan: LaunchPlan, rank: int, msg: dict[str, Any], tails: dict[int, deque[str]]
+    ) -> RankFailure:
+        return RankFailure(
+            rank=rank,
+            host=plan.rank_host(rank).name,
+            code=int(msg["code"]),
+            signal=msg.get("signal"),
+            time=float(msg.get("t") or time.time()),
+            stderr_tail=list(tails.get(rank, [])),
+            error=msg.get("error"),
+        )
+
+    def _stop_gang(self) -> float:
+        self.state.phase = "Stopping"
+        for link in self.links:
+            link.send("stop", grace=self.spec.grace_s)
+        self._stops_pending = {link.node for link in self.links if link.proc.poll() is None}
+        return time.monotonic() + self.spec.grace_s + STOP_TIMEOUT_EXTRA_S
+
+    def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
+        rank = int(msg["rank"])
+        self.sink.line(
+            rank=rank,
+            world=plan.world_size,
+            host=plan.rank_host(rank).name,
+            stream=msg["stream"],
+            text=msg["line"],
+            attempt=plan.attempt,
+        )
+        if msg["stream"] == "stderr":
+            tails.setdefault(rank, deque(maxlen=STDERR_TAIL_LINES)).append(msg["line"])
+
+    def _await_stopped(self, plan: LaunchPlan, tails: dict[int, deque[str]]) -> None:
+        """Wait for every agent's ``stopped`` so no rank of this attempt is left."""
+        deadline = time.monotonic() + self.spec.grace_s + STOP_TIMEOUT_EXTRA_S
+        while self._stops_pending:
+            node, msg = self._next_event(deadline)
+            if node is None:
+                break
+            if msg["op"] in ("stopped", "eof"):
+                self._stops_pending.discard(node)
+            elif msg["op"] == "out":  # late lines of a stopping rank still belong on the console
+                self._emit(plan, msg, tails)
+
+    def _next_event(self, deadline: float | None) -> tuple[int | None, dict[str, Any]]:
+        """The next agent message, or (None, {}) once ``deadline`` passed."""
+        while True:
+            timeout = None if deadline is None else deadline - time.monotonic()
+            if timeout is not None and timeout <= 0:
+                return None, {}
+            try:
+                return self.events.get(timeout=min(timeout or 1.0, 1.0))
+            except queue.Empty:
+                continue
+
+    def _exit_code(self, result: LaunchResult) -> int:
+        last = result.attempts[-1] if result.attempts else None
+        if self._stop_signal is not None:
+            return 128 + self._stop_signal
+        if last is None:
+            return 1
+        return last.failure.code if last.failure else 0
+
+    # ----- background ------------------------------------------------------
+    def _heartbeat(self) -> None:
+        while not self._closed.wait(HEARTBEAT_INTERVAL_S):
+            for link in self.links:
+                link.send("ping")
+
+    def _close_agents(self) -> None:
+        self._closed.set()
+        for link in self.links:
+            link.send("bye")
+        deadline = time.monotonic() + self.spec.grace_s + STOP_TIMEOUT_EXTRA_S
+        for link in self.links:
+            if not link.wait(max(0.1, deadline - time.monotonic())):
+                link.kill()
+                link.wait(2.0)
