@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ringleader.errors import HostUnreachable
+from ringleader.hosts import Host
 from ringleader.launch import netif
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.output import OutputSink
@@ -70,6 +71,8 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._closed = threading.Event()
         self._stops_pending: set[int] = set()
+        # Hosts that run an agent; the mpi framework runs one here, mpirun does the rest.
+        self.agent_hosts: list[Host] = list(spec.hosts)
 
     # ----- public ----------------------------------------------------------
     def request_stop(self, signum: int) -> None:
@@ -121,7 +124,7 @@ class Supervisor:
         spec = self.spec
         master_addr = pick_master_addr(spec)
         self.state.master_addr = master_addr
-        for node, host in enumerate(spec.hosts):
+        for node, host in enumerate(self.agent_hosts):
             argv = agent_argv(
                 host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh
             )
@@ -139,18 +142,18 @@ class Supervisor:
             )
         ready: dict[int, dict[str, Any]] = {}
         deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s
-        pending = set(range(len(spec.hosts)))
+        pending = set(range(len(self.agent_hosts)))
         while pending and self._stop_signal is None:
             node, msg = self._next_event(deadline)
             if node is None:
                 for n in pending:
                     result.setup_errors.append(
-                        f"host {spec.hosts[n].name}: no answer from its agent"
+                        f"host {self.agent_hosts[n].name}: no answer from its agent"
                     )
                 break
             if node < 0 or node not in pending:
                 continue
-            host = spec.hosts[node].name
+            host = self.agent_hosts[node].name
             if msg["op"] == "ready":
                 ready[node] = msg
                 pending.discard(node)
@@ -164,7 +167,11 @@ class Supervisor:
                 )
                 result.setup_errors.append(text)
                 pending.discard(node)
-        if result.setup_errors or self._stop_signal is not None or len(ready) != len(spec.hosts):
+        if (
+            result.setup_errors
+            or self._stop_signal is not None
+            or len(ready) != len(self.agent_hosts)
+        ):
             return None, 0
         facts = [
             NodeFacts(
@@ -173,7 +180,7 @@ class Supervisor:
                 interface=ready[n].get("interface"),
                 interface_address=ready[n].get("interface_address"),
             )
-            for n in range(len(spec.hosts))
+            for n in range(len(self.agent_hosts))
         ]
         self._banner(facts)
         return facts, int(ready[0]["port"])
@@ -207,9 +214,7 @@ class Supervisor:
                 return None
 
     def _run_attempt(self, attempt: int, facts: list[NodeFacts], port: int) -> AttemptResult:
-        plan = build_plan(
-            self.spec, facts, attempt=attempt, master_addr=self.state.master_addr, master_port=port
-        )
+        plan = self._build_plan(attempt, facts, port)
         self.state.attempt, self.state.master_port, self.state.phase = attempt, port, "Running"
         outcome = AttemptResult(attempt=attempt, started=time.time())
         tails: dict[int, deque[str]] = {}
@@ -271,6 +276,11 @@ class Supervisor:
         self._await_stopped(plan, tails)
         outcome.ended = time.time()
         return outcome
+
+    def _build_plan(self, attempt: int, facts: list[NodeFacts], port: int) -> LaunchPlan:
+        return build_plan(
+            self.spec, facts, attempt=attempt, master_addr=self.state.master_addr, master_port=port
+        )
 
     def _failure(
         self, plan: LaunchPlan, rank: int, msg: dict[str, Any], tails: dict[int, deque[str]]

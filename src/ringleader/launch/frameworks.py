@@ -1,0 +1,69 @@
+"""Per-framework launch contracts that differ from plain PyTorch ranks.
+
+``pytorch`` (the default) is the plan in ``plan.py``: the agents start every
+rank themselves with torchrun's environment.  ``mpi`` hands the gang to
+OpenMPI's ``mpirun`` (what Horovod and mpi4py programs expect) with a
+generated hostfile; each rank runs through ``ringleader.launch.mpi_rank``,
+which maps OMPI_* to RANK/WORLD_SIZE/LOCAL_RANK so PyTorch code works too,
+forwards whole lines, and reports its exit for the root-cause summary.
+
+Pure: argv building only, golden-testable.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ringleader.launch.plan import LaunchSpec
+from ringleader.launch.ssh import SSHOptions
+
+# Names every MPI rank receives from the launcher (values set by mpirun_argv).
+MPI_EXPORTED = ("MASTER_ADDR", "MASTER_PORT", "PYTHONUNBUFFERED")
+
+
+def mpirun_argv(
+    spec: LaunchSpec,
+    *,
+    hostfile_path: str,
+    error_dir: str,
+    attempt: int,
+    master_addr: str,
+    master_port: int,
+    ssh: SSHOptions,
+    as_root: bool,
+) -> list[str]:
+    """The ``mpirun`` command line for one attempt of ``spec``."""
+    argv = ["mpirun", "--hostfile", hostfile_path, "-np", str(spec.world_size)]
+    argv += ["--map-by", "slot", "--tag-output"]
+    if as_root:
+        argv.append("--allow-run-as-root")
+    if any(not h.is_local for h in spec.hosts):
+        rsh = ["ssh", *(["-F", ssh.config_file] if ssh.config_file else []), "-o", "BatchMode=yes"]
+        argv += ["--mca", "plm_rsh_agent", shlex.join(rsh)]
+    if spec.network_interface:
+        argv += ["--mca", "btl_tcp_if_include", spec.network_interface]
+        argv += ["--mca", "oob_tcp_if_include", spec.network_interface]
+    exported = {
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(master_port),
+        "PYTHONUNBUFFERED": "1",
+        "RINGLEADER_JOB_ID": spec.run_id,
+        "TORCHELASTIC_RUN_ID": spec.run_id,
+        "RINGLEADER_RESTART_COUNT": str(attempt),
+        "TORCHELASTIC_RESTART_COUNT": str(attempt),
+        "TORCHELASTIC_MAX_RESTARTS": str(spec.max_restarts),
+        "RINGLEADER_MAX_RESTARTS": str(spec.max_restarts),
+        "RINGLEADER_ERROR_DIR": error_dir,
+        "RINGLEADER_HOSTFILE": hostfile_path,
+        "RINGLEADER_NODE_IPS": "\n".join(h.address for h in spec.hosts),
+        "RINGLEADER_MASTER_NODE_IP": master_addr,
+        "RINGLEADER_NNODES": str(len(spec.hosts)),
+        "NNODES": str(len(spec.hosts)),
+    }
+    if spec.network_interface:
+        exported["GLOO_SOCKET_IFNAME"] = spec.network_interface
+        exported["NCCL_SOCKET_IFNAME"] = spec.network_interface
+    exported.update(spec.env)
+    for key, value in exported.items():
+        argv += ["-x", f"{key}={value}"]
+    return [*argv, spec.python, "-m", "ringleader.launch.mpi_rank", "--", *spec.command]

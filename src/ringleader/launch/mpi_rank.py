@@ -1,0 +1,124 @@
+"""What ``mpirun`` starts for each rank: env mapping, whole lines, exit report.
+
+Why a wrapper: mpirun tags output per write, not per line, so a rank that
+writes a line in pieces gets split and mixed with others; and mpirun only
+reports the first failure in prose.  This wrapper runs the real command as
+its child, writes every line of it in one ``write``, and ends with one
+``RINGLEADER-RANK-EXIT {json}`` line on stderr that the supervisor reads.
+
+Invariants: the child dies with the wrapper (PDEATHSIG on Linux, and
+SIGTERM/SIGINT are forwarded to it); the wrapper exits with the child's code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from ringleader.launch.agent import forward_lines
+
+EXIT_MARKER = "RINGLEADER-RANK-EXIT "
+_OMPI_TO_TORCH = {
+    "OMPI_COMM_WORLD_RANK": ("RANK", "RINGLEADER_RANK", "ROLE_RANK"),
+    "OMPI_COMM_WORLD_SIZE": ("WORLD_SIZE", "RINGLEADER_WORLD_SIZE", "ROLE_WORLD_SIZE"),
+    "OMPI_COMM_WORLD_LOCAL_RANK": ("LOCAL_RANK", "RINGLEADER_LOCAL_RANK"),
+    "OMPI_COMM_WORLD_LOCAL_SIZE": ("LOCAL_WORLD_SIZE", "RINGLEADER_LOCAL_WORLD_SIZE"),
+    "OMPI_COMM_WORLD_NODE_RANK": ("NODE_RANK", "GROUP_RANK", "RINGLEADER_NODE_RANK"),
+}
+
+
+def rank_environment(environ: dict[str, str]) -> dict[str, str]:
+    """torchrun's names derived from OpenMPI's; the user's own values win."""
+    env = dict(environ)
+    for source, targets in _OMPI_TO_TORCH.items():
+        if source in environ:
+            for target in targets:
+                env.setdefault(target, environ[source])
+    rank = env.get("RANK", "0")
+    if "RINGLEADER_ERROR_DIR" in environ:
+        with contextlib.suppress(OSError):
+            os.makedirs(environ["RINGLEADER_ERROR_DIR"], exist_ok=True)
+        path = f"{environ['RINGLEADER_ERROR_DIR']}/rank-{rank}.error.json"
+        env.setdefault("TORCHELASTIC_ERROR_FILE", path)
+        env.setdefault("RINGLEADER_ERROR_FILE", path)
+    local = max(1, int(env.get("LOCAL_WORLD_SIZE", "1")))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local)))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m ringleader.launch.mpi_rank -- COMMAND...", file=sys.stderr)
+        return 2
+    env = rank_environment(dict(os.environ))
+    try:
+        child = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+    except OSError as exc:
+        print(f"cannot start {argv[0]!r}: {exc.strerror}", file=sys.stderr)
+        print(
+            EXIT_MARKER + json.dumps({"code": 127, "signal": None, "t": time.time()}),
+            file=sys.stderr,
+            flush=True,
+        )
+        return 127
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: child.send_signal(s))
+    lock = threading.Lock()
+
+    def writer(fd: int):
+        def emit(line: str) -> None:
+            with lock:
+                os.write(fd, (line + "\n").encode())
+
+        return emit
+
+    readers = [
+        threading.Thread(target=forward_lines, args=(child.stdout, writer(1)), daemon=True),
+        threading.Thread(target=forward_lines, args=(child.stderr, writer(2)), daemon=True),
+    ]
+    for thread in readers:
+        thread.start()
+    code = child.wait()
+    ended = time.time()
+    for thread in readers:
+        thread.join(timeout=1.0)
+    signum = -code if code < 0 else None
+    exit_code = 128 + signum if signum else code
+    error = None
+    if exit_code != 0 and env.get("RINGLEADER_ERROR_FILE"):
+        from ringleader.runtime.errorfile import read_error_file
+
+        with contextlib.suppress(Exception):
+            error = read_error_file(env["RINGLEADER_ERROR_FILE"])
+    report = {"code": exit_code, "signal": signum, "t": ended, "error": error}
+    with lock:
+        os.write(2, (EXIT_MARKER + json.dumps(report) + "\n").encode())
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
