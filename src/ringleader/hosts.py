@@ -101,12 +101,28 @@ def parse_mpi_hostfile(text: str, source: str = "hostfile") -> list[Host]:
     return hosts
 
 
-def _line_of(text: str, needle: str) -> int:
-    """Best-effort line number of a JSON value, so errors point near it."""
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if needle in line:
-            return lineno
-    return 1
+def _entry_lines(text: str, object_form: bool) -> list[int]:
+    """Line number where each host object starts, so errors point at it."""
+    start = text.find('"hosts"') if object_form else 0
+    want = 2 if object_form else 1
+    lines, depth, in_string, escaped = [], 0, False, False
+    lineno = text.count("\n", 0, start) + 1
+    for ch in text[start:]:
+        if ch == "\n":
+            lineno += 1
+        if in_string:
+            escaped = ch == "\\" and not escaped
+            in_string = not (ch == '"' and not escaped)
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "[{":
+            if ch == "{" and depth == want - (1 if object_form else 0):
+                lines.append(lineno)
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+    return lines
 
 
 def parse_hosts_json(text: str, source: str = "hosts.json") -> list[Host]:
@@ -117,6 +133,7 @@ def parse_hosts_json(text: str, source: str = "hosts.json") -> list[Host]:
         raise InvalidSpec(
             f"invalid JSON: {exc.msg} (column {exc.colno})", f"{source}:{exc.lineno}"
         ) from None
+    object_form = isinstance(data, dict)
     if isinstance(data, dict):
         if "hosts" not in data:
             raise InvalidSpec('expected a list of hosts or an object with "hosts"', f"{source}:1")
@@ -124,13 +141,13 @@ def parse_hosts_json(text: str, source: str = "hosts.json") -> list[Host]:
     if not isinstance(data, list) or not data:
         raise InvalidSpec('"hosts" must be a non-empty list', f"{source}:1")
     hosts: list[Host] = []
+    starts = _entry_lines(text, object_form)
     for index, entry in enumerate(data):
+        line = starts[index] if index < len(starts) else 1
+        where = f"{source}:{line} (host #{index + 1})"
         if not isinstance(entry, dict):
-            raise InvalidSpec(
-                f"host #{index + 1} must be an object", f"{source}:{_line_of(text, str(entry))}"
-            )
+            raise InvalidSpec("each host must be an object", where)
         ssh = entry.get("ssh")
-        where = f"{source}:{_line_of(text, json.dumps(ssh) if ssh else '{')} (host #{index + 1})"
         if not isinstance(ssh, str) or not ssh:
             raise InvalidSpec('missing "ssh" (where to log in)', where)
         ips = entry.get("ips", [])

@@ -1,0 +1,93 @@
+"""Shared helpers: run the real ``ringleader`` CLI, find a job's processes, wait.
+
+Tests wait for conditions (``wait_until``), never for fixed times, and end
+only processes they started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ringleader.launch.procs import pids_with_marker
+
+PYTHON = sys.executable
+RINGLEADER = [PYTHON, "-m", "ringleader"]
+
+
+def require(condition: bool, what: str) -> None:
+    """Skip when a component is missing, but fail in CI: CI must have it all."""
+    if condition:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and {what} is missing")
+    pytest.skip(f"{what} is missing")
+
+
+def wait_until(cond: Callable[[], object], timeout: float, what: str = "condition") -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def job_pids(job_id: str) -> list[int]:
+    """Every live process of a job: ranks (by env) and agents (by command line)."""
+    pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={job_id}"))
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if job_id.encode() in cmdline and b"ringleader.launch.agent" in cmdline and state != "Z":
+            pids.add(int(entry.name))
+    return sorted(pids)
+
+
+def launch(
+    *args: str, timeout: float = 120, cwd: str | Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``ringleader launch ARGS`` to completion and capture its output."""
+    return subprocess.run(
+        [*RINGLEADER, "launch", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def start_launch(*args: str, cwd: str | Path | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*RINGLEADER, "launch", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+    )
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Callable[[str], str]:
+    """Write a Python training script into tmp_path; returns its path."""
+    counter = iter(range(1000))
+
+    def write(body: str) -> str:
+        path = tmp_path / f"script_{next(counter)}.py"
+        path.write_text(body)
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def mpirun_available() -> None:
+    require(shutil.which("mpirun") is not None, "OpenMPI's mpirun (apt: openmpi-bin)")
