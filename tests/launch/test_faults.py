@@ -45,7 +45,9 @@ def _root_time(stderr: str) -> float:
 
 
 def test_failure_stops_every_rank_and_summarises_the_root_cause(script) -> None:
-    proc = launch("-n", "3", "--run-id", "rl-failfast", "--", "python", script(FAIL_ONE), timeout=60)
+    proc = launch(
+        "-n", "3", "--run-id", "rl-failfast", "--", "python", script(FAIL_ONE), timeout=60
+    )
     assert proc.returncode == 7
     err = proc.stderr
     assert "Root Cause (first observed failure)" in err
@@ -121,7 +123,9 @@ time.sleep(300)
 
 def test_rank_stuck_in_a_collective_is_gone_within_3s(script) -> None:
     require(HAVE_TORCH, "torch")
-    proc = launch("-n", "2", "--run-id", "rl-stuck", "--", "python", script(STUCK_IN_COLLECTIVE), timeout=120)
+    proc = launch(
+        "-n", "2", "--run-id", "rl-stuck", "--", "python", script(STUCK_IN_COLLECTIVE), timeout=120
+    )
     ended = time.time()
     assert proc.returncode == 5, proc.stderr
     assert ended - _root_time(proc.stderr) < 3.0
@@ -146,7 +150,9 @@ def test_restart_gets_a_fresh_rendezvous_every_time(script) -> None:
     require(HAVE_TORCH, "torch")
     path = script(CRASH_ONCE)
     for i in range(3):
-        proc = launch("-n", "2", "--max-restarts", "1", "--no-prefix", "--", "python", path, timeout=120)
+        proc = launch(
+            "-n", "2", "--max-restarts", "1", "--no-prefix", "--", "python", path, timeout=120
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.count("SUM 1 2") == 2, proc.stdout
         ports = {line.split()[2] for line in proc.stdout.splitlines() if line.startswith("PORT")}

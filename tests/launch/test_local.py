@@ -54,7 +54,13 @@ def test_two_ranks_get_torchrun_compatible_env(script) -> None:
 
 def test_user_settings_win_and_e_flag_reaches_ranks(script) -> None:
     proc = launch(
-        "-n", "2", "-e", "FOO=bar baz", "--", "python", script(ENV_DUMP + "\nprint('FOO=' + os.environ['FOO'])"),
+        "-n",
+        "2",
+        "-e",
+        "FOO=bar baz",
+        "--",
+        "python",
+        script(ENV_DUMP + "\nprint('FOO=' + os.environ['FOO'])"),
         env={"OMP_NUM_THREADS": "3", "GLOO_SOCKET_IFNAME": "lo"},
     )
     assert proc.returncode == 0, proc.stderr
@@ -98,7 +104,18 @@ def test_lines_never_mix_and_streams_stay_apart(script) -> None:
 def test_ranks_filter_no_prefix_and_log_dir(script, tmp_path: Path) -> None:
     body = "import os, sys; print('out', os.environ['RANK']); print('err', os.environ['RANK'], file=sys.stderr)"
     logs = tmp_path / "logs"
-    proc = launch("-n", "3", "--ranks", "0,2", "--no-prefix", "--log-dir", str(logs), "--", "python", script(body))
+    proc = launch(
+        "-n",
+        "3",
+        "--ranks",
+        "0,2",
+        "--no-prefix",
+        "--log-dir",
+        str(logs),
+        "--",
+        "python",
+        script(body),
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(proc.stdout.splitlines()) == ["out 0", "out 2"]
     for rank in range(3):
@@ -113,8 +130,22 @@ def test_two_launches_at_once_get_different_ports(script, tmp_path: Path) -> Non
     body = "import os, time; print('PORT', os.environ['MASTER_PORT']); time.sleep(0.5)"
     path = script(body)
     procs = [
-        subprocess.Popen([sys.executable, "-m", "ringleader", "launch", "-n", "2", "--no-prefix", "--",
-                          "python", path], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ringleader",
+                "launch",
+                "-n",
+                "2",
+                "--no-prefix",
+                "--",
+                "python",
+                path,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=60)[0] for p in procs]
@@ -127,7 +158,9 @@ def test_bad_hostfile_exits_2_naming_file_and_line(tmp_path: Path, script) -> No
     marker = tmp_path / "started"
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("localhost slots=2\nlocalhost slots=two\n")
-    proc = launch("--hostfile", str(hostfile), "--", "python", script(f"open({str(marker)!r}, 'w')"))
+    proc = launch(
+        "--hostfile", str(hostfile), "--", "python", script(f"open({str(marker)!r}, 'w')")
+    )
     assert proc.returncode == 2
     assert f"{hostfile}:2: slots must be a positive integer" in proc.stderr
     assert not marker.exists()

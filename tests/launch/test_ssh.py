@@ -32,8 +32,12 @@ def test_agent_command_quotes_paths() -> None:
         ("ssh: connect to host 10.1.1.1 port 22: Connection timed out", "connect", "reachable"),
         ("ssh: connect to host 10.1.1.1 port 22: No route to host", "connect", "reachable"),
         ("root@h: Permission denied (publickey,password).", "auth", "ringleader ssh-setup h"),
-        ("No ED25519 host key is known for h and you have requested strict checking.\n"
-         "Host key verification failed.", "host key", "known_hosts"),
+        (
+            "No ED25519 host key is known for h and you have requested strict checking.\n"
+            "Host key verification failed.",
+            "host key",
+            "known_hosts",
+        ),
         ("RINGLEADER-MISSING workdir /srv/code", "working directory", "same path"),
         ("RINGLEADER-MISSING interpreter /venv/bin/python", "interpreter", "same Python"),
         ("/venv/bin/python: No module named ringleader.launch.agent", "ringleader", "pip install"),

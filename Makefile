@@ -1,0 +1,46 @@
+# ringleader: `make demo` and `make test` do all set-up on a fresh Debian machine.
+#   TORCH_SPEC=...   override the torch pin (default: the CPU build torch==2.13.0)
+#   PYTHON=...       interpreter used to create the venv (default: python3)
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PYTEST_ARGS ?=
+APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync procps util-linux
+STAMP := $(VENV)/.ringleader-installed
+
+.PHONY: setup system demo test lint bench clean
+
+setup: system $(STAMP)
+
+# System packages via apt, only when root and only what is missing.
+system:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "apt-get install$$missing"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	  fi; \
+	else echo "not root: skipping apt (needs:$(APT_PACKAGES))"; fi
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q "$(TORCH_SPEC)"
+	$(VENV)/bin/pip install -q -e ".[examples,mpi,dev]"
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/ringleader launch -n 2 -- $(VENV)/bin/python -m ringleader.examples.digits
+
+test: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(VENV)/bin/python bench/launch.py
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,160 @@
+"""Launch benchmark: ringleader launch -n 2 vs torchrun --standalone, same machine, same run.
+
+Measures, for the digits example on 2 ranks:
+- time to first step: from starting the launcher command to the end of the
+  first optimizer step on rank 0 (the example prints the wall-clock time);
+- steady steps/s: optimizer steps per second after the warm-up, as the
+  example reports it.
+Runs alternate (ringleader, torchrun, ringleader, ...) so drift hits both.
+Writes bench/results/launch.json and bench/results/launch.md.
+
+Usage: python bench/launch.py [--runs 5] [--epochs 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FIRST = re.compile(r"RINGLEADER_BENCH first_step_unix=([0-9.]+)")
+STEADY = re.compile(r"RINGLEADER_BENCH steady_steps_per_s=([0-9.]+)")
+TARGET_FIRST_STEP_RATIO = 1.10
+TARGET_STEADY_RATIO = 0.98
+
+
+def commands(epochs: int) -> dict[str, list[str]]:
+    py = sys.executable
+    example = ["-m", "ringleader.examples.digits", "--epochs", str(epochs)]
+    return {
+        "ringleader": [py, "-m", "ringleader", "launch", "-n", "2", "--", py, *example],
+        "torchrun": [
+            py,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            *example,
+        ],
+    }
+
+
+def run_once(argv: list[str]) -> dict[str, float]:
+    started = time.time()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    ended = time.time()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    first = FIRST.search(proc.stdout)
+    steady = STEADY.search(proc.stdout)
+    if not first or not steady:
+        raise RuntimeError(
+            f"no RINGLEADER_BENCH lines in output of {argv[:4]}:\n{proc.stdout[-2000:]}"
+        )
+    return {
+        "first_step_s": float(first.group(1)) - started,
+        "steady_steps_per_s": float(steady.group(1)),
+        "wall_s": ended - started,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--runs", type=int, default=5, help="runs per launcher (median is reported)"
+    )
+    parser.add_argument("--epochs", type=int, default=8)
+    args = parser.parse_args()
+    cmds = commands(args.epochs)
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
+    run_once(
+        cmds["ringleader"]
+    )  # warm the page cache for torch's import, for neither side's benefit
+    failures: dict[str, list[str]] = {name: [] for name in cmds}
+    for i in range(args.runs):
+        for name, argv in cmds.items():
+            for _try in range(3):  # a failed run is recorded, not hidden, then retried
+                try:
+                    sample = run_once(argv)
+                    break
+                except RuntimeError as exc:
+                    failures[name].append(str(exc)[-600:])
+                    print(f"run {i + 1}/{args.runs} {name}: FAILED, retrying", flush=True)
+            else:
+                raise SystemExit(f"{name} failed 3 times in a row; see above")
+            samples[name].append(sample)
+            print(
+                f"run {i + 1}/{args.runs} {name:10s} first step {sample['first_step_s']:.3f}s "
+                f"steady {sample['steady_steps_per_s']:.1f} steps/s",
+                flush=True,
+            )
+    med = {
+        name: {k: statistics.median(s[k] for s in runs) for k in runs[0]}
+        for name, runs in samples.items()
+    }
+    first_ratio = med["ringleader"]["first_step_s"] / med["torchrun"]["first_step_s"]
+    steady_ratio = med["ringleader"]["steady_steps_per_s"] / med["torchrun"]["steady_steps_per_s"]
+    report = {
+        "benchmark": "launch",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+        },
+        "workload": f"ringleader.examples.digits, 2 ranks, gloo, {args.epochs} epochs",
+        "runs": args.runs,
+        "median": med,
+        "samples": samples,
+        "failed_runs": {name: len(f) for name, f in failures.items()},
+        "failures": failures,
+        "ratios": {
+            "first_step_vs_torchrun": first_ratio,
+            "steady_steps_per_s_vs_torchrun": steady_ratio,
+        },
+        "targets": {
+            "first_step_vs_torchrun_max": TARGET_FIRST_STEP_RATIO,
+            "steady_steps_per_s_vs_torchrun_min": TARGET_STEADY_RATIO,
+        },
+        "meets_targets": first_ratio <= TARGET_FIRST_STEP_RATIO
+        and steady_ratio >= TARGET_STEADY_RATIO,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "launch.json").write_text(json.dumps(report, indent=2) + "\n")
+    rl, tr = med["ringleader"], med["torchrun"]
+    table = "\n".join(
+        [
+            "# Launch benchmark: ringleader launch vs torchrun --standalone",
+            "",
+            f"{report['workload']}; median of {args.runs} alternating runs each; {report['date']}; "
+            f"{os.cpu_count()} CPUs.",
+            "",
+            "| metric | ringleader | torchrun | ratio | target |",
+            "|---|---|---|---|---|",
+            f"| time to first step (s) | {rl['first_step_s']:.3f} | {tr['first_step_s']:.3f} | "
+            f"{first_ratio:.3f} | <= {TARGET_FIRST_STEP_RATIO} |",
+            f"| steady steps/s | {rl['steady_steps_per_s']:.1f} | {tr['steady_steps_per_s']:.1f} | "
+            f"{steady_ratio:.3f} | >= {TARGET_STEADY_RATIO} |",
+            f"| whole job wall time (s) | {rl['wall_s']:.2f} | {tr['wall_s']:.2f} | "
+            f"{rl['wall_s'] / tr['wall_s']:.3f} | |",
+            "",
+        ]
+    )
+    (RESULTS / "launch.md").write_text(table)
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
