@@ -250,3 +250,62 @@ def test_mpi_framework_across_hosts(make_test_hosts, mpirun_available, tmp_path:
             rf"^\[{rank}/2 {h.address}\] Hello, World! I am process {rank} of 2", proc.stdout, re.M
         )
     assert job_pids("rl-mh-mpi") == []
+
+
+def test_missing_interpreter_is_reported_per_host(make_test_hosts, tmp_path: Path) -> None:
+    import sys
+
+    venv = Path(sys.executable).parent.parent
+    net = make_test_hosts(2, hidden_dirs={0: [venv]})
+    proc = launch(
+        "--hostfile",
+        hosts_json(net, tmp_path / "hosts.json"),
+        "--ssh-config",
+        str(net.ssh_config),
+        "--",
+        "python",
+        "-c",
+        "print('ran')",
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert proc.returncode == 3
+    assert (
+        f"host {net.hosts[0].address}: interpreter failed: {sys.executable} does not exist"
+        in proc.stderr
+    )
+    assert "ran" not in proc.stdout
+
+
+def test_host_going_away_fails_fast_and_its_ranks_stop(
+    test_hosts: TestHostNetwork, tmp_path: Path
+) -> None:
+    import time
+
+    net = test_hosts
+    (tmp_path / "wait.py").write_text("import time\nprint('ready', flush=True)\ntime.sleep(300)\n")
+    job = "rl-mh-gone"
+    proc = start_launch(
+        "--hostfile",
+        hosts_json(net, tmp_path / "hosts.json"),
+        "--ssh-config",
+        str(net.ssh_config),
+        "--run-id",
+        job,
+        "--",
+        "python",
+        "wait.py",
+        cwd=tmp_path,
+    )
+    seen = 0
+    while seen < 3:
+        seen += "ready" in proc.stdout.readline()
+    net.take_down(1)
+    cut = time.monotonic()
+    code = proc.wait(timeout=30)
+    assert time.monotonic() - cut < 15  # ssh keepalives notice within ~6-9 s
+    assert code == 255
+    err = proc.stderr.read()
+    assert f"host      : {net.hosts[1].address}" in err and "lost the link" in err
+    # The cut-off host's agent hears no heartbeat and stops its ranks by itself.
+    wait_until(lambda: job_pids(job) == [], timeout=15, what="the cut-off host's ranks to stop")

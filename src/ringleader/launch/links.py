@@ -41,6 +41,7 @@ class AgentLink:
     writer: MessageWriter
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
     threads: list[threading.Thread] = field(default_factory=list)
+    dead: bool = False  # its eof was seen: it will send nothing more
 
     def send(self, op: str, **fields: Any) -> bool:
         return self.writer.send(op, **fields)

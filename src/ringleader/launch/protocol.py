@@ -27,7 +27,7 @@ import threading
 from typing import IO, Any
 
 HEARTBEAT_INTERVAL_S = 1.0
-HEARTBEAT_TIMEOUT_S = 15.0
+HEARTBEAT_TIMEOUT_S = 10.0
 
 
 def encode(op: str, **fields: Any) -> bytes:

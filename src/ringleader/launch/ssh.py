@@ -70,8 +70,8 @@ def ssh_argv(target: str, remote_command: str, opts: SSHOptions) -> list[str]:
     base = {
         "BatchMode": "yes",
         "ConnectTimeout": str(opts.connect_timeout_s),
-        "ServerAliveInterval": "5",
-        "ServerAliveCountMax": "3",
+        "ServerAliveInterval": "3",
+        "ServerAliveCountMax": "2",
     }
     for key, value in {**base, **opts.options}.items():
         argv += ["-o", f"{key}={value}"]

@@ -256,7 +256,10 @@ class Supervisor:
                 if msg["code"] != 0 and stop_deadline is None:
                     outcome.failure = self._failure(plan, rank, msg, tails)
                     stop_deadline = self._stop_gang()
+            elif op == "stopped":  # may come before other hosts' exits: note it now
+                self._stops_pending.discard(node_idx)
             elif op == "eof":
+                self._stops_pending.discard(node_idx)
                 gone = {r.rank for r in plan.nodes[node_idx].ranks}
                 live -= gone
                 if stop_deadline is None:
@@ -299,7 +302,7 @@ class Supervisor:
         self.state.phase = "Stopping"
         for link in self.links:
             link.send("stop", grace=self.spec.grace_s)
-        self._stops_pending = {link.node for link in self.links if link.proc.poll() is None}
+        self._stops_pending = {link.node for link in self.links if not link.dead}
         return time.monotonic() + self.spec.grace_s + STOP_TIMEOUT_EXTRA_S
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
@@ -334,9 +337,12 @@ class Supervisor:
             if timeout is not None and timeout <= 0:
                 return None, {}
             try:
-                return self.events.get(timeout=min(timeout or 1.0, 1.0))
+                node, msg = self.events.get(timeout=min(timeout or 1.0, 1.0))
             except queue.Empty:
                 continue
+            if msg["op"] == "eof" and node >= 0:
+                self.links[node].dead = True
+            return node, msg
 
     def _exit_code(self, result: LaunchResult) -> int:
         last = result.attempts[-1] if result.attempts else None
