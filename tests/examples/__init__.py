@@ -1,0 +1,1 @@
+"""Tests of the bundled examples, run as real multi-process jobs."""

@@ -1,0 +1,1 @@
+"""Tests of ringleader.runtime, the helper training code imports."""
