@@ -58,12 +58,18 @@ def job_pids(job_id: str) -> list[int]:
 
 
 def launch(
-    *args: str, timeout: float = 120, cwd: str | Path | None = None, env: dict[str, str] | None = None
+    *args: str,
+    timeout: float = 120,
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``ringleader launch ARGS`` to completion and capture its output."""
     return subprocess.run(
         [*RINGLEADER, "launch", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
     )
 
@@ -71,7 +77,10 @@ def launch(
 def start_launch(*args: str, cwd: str | Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*RINGLEADER, "launch", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
     )
 
 

@@ -59,7 +59,9 @@ def test_hosts_json_list_form_uses_ips0_as_address() -> None:
 
 
 def test_hosts_json_object_form() -> None:
-    text = '{"backend": "ring", "envs": [], "hosts": [{"ssh": "a", "ips": ["10.1.1.1"], "rdma": []}]}'
+    text = (
+        '{"backend": "ring", "envs": [], "hosts": [{"ssh": "a", "ips": ["10.1.1.1"], "rdma": []}]}'
+    )
     assert parse_hosts_json(text) == [Host("a", "10.1.1.1", 1)]
 
 
