@@ -22,10 +22,10 @@ system:
 	  fi; \
 	else echo "not root: skipping apt (needs:$(APT_PACKAGES))"; fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "$(TORCH_SPEC)"
-	$(VENV)/bin/pip install -q -e ".[examples,mpi,dev]"
+	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,dev]"
 	touch $(STAMP)
 
 demo: setup

@@ -84,6 +84,21 @@ def start_launch(*args: str, cwd: str | Path | None = None) -> subprocess.Popen[
     )
 
 
+def wait_for_ready(proc: subprocess.Popen[str], ranks: int, word: str = "ready") -> None:
+    """Read the launcher's stdout until ``ranks`` lines contain ``word``.
+
+    Fails (instead of hanging) if the launcher's output ends first.
+    """
+    seen = 0
+    while seen < ranks:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError(
+                f"launcher ended before {ranks} ranks were {word}: {proc.stderr.read()}"
+            )
+        seen += word in line
+
+
 @pytest.fixture
 def script(tmp_path: Path) -> Callable[[str], str]:
     """Write a Python training script into tmp_path; returns its path."""

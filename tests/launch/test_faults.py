@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.conftest import job_pids, launch, require, start_launch, wait_until
+from tests.conftest import job_pids, launch, require, start_launch, wait_for_ready, wait_until
 
 try:
     import torch  # noqa: F401
@@ -87,9 +87,7 @@ def test_escaped_grandchild_is_swept_by_job_id(script) -> None:
 def test_ctrl_c_and_sigterm_stop_every_rank(script, signum: int, code: int) -> None:
     job = f"rl-sig{signum}"
     proc = start_launch("-n", "2", "--run-id", job, "--", "python", script(READY_THEN_WAIT))
-    seen = 0
-    while seen < 2:
-        seen += "ready" in proc.stdout.readline()
+    wait_for_ready(proc, 2)
     proc.send_signal(signum)
     assert proc.wait(timeout=15) == code
     assert "stopped by" in proc.stderr.read()
@@ -99,9 +97,7 @@ def test_ctrl_c_and_sigterm_stop_every_rank(script, signum: int, code: int) -> N
 def test_kill_9_of_the_launcher_leaves_nothing_within_5s(script) -> None:
     job = "rl-kill9"
     proc = start_launch("-n", "2", "--run-id", job, "--", "python", script(READY_THEN_WAIT))
-    seen = 0
-    while seen < 2:
-        seen += "ready" in proc.stdout.readline()
+    wait_for_ready(proc, 2)
     assert len(job_pids(job)) >= 5  # agent, 2 ranks, 2 grandchildren
     proc.kill()
     proc.wait()

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.conftest import job_pids, launch, start_launch, wait_until
+from tests.conftest import job_pids, launch, start_launch, wait_for_ready, wait_until
 
 pytestmark = pytest.mark.usefixtures("mpirun_available")
 
@@ -81,9 +81,7 @@ def test_mpi_kill_9_of_the_launcher(script) -> None:
         "python",
         script("import time; print('ready', flush=True); time.sleep(300)"),
     )
-    seen = 0
-    while seen < 2:
-        seen += "ready" in proc.stdout.readline()
+    wait_for_ready(proc, 2)
     proc.kill()
     proc.wait()
     wait_until(lambda: job_pids(job) == [], timeout=5, what="mpirun and its ranks to end")

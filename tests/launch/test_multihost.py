@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import job_pids, launch, start_launch, wait_until
+from tests.conftest import job_pids, launch, start_launch, wait_for_ready, wait_until
 from tests.fixtures.testhosts import (  # noqa: F401
     TestHostNetwork,
     make_test_hosts_fixture,
@@ -144,9 +144,7 @@ def test_kill_9_of_launcher_stops_every_host(test_hosts: TestHostNetwork, tmp_pa
         "wait.py",
         cwd=tmp_path,
     )
-    seen = 0
-    while seen < 3:
-        seen += "ready" in proc.stdout.readline()
+    wait_for_ready(proc, 3)
     assert len(job_pids(job)) >= 9  # 3 agents, 3 ranks, 3 grandchildren
     proc.kill()
     proc.wait()
@@ -297,9 +295,7 @@ def test_host_going_away_fails_fast_and_its_ranks_stop(
         "wait.py",
         cwd=tmp_path,
     )
-    seen = 0
-    while seen < 3:
-        seen += "ready" in proc.stdout.readline()
+    wait_for_ready(proc, 3)
     net.take_down(1)
     cut = time.monotonic()
     code = proc.wait(timeout=30)
