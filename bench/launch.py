@@ -8,7 +8,7 @@ Measures, for the digits example on 2 ranks:
 Runs alternate (ringleader, torchrun, ringleader, ...) so drift hits both.
 Writes bench/results/launch.json and bench/results/launch.md.
 
-Usage: python bench/launch.py [--runs 5] [--epochs 8]
+Usage: python bench/launch.py [--runs 7] [--epochs 30]
 """
 
 from __future__ import annotations
@@ -74,7 +74,9 @@ def main() -> int:
     parser.add_argument(
         "--runs", type=int, default=5, help="runs per launcher (median is reported)"
     )
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument(
+        "--epochs", type=int, default=30, help="long enough that steady steps/s is not noise"
+    )
     args = parser.parse_args()
     cmds = commands(args.epochs)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
