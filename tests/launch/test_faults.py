@@ -180,3 +180,34 @@ def test_recorded_traceback_appears_in_the_summary(script) -> None:
     assert proc.returncode == 1
     assert "traceback (recorded by the rank)" in proc.stderr
     assert "ValueError: labels and logits disagree" in proc.stderr
+
+
+IGNORES_SIGTERM = """
+import os, signal, sys, time
+if os.environ["RANK"] == "0":
+    signal.signal(signal.SIGTERM, lambda *a: print("ignoring SIGTERM", flush=True))
+    print("ready", flush=True)
+    time.sleep(300)
+time.sleep(0.5)
+sys.exit(2)
+"""
+
+
+def test_rank_ignoring_sigterm_is_killed_after_grace(script) -> None:
+    started = time.monotonic()
+    proc = launch(
+        "-n",
+        "2",
+        "--grace",
+        "1",
+        "--run-id",
+        "rl-grace",
+        "--",
+        "python",
+        script(IGNORES_SIGTERM),
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "ignoring SIGTERM" in proc.stdout  # it got SIGTERM first ...
+    assert time.monotonic() - started < 10  # ... and SIGKILL after the 1 s grace, not 300 s
+    assert job_pids("rl-grace") == []

@@ -179,3 +179,20 @@ def test_command_not_found_is_a_rank_failure() -> None:
     proc = launch("-n", "2", "--", "/nonexistent/trainer")
     assert proc.returncode == 127
     assert "cannot start '/nonexistent/trainer'" in proc.stderr
+
+
+def test_local_names_in_a_hostfile_run_without_ssh(script, tmp_path: Path) -> None:
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("localhost slots=2\n127.0.0.1 slots=1\n")
+    # An ssh that only leaves a trace: if the launcher used ssh for local names, we'd see it.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ssh").write_text(f"#!/bin/sh\ntouch {tmp_path}/ssh-was-used\nexit 255\n")
+    (bindir / "ssh").chmod(0o755)
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    proc = launch("--hostfile", str(hostfile), "--", "python", script(ENV_DUMP), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "ssh-was-used").exists()
+    envs = _envs(proc.stdout)
+    assert [envs[r]["NODE_RANK"] for r in range(3)] == ["0", "0", "1"]
+    assert {e["MASTER_ADDR"] for e in envs.values()} == {"127.0.0.1"}
