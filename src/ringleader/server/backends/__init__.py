@@ -1,0 +1,1 @@
+"""Backends run admitted workloads: local processes, SSH hosts, Slurm, Kubernetes."""
