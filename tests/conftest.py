@@ -115,3 +115,7 @@ def script(tmp_path: Path) -> Callable[[str], str]:
 @pytest.fixture
 def mpirun_available() -> None:
     require(shutil.which("mpirun") is not None, "OpenMPI's mpirun (apt: openmpi-bin)")
+
+
+# PostgreSQL fixtures (postgres_url, pg_url, db_url) for any test module.
+pytest_plugins = ["tests.fixtures.postgres"]

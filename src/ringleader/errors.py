@@ -44,3 +44,32 @@ class HostUnreachable(RingleaderError):
         self.fix = fix
         text = f"host {host}: {stage} failed: {detail}"
         super().__init__(text + (f"\n  fix: {fix}" if fix else ""))
+
+
+class NotFound(RingleaderError):
+    """The thing named does not exist (or the caller may not see it)."""
+
+    exit_code = 4
+
+    def __init__(self, kind: str, key: str) -> None:
+        self.kind = kind
+        self.key = key
+        super().__init__(f"{kind} {key!r} not found")
+
+
+class Conflict(RingleaderError):
+    """The request clashes with what exists (a duplicate name, a wrong phase)."""
+
+    exit_code = 5
+
+
+class Unauthorized(RingleaderError):
+    """No valid credentials: missing, wrong or expired token or secret."""
+
+    exit_code = 6
+
+
+class QuotaExceeded(RingleaderError):
+    """The request would exceed a project's or department's limit."""
+
+    exit_code = 7

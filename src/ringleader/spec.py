@@ -35,7 +35,11 @@ def parse_quantity(text: str) -> int:
     if not match:
         raise ValueError(f"not a memory quantity: {text!r} (examples: 100M, 4G, 1.5Gi)")
     number, unit = float(match.group(1)), match.group(2)
-    factor = 1024 ** ("KMGTP".index(unit[0].upper()) + 1) if unit.endswith("i") else _FACTORS[unit.lower()]
+    factor = (
+        1024 ** ("KMGTP".index(unit[0].upper()) + 1)
+        if unit.endswith("i")
+        else _FACTORS[unit.lower()]
+    )
     return int(number * factor)
 
 
@@ -82,7 +86,9 @@ class Compute(_Wire):
     gpu_memory_request: str | None = None
     gpu_memory_limit: str | None = None
 
-    @field_validator("cpu_memory_request", "cpu_memory_limit", "gpu_memory_request", "gpu_memory_limit")
+    @field_validator(
+        "cpu_memory_request", "cpu_memory_limit", "gpu_memory_request", "gpu_memory_limit"
+    )
     @classmethod
     def _memory(cls, value: str | None) -> str | None:
         if value is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import typer
 
 from ringleader import __version__
+from ringleader.cli import auth, distributed, server, workloads
 from ringleader.cli import launch as launch_cmd
 
 app = typer.Typer(
@@ -24,6 +25,24 @@ app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     help=launch_cmd.HELP,
 )(launch_cmd.launch)
+
+
+app.command("server")(server.server)
+app.command("login")(auth.login)
+app.command("whoami")(auth.whoami)
+app.command("token")(auth.token)
+app.add_typer(auth.project_app, name="project")
+app.add_typer(auth.config_app, name="config")
+app.add_typer(workloads.submit_dist, name="submit-dist")
+app.command("submit-mpi", context_settings=workloads.EXTRA)(workloads.submit_mpi)
+app.command("list")(workloads.list_workloads)
+app.command("describe")(workloads.describe)
+app.command("get", help="Alias of describe.")(workloads.describe)
+app.command("logs")(workloads.logs)
+app.command("delete")(workloads.delete)
+app.command("suspend")(workloads.suspend)
+app.command("resume")(workloads.resume)
+app.add_typer(distributed.app, name="distributed")
 
 
 @app.command("version")

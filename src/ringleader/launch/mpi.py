@@ -18,6 +18,7 @@ from typing import Any
 from ringleader.hosts import Host
 from ringleader.launch.frameworks import mpirun_argv
 from ringleader.launch.mpi_rank import EXIT_MARKER
+from ringleader.launch.observer import SupervisorObserver
 from ringleader.launch.output import OutputSink
 from ringleader.launch.plan import (
     LaunchPlan,
@@ -33,11 +34,18 @@ from ringleader.launch.supervisor import STDERR_TAIL_LINES, Supervisor
 
 _TAG = re.compile(r"^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$")
 MPIRUN = -1  # pseudo-rank for mpirun's own lines
+MPIRUN_NOTICE = "mpirun: "  # how mpirun's own lines reach the sink's notice()
 
 
 class MPISupervisor(Supervisor):
-    def __init__(self, spec: LaunchSpec, sink: OutputSink, ssh: SSHOptions | None = None) -> None:
-        super().__init__(spec, sink, ssh)
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        sink: OutputSink,
+        ssh: SSHOptions | None = None,
+        observer: SupervisorObserver | None = None,
+    ) -> None:
+        super().__init__(spec, sink, ssh, observer)
         self.agent_hosts = [Host("localhost", "127.0.0.1", 1)]
         self._exits: dict[int, dict[str, Any]] = {}
         self._rank_hosts = [h for h in spec.hosts for _ in range(h.slots)]
@@ -96,10 +104,14 @@ class MPISupervisor(Supervisor):
             rank, stream, text = int(match.group(1)), match.group(2), match.group(3)
             host = self._rank_hosts[rank].name if rank < len(self._rank_hosts) else "?"
             if stream == "stderr" and text.startswith(EXIT_MARKER):
-                self._exits[rank] = json.loads(text[len(EXIT_MARKER) :])
+                info = json.loads(text[len(EXIT_MARKER) :])
+                self._exits[rank] = info
+                self.observer.on_rank_exit(
+                    plan.attempt, rank, int(info["code"]), info.get("signal")
+                )
                 return
         if rank == MPIRUN:
-            self.sink.notice(f"mpirun: {text}")
+            self.sink.notice(MPIRUN_NOTICE + text)
         else:
             self.sink.line(
                 rank=rank,

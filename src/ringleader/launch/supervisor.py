@@ -28,6 +28,7 @@ from ringleader.errors import HostUnreachable
 from ringleader.hosts import Host
 from ringleader.launch import netif
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
+from ringleader.launch.observer import NullObserver, SupervisorObserver
 from ringleader.launch.output import OutputSink
 from ringleader.launch.plan import LaunchPlan, LaunchSpec, NodeFacts, build_plan
 from ringleader.launch.protocol import HEARTBEAT_INTERVAL_S
@@ -61,10 +62,17 @@ def pick_master_addr(spec: LaunchSpec) -> str:
 
 
 class Supervisor:
-    def __init__(self, spec: LaunchSpec, sink: OutputSink, ssh: SSHOptions | None = None) -> None:
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        sink: OutputSink,
+        ssh: SSHOptions | None = None,
+        observer: SupervisorObserver | None = None,
+    ) -> None:
         self.spec = spec
         self.sink = sink
         self.ssh = ssh or SSHOptions.from_env()
+        self.observer: SupervisorObserver = observer or NullObserver()
         self.state = SupervisorState()
         self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()  # put() is signal-safe
         self.links: list[AgentLink] = []
@@ -92,11 +100,11 @@ class Supervisor:
                     if result.setup_errors
                     else 128 + (self._stop_signal or 15)
                 )
-                self.state.phase = "Failed"
+                self._set_phase("Failed")
                 return result
             for attempt in range(self.spec.max_restarts + 1):
                 if attempt > 0:
-                    self.state.phase = "Restarting"
+                    self._set_phase("Restarting")
                     port = self._fresh_port()
                     if port is None:
                         break
@@ -110,7 +118,7 @@ class Supervisor:
                         f"restarting the gang ({attempt + 1}/{self.spec.max_restarts})"
                     )
             result.exit_code = self._exit_code(result)
-            self.state.phase = (
+            self._set_phase(
                 "Succeeded"
                 if result.exit_code == 0
                 else ("Stopped" if self._stop_signal else "Failed")
@@ -215,7 +223,9 @@ class Supervisor:
 
     def _run_attempt(self, attempt: int, facts: list[NodeFacts], port: int) -> AttemptResult:
         plan = self._build_plan(attempt, facts, port)
-        self.state.attempt, self.state.master_port, self.state.phase = attempt, port, "Running"
+        self.state.attempt, self.state.master_port = attempt, port
+        self.observer.on_attempt_started(attempt, plan)
+        self._set_phase("Running")
         outcome = AttemptResult(attempt=attempt, started=time.time())
         tails: dict[int, deque[str]] = {}
         live = {r.rank for n in plan.nodes for r in n.ranks}
@@ -253,6 +263,7 @@ class Supervisor:
             elif op == "exit":
                 rank = int(msg["rank"])
                 live.discard(rank)
+                self.observer.on_rank_exit(attempt, rank, int(msg["code"]), msg.get("signal"))
                 if msg["code"] != 0 and stop_deadline is None:
                     outcome.failure = self._failure(plan, rank, msg, tails)
                     stop_deadline = self._stop_gang()
@@ -278,6 +289,7 @@ class Supervisor:
             self._stop_gang()  # success: still sweep grandchildren left behind
         self._await_stopped(plan, tails)
         outcome.ended = time.time()
+        self.observer.on_attempt_ended(outcome)
         return outcome
 
     def _build_plan(self, attempt: int, facts: list[NodeFacts], port: int) -> LaunchPlan:
@@ -298,8 +310,12 @@ class Supervisor:
             error=msg.get("error"),
         )
 
+    def _set_phase(self, phase: str) -> None:
+        self.state.phase = phase
+        self.observer.on_phase(phase)
+
     def _stop_gang(self) -> float:
-        self.state.phase = "Stopping"
+        self._set_phase("Stopping")
         for link in self.links:
             link.send("stop", grace=self.spec.grace_s)
         self._stops_pending = {link.node for link in self.links if not link.dead}

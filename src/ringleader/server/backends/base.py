@@ -92,5 +92,7 @@ class Backend(Protocol):
     def cancel(self, handle: str) -> None:
         """Stop everything it started; safe to call again, or for something gone."""
 
-    def logs(self, handle: str, pod: str | None = None, tail: int | None = None) -> Iterator[LogLine]:
+    def logs(
+        self, handle: str, pod: str | None = None, tail: int | None = None
+    ) -> Iterator[LogLine]:
         """Log lines, oldest first; one pod or all merged."""

@@ -1,0 +1,132 @@
+"""login, whoami, token, project create|list|set, config project."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from ringleader.cli.common import client, console, reports_errors
+from ringleader.client import read_config, write_config
+from ringleader.errors import InvalidSpec
+
+project_app = typer.Typer(
+    help="Projects: create (with quotas), list, set the current one.", no_args_is_help=True
+)
+config_app = typer.Typer(
+    help="Set CLI defaults (Run:ai's `config project NAME`).", no_args_is_help=True
+)
+
+
+@reports_errors
+def login(
+    url: str = typer.Option(None, "--url", help="Server URL (default: the local server)."),
+    client_id: str = typer.Option(..., "--client-id", prompt=True, help="Access key id."),
+    client_secret: str = typer.Option(
+        ..., "--client-secret", prompt=True, hide_input=True, help="Access key secret."
+    ),
+) -> None:
+    """Store an access key (0600) for this user and check it works.
+
+    Example: ringleader login --url http://gpu-box:8470 --client-id rl-... --client-secret ...
+    """
+    from ringleader.client import LOCAL_URL, Client
+
+    c = Client(url or read_config().get("url") or LOCAL_URL, client_id, client_secret)
+    c.token()
+    write_config({"url": c.url, "clientId": client_id, "clientSecret": client_secret})
+    console.print(f"Logged in to {c.url} as {c.me()['name']}")
+
+
+@reports_errors
+def whoami() -> None:
+    """Show the user, the server URL and the current project."""
+    c = client()
+    me = c.me()
+    console.print(f"User: {me['name']}{' (admin)' if me['isAdmin'] else ''}")
+    console.print(f"Server: {c.url}")
+    console.print(f"Project: {c.project or 'default'}")
+
+
+@reports_errors
+def token() -> None:
+    """Print a fresh bearer token, for scripts and curl.
+
+    Example: curl -H "Authorization: Bearer $(ringleader token)" http://127.0.0.1:8470/api/v1/workloads
+    """
+    print(client().token(fresh=True))
+
+
+def _quota(
+    gpu: float | None,
+    gpu_limit: float | None,
+    cpu: float | None,
+    cpu_limit: float | None,
+    weight: float,
+) -> list[dict]:
+    entry = {
+        "nodePool": "default",
+        "gpu": {"deserved": gpu or 0, "limit": gpu_limit, "overQuotaWeight": weight},
+        "cpu": {"deserved": cpu or 0, "limit": cpu_limit, "overQuotaWeight": weight},
+        "memory": {"deserved": 0, "limit": None, "overQuotaWeight": weight},
+    }
+    return [entry]
+
+
+@project_app.command("create")
+@reports_errors
+def project_create(
+    name: str = typer.Argument(..., help="Project name (DNS-1123)."),
+    gpu: float = typer.Option(None, "--gpu", help="Deserved GPUs (quota)."),
+    gpu_limit: float = typer.Option(None, "--gpu-limit", help="Never more than this many GPUs."),
+    cpu: float = typer.Option(None, "--cpu", help="Deserved CPU cores."),
+    cpu_limit: float = typer.Option(
+        None, "--cpu-limit", help="Never more than this many CPU cores."
+    ),
+    over_quota_weight: float = typer.Option(
+        1, "--over-quota-weight", help="Share of unused capacity."
+    ),
+) -> None:
+    """Create a project with quotas.
+
+    Example: ringleader project create team-a --gpu 2
+    """
+    p = client().create_project(
+        {"name": name, "resources": _quota(gpu, gpu_limit, cpu, cpu_limit, over_quota_weight)}
+    )
+    console.print(f"Project '{p['name']}' created (id {p['id']})")
+
+
+@project_app.command("list")
+@reports_errors
+def project_list() -> None:
+    """List projects with their quotas."""
+    c = client()
+    table = Table("PROJECT", "ID", "GPU DESERVED", "GPU LIMIT", "CPU DESERVED", "CURRENT", box=None)
+    for p in c.projects():
+        pool = next(iter(p["resources"]), {})
+        table.add_row(
+            p["name"],
+            p["id"],
+            f"{pool.get('gpu', {}).get('deserved', 0):g}",
+            str(pool.get("gpu", {}).get("limit") or "-"),
+            f"{pool.get('cpu', {}).get('deserved', 0):g}",
+            "*" if p["name"] == (c.project or "default") else "",
+        )
+    console.print(table)
+
+
+@project_app.command("set")
+@reports_errors
+def project_set(name: str = typer.Argument(..., help="Project to use by default.")) -> None:
+    """Make NAME the current project for later commands.
+
+    Example: ringleader project set team-a
+    """
+    if not name:
+        raise InvalidSpec("a project name is required", "NAME")
+    client().get_project(name)  # 404 if it does not exist or is not yours
+    write_config({"project": name})
+    console.print(f"Project '{name}' has been set as the default project")
+
+
+config_app.command("project", help="Same as `project set NAME`.")(project_set)

@@ -1,0 +1,395 @@
+"""A supervisor that runs on its own, recording a launch into its run directory.
+
+``python -m ringleader.launch.detached RUN_DIR`` is what the control plane's
+local backend starts for each workload.  It runs in its own session with its
+stdio on files, so the server may stop, restart or be killed with -9 while
+workloads go on; a new server re-adopts them by their run directory.
+
+The run directory (everything a reader needs; the backend owns the layout of
+``launch.json``'s ``pods``, this module owns the rest):
+
+- ``launch.json``: ``{"spec": LaunchSpec, "attempt_offset", "pods", "log_dir"}``
+  written by the caller before the start; ``pods`` is opaque here.
+- ``state.json``: rewritten whole (temp file + ``os.replace``) on every
+  change, so a reader never sees half of it::
+
+    {"pid", "started_at", "updated_at", "phase", "attempt",
+     "ranks": {"0": {"phase", "exit_code", "signal"}, ...},
+     "exit_code", "reason", "summary"}
+
+  ``phase`` is the supervisor's (Starting, Running, Restarting, Stopping,
+  Succeeded, Failed, Stopped); a final phase is written only after every
+  agent and rank is gone.  ``attempt`` counts from ``attempt_offset`` (a
+  resumed workload goes on numbering).  Rank phases: Running, Succeeded,
+  Failed (the first non-zero exit of an attempt: the root cause), Stopped
+  (ended non-zero after that, by a stop, or never reported).  Rank ``-1`` is
+  mpirun under the mpi framework.  ``reason`` is one line, ``summary`` the
+  launcher's root-cause text; both only when the exit code is not 0.
+- ``logs/attempt-N/rank-R.stdout|stderr`` (``mpirun.stderr`` for mpirun's own
+  words, which reach the sink as notices without their stream): one line per
+  output line, ``"<unix seconds, 3 decimals> <text>"`` (the time the
+  supervisor received it), ``\\n``-separated, UTF-8, ``N`` as in ``attempt``.
+- ``supervisor.log``: this process's own stdio (opened by the caller): the
+  supervisor's notices as ``"<time> ringleader: <text>"``, and any crash.
+
+Who is who: the supervisor of a run dir is the live process whose argv is
+``detached_argv(..., RUN_DIR)`` (a pid in ``state.json`` alone may have been
+reused); a job's processes are its ranks (``RINGLEADER_JOB_ID`` in their
+environment) and its agents (``--job-id`` in their argv).
+
+SIGTERM (or SIGINT/SIGHUP) asks the supervisor to stop the gang with its
+grace period; the run then ends Stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+from ringleader.hosts import Host
+from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE, MPISupervisor
+from ringleader.launch.plan import LaunchPlan, LaunchSpec
+from ringleader.launch.procs import pids_with_marker
+from ringleader.launch.result import AttemptResult, LaunchResult, render_summary, signal_name
+from ringleader.launch.supervisor import Supervisor
+
+MODULE = "ringleader.launch.detached"
+LAUNCH_FILE = "launch.json"
+STATE_FILE = "state.json"
+SUPERVISOR_LOG = "supervisor.log"
+FINAL_PHASES = ("Succeeded", "Failed", "Stopped")
+STREAMS = ("stdout", "stderr")
+
+
+# ----- the run directory's files ------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class LaunchFile:
+    """What ``launch.json`` holds: the launch and what the caller keeps beside it."""
+
+    spec: LaunchSpec
+    attempt_offset: int = 0
+    pods: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    log_dir: str = "logs"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": dataclasses.asdict(self.spec),
+            "attempt_offset": self.attempt_offset,
+            "pods": self.pods,
+            "log_dir": self.log_dir,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LaunchFile:
+        spec = dict(data["spec"])
+        spec["hosts"] = [Host(**h) for h in spec["hosts"]]
+        return cls(
+            spec=LaunchSpec(**spec),
+            attempt_offset=int(data.get("attempt_offset", 0)),
+            pods=list(data.get("pods", [])),
+            log_dir=str(data.get("log_dir", "logs")),
+        )
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> LaunchFile:
+        return cls.from_json(json.loads((Path(run_dir) / LAUNCH_FILE).read_text()))
+
+
+def load_launch(run_dir: Path) -> LaunchFile | None:
+    """The run's ``launch.json``, or None when it is missing or unreadable."""
+    data = read_json(run_dir / LAUNCH_FILE)
+    try:
+        return LaunchFile.from_json(data) if data else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Readers see the old file or the new one, never a torn one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The file's object, or None when it is missing or not (yet) valid."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def log_file_name(rank: int, stream: str) -> str:
+    return f"mpirun.{stream}" if rank == MPIRUN else f"rank-{rank}.{stream}"
+
+
+def parse_log_file_name(name: str) -> tuple[int, str] | None:
+    """``rank-3.stdout`` -> (3, "stdout"); ``mpirun.stderr`` -> (-1, "stderr")."""
+    stem, _, stream = name.rpartition(".")
+    if stream not in STREAMS:
+        return None
+    if stem == "mpirun":
+        return MPIRUN, stream
+    head, _, number = stem.partition("-")
+    return (int(number), stream) if head == "rank" and number.isdigit() else None
+
+
+def format_log_line(t: float, text: str) -> str:
+    return f"{t:.3f} {text}\n"
+
+
+def parse_log_line(line: str) -> tuple[float | None, str]:
+    """(time, text) of one stored line; time None if the line has no stamp."""
+    line = line.removesuffix("\n")
+    stamp, sep, text = line.partition(" ")
+    try:
+        return float(stamp), text if sep else ""
+    except ValueError:
+        return None, line
+
+
+class LogRecord(NamedTuple):
+    attempt: int
+    rank: int
+    stream: str
+    time: float
+    text: str
+
+
+def read_logs(log_dir: Path, ranks: set[int] | None = None) -> Iterator[LogRecord]:
+    """Every stored line of every attempt (of ``ranks`` only, if given), oldest first."""
+    files = []
+    for folder in sorted(log_dir.glob("attempt-*")):
+        attempt = folder.name.removeprefix("attempt-")
+        for path in sorted(folder.iterdir()):
+            parsed = parse_log_file_name(path.name)
+            if attempt.isdigit() and parsed and (ranks is None or parsed[0] in ranks):
+                files.append(_read_log_file(path, int(attempt), *parsed))
+    return heapq.merge(*files, key=lambda record: record.time)
+
+
+def _read_log_file(path: Path, attempt: int, rank: int, stream: str) -> Iterator[LogRecord]:
+    last = 0.0
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as handle:
+        for raw in handle:  # newline="\n": a "\r" inside a line stays in it
+            t, text = parse_log_line(raw)
+            last = t if t is not None else last
+            yield LogRecord(attempt, rank, stream, last, text)
+
+
+# ----- processes -----------------------------------------------------------------
+def detached_argv(python: str, run_dir: Path) -> list[str]:
+    return [python, "-m", MODULE, str(run_dir)]
+
+
+def process_argv(pid: int) -> list[bytes] | None:
+    """A live process's argv, None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return None if stat.rsplit(")", 1)[-1].split()[0] == "Z" else argv
+
+
+def is_detached_supervisor(pid: object, run_dir: Path) -> bool:
+    """True only for a live detached supervisor of this very run dir (not a reused pid)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    argv = process_argv(pid) or []
+    return MODULE.encode() in argv and str(run_dir).encode() in argv
+
+
+def job_processes(run_id: str) -> list[int]:
+    """Every live process of a job: ranks by their env marker, agents by argv."""
+    pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={run_id}"))
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        argv = process_argv(int(entry.name)) or []
+        if b"ringleader.launch.agent" in argv and run_id.encode() in argv:
+            pids.add(int(entry.name))
+    return sorted(pids)
+
+
+# ----- the recorder: sink and observer of one supervisor ------------------------
+class Recorder:
+    """Writes rank output to per-attempt files and progress to ``state.json``.
+
+    One object is both the supervisor's sink and its observer because both
+    need the current attempt (mpirun's lines arrive as notices, unnumbered).
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        launch: LaunchFile,
+        *,
+        clock: Callable[[], float] = time.time,
+        notices: IO[str] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.log_dir = run_dir / launch.log_dir
+        self.offset = launch.attempt_offset
+        self.clock = clock
+        self.notices = notices or sys.stderr
+        self._files: dict[tuple[int, int, str], IO[str]] = {}
+        self._failed_in_attempt = False
+        now = clock()
+        self.state: dict[str, Any] = {
+            "pid": os.getpid(),
+            "started_at": now,
+            "updated_at": now,
+            "phase": "Starting",
+            "attempt": self.offset,
+            "ranks": {},
+            "exit_code": None,
+            "reason": None,
+            "summary": None,
+        }
+
+    def write(self) -> None:
+        self.state["updated_at"] = self.clock()
+        write_json_atomic(self.run_dir / STATE_FILE, self.state)
+
+    # ----- OutputSink ----------------------------------------------------------------
+    def line(
+        self, *, rank: int, world: int, host: str, stream: str, text: str, attempt: int
+    ) -> None:
+        self._append(attempt + self.offset, rank, stream, text)
+
+    def notice(self, text: str) -> None:
+        if text.startswith(MPIRUN_NOTICE):
+            self._append(self.state["attempt"], MPIRUN, "stderr", text[len(MPIRUN_NOTICE) :])
+            return
+        self.notices.write(format_log_line(self.clock(), f"ringleader: {text}"))
+        self.notices.flush()
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.close()
+        self._files.clear()
+
+    def _append(self, attempt: int, rank: int, stream: str, text: str) -> None:
+        key = (attempt, rank, stream)
+        handle = self._files.get(key)
+        if handle is None:
+            folder = self.log_dir / f"attempt-{attempt}"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / log_file_name(rank, stream)
+            handle = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
+            self._files[key] = handle
+        handle.write(format_log_line(self.clock(), text))
+        handle.flush()  # the backend's logs() reads while the run goes on
+
+    # ----- SupervisorObserver -------------------------------------------------------
+    def on_phase(self, phase: str) -> None:
+        if phase in FINAL_PHASES:
+            return  # written by finish(), with the exit code, once every agent is gone
+        self.state["phase"] = phase
+        self.write()
+
+    def on_attempt_started(self, attempt: int, plan: LaunchPlan) -> None:
+        ranks = set(range(plan.world_size)) | {r.rank for n in plan.nodes for r in n.ranks}
+        self.close()  # the previous attempt's files: every line of it has arrived
+        self.state["attempt"] = attempt + self.offset
+        self.state["ranks"] = {
+            str(r): {"phase": "Running", "exit_code": None, "signal": None} for r in sorted(ranks)
+        }
+        self._failed_in_attempt = False
+        self.write()
+
+    def on_rank_exit(self, attempt: int, rank: int, code: int, signal: int | None) -> None:
+        stopping = self.state["phase"] == "Stopping"  # a stop or a failure came first
+        if code == 0:
+            phase = "Succeeded"
+        elif rank == MPIRUN:  # mpirun fails with the rank it lost, as Run:ai's launcher pod
+            phase = "Failed" if self._failed_in_attempt or not stopping else "Stopped"
+        elif self._failed_in_attempt or stopping:
+            phase = "Stopped"  # a consequence of the root cause, not a cause
+        else:
+            phase, self._failed_in_attempt = "Failed", True
+        self.state["ranks"][str(rank)] = {"phase": phase, "exit_code": code, "signal": signal}
+        self.write()
+
+    def on_attempt_ended(self, outcome: AttemptResult) -> None:
+        ok = outcome.failure is None and outcome.stopped_by is None
+        for info in self.state["ranks"].values():
+            if info["phase"] == "Running":
+                info["phase"] = "Succeeded" if ok else "Stopped"
+        self.write()
+
+    def finish(self, phase: str, result: LaunchResult, stopped_by: int | None) -> None:
+        """The final state, written once the supervisor has reaped every agent."""
+        if stopped_by is not None and phase == "Failed":
+            phase = "Stopped"  # stopped before the first attempt or between attempts
+        self.state["phase"] = phase
+        self.state["exit_code"] = result.exit_code
+        if result.exit_code != 0:
+            cause = result.root_cause
+            if phase == "Stopped":
+                reason = f"stopped by {signal_name(stopped_by or signal.SIGTERM)}"
+            elif result.setup_errors:
+                reason = "no rank was started: " + "; ".join(result.setup_errors)
+            else:
+                reason = cause.describe() if cause else f"exit code {result.exit_code}"
+            self.state["reason"] = reason
+            self.state["summary"] = render_summary(result)
+        self.write()
+
+
+# ----- the process ---------------------------------------------------------------
+def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
+    """Supervise the launch in ``run_dir`` to its end; the launch's exit code."""
+    stop: list[int] = []
+    supervisor: Supervisor | None = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.append(signum)
+        if supervisor is not None:
+            supervisor.request_stop(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    try:
+        launch = LaunchFile.load(run_dir)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        broken = LaunchFile(spec=LaunchSpec([], [], "", "", ""))
+        recorder = Recorder(run_dir, broken, clock=clock)
+        problem = f"cannot read {run_dir / LAUNCH_FILE}: {exc}"
+        recorder.state.update(phase="Failed", exit_code=2, reason=problem, summary=problem)
+        recorder.write()
+        return 2
+    recorder = Recorder(run_dir, launch, clock=clock)
+    recorder.write()
+    cls = MPISupervisor if launch.spec.framework == "mpi" else Supervisor
+    supervisor = cls(launch.spec, recorder, observer=recorder)
+    if stop:
+        supervisor.request_stop(stop[0])
+    try:
+        result = supervisor.run()
+    finally:
+        recorder.close()
+    recorder.finish(supervisor.state.phase, result, stop[0] if stop else None)
+    return min(result.exit_code, 255)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m ringleader.launch.detached RUN_DIR", file=sys.stderr)
+        return 2
+    return run(Path(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

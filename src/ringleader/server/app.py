@@ -1,0 +1,98 @@
+"""The FastAPI application: wiring, error mapping, start-up.
+
+Errors are typed (``ringleader.errors``) and mapped to HTTP here, once.
+Start-up applies migrations, creates the admin and default project on the
+first run, and starts the background loops; shutting the server down leaves
+running workloads alone (their supervisors are detached) so a restart
+re-adopts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from ringleader import __version__
+from ringleader.errors import (
+    Conflict,
+    InvalidSpec,
+    NotFound,
+    QuotaExceeded,
+    RingleaderError,
+    Unauthorized,
+)
+from ringleader.server import auth
+from ringleader.server.backends.base import Backend
+from ringleader.server.config import ServerConfig
+from ringleader.server.db import make_engine, session_factory
+from ringleader.server.loops import Loops
+from ringleader.server.migrate import upgrade
+from ringleader.server.phases import IllegalTransition
+from ringleader.server.routers import auth as auth_routes
+from ringleader.server.routers import projects, workloads
+
+_STATUS: list[tuple[type[RingleaderError], int]] = [
+    (NotFound, 404),
+    (Conflict, 409),
+    (IllegalTransition, 409),
+    (Unauthorized, 401),
+    (InvalidSpec, 422),
+    (QuotaExceeded, 422),
+]
+
+
+def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
+    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
+    body: dict[str, object] = {"code": status, "message": str(exc)}
+    if isinstance(exc, InvalidSpec):
+        body["detail"] = [{"loc": (exc.where or "").split("."), "msg": exc.problem}]
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def default_backend() -> Backend:
+    from ringleader.server.backends.local import LocalBackend
+
+    return LocalBackend()
+
+
+def create_app(config: ServerConfig | None = None, backend: Backend | None = None) -> FastAPI:
+    config = config or ServerConfig()
+    url = config.resolved_database_url()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        upgrade(url)
+        engine = make_engine(url)
+        app.state.sessions = session_factory(engine)
+        with app.state.sessions() as session, session.begin():
+            auth.bootstrap(
+                session, config.data_dir / "credentials.json", f"http://{config.host}:{config.port}"
+            )
+        app.state.loops = Loops(
+            app.state.sessions, app.state.backend, config.runs_dir, config.loop_interval_s
+        )
+        app.state.loops.start()
+        try:
+            yield
+        finally:
+            app.state.loops.stop()
+            engine.dispose()
+
+    app = FastAPI(title="ringleader", version=__version__, lifespan=lifespan)
+    app.state.config = config
+    app.state.backend = backend or default_backend()
+    app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    app.include_router(auth_routes.router)
+    app.include_router(projects.router)
+    app.include_router(workloads.router)
+    return app

@@ -1,0 +1,414 @@
+"""The local backend: each workload is a detached supervisor on this machine.
+
+Nomenclature:
+- *run dir*: the workload's directory (``BackendRequest.run_dir``); its
+  resolved path is the *handle*.  Its files are described in
+  ``ringleader.launch.detached``: ``launch.json`` (written here),
+  ``state.json`` and ``logs/`` (written by the detached supervisor).
+- *pod mapping*: Run:ai's pods over the launcher's ranks.  PyTorch: the
+  master pod (``NAME-master-0``) is rank 0 and ``numWorkers`` worker pods
+  (``NAME-worker-I``) are ranks 1..N, one rank each.  MPI: the launcher pod
+  (``NAME-launcher``) runs mpirun (pseudo-rank -1) and worker pod I holds
+  ranks ``I*slots .. I*slots+slots-1`` (``slotsPerWorker``, default 1).
+
+Invariants:
+- the detached supervisor runs in its own session with its stdio on files,
+  so the server can stop, restart or die without touching a workload; a new
+  ``LocalBackend`` re-adopts a workload from its handle alone;
+- the pid lives only in ``state.json``, written by the supervisor itself, and
+  is trusted only while ``/proc/PID/cmdline`` names this run dir;
+- no orphans: after a supervisor's death (noticed by ``poll``) or a
+  ``cancel``, every process carrying the job id is swept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError
+from ringleader.hosts import Host
+from ringleader.launch.detached import (
+    FINAL_PHASES,
+    LAUNCH_FILE,
+    STATE_FILE,
+    SUPERVISOR_LOG,
+    LaunchFile,
+    detached_argv,
+    is_detached_supervisor,
+    job_processes,
+    load_launch,
+    read_json,
+    read_logs,
+    write_json_atomic,
+)
+from ringleader.launch.mpi import MPIRUN
+from ringleader.launch.options import resolve_command
+from ringleader.launch.plan import LaunchSpec
+from ringleader.launch.procs import terminate
+from ringleader.server.backends.base import (
+    BackendRequest,
+    BackendStatus,
+    Capabilities,
+    LogLine,
+    PodStatus,
+)
+from ringleader.spec import RUNNABLE_FRAMEWORKS, Framework
+
+# The detached supervisor's phase -> ours.  Anything else is Unknown.
+PHASES = {
+    "Starting": "Initializing",
+    "Running": "Running",
+    "Restarting": "Running",
+    "Stopping": "Running",
+    "Succeeded": "Completed",
+    "Failed": "Failed",
+    "Stopped": "Stopped",
+}
+MESSAGES = {
+    "Starting": "starting the supervisor and its agent",
+    "Restarting": "restarting the gang after a failure",
+    "Stopping": "stopping the gang",
+}
+
+
+@dataclass(frozen=True)
+class LocalPod:
+    name: str
+    role: str  # master | worker | launcher
+    index: int
+    ranks: tuple[int, ...]  # -1: mpirun itself
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """The native request: a launch on this machine and its pods."""
+
+    spec: LaunchSpec
+    framework: str  # the launcher's: "pytorch" | "mpi"
+    pods: tuple[LocalPod, ...]
+    run_dir: str
+    attempt_offset: int = 0
+
+    def launch_file(self) -> LaunchFile:
+        pods = [dataclasses.asdict(p) | {"ranks": list(p.ranks)} for p in self.pods]
+        return LaunchFile(spec=self.spec, attempt_offset=self.attempt_offset, pods=pods)
+
+
+def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
+    return [LocalPod(p["name"], p["role"], int(p["index"]), tuple(p["ranks"])) for p in launch.pods]
+
+
+def pod_phase(rank_phases: list[str]) -> str:
+    """A pod fails with any rank, runs while any runs, succeeds when all did."""
+    if not rank_phases:
+        return "Pending"
+    for phase in ("Failed", "Running"):
+        if phase in rank_phases:
+            return phase
+    if all(p == "Succeeded" for p in rank_phases):
+        return "Succeeded"
+    return "Stopped" if "Stopped" in rank_phases else "Unknown"
+
+
+def pod_exit_code(ranks: list[dict[str, Any]]) -> int | None:
+    """The failed rank's code, else the first non-zero one, else 0 (None: none ended)."""
+    codes = [r["exit_code"] for r in ranks if r.get("exit_code") is not None]
+    failed = [r["exit_code"] for r in ranks if r.get("phase") == "Failed"]
+    return (failed or [c for c in codes if c] or codes or [None])[0]
+
+
+class LocalBackend:
+    """Runs each workload as a detached ``ringleader.launch.detached`` here."""
+
+    name = "local"
+    capabilities = Capabilities(
+        multi_node=False, gpu_isolation=False, suspend=True, container_images=False
+    )
+
+    def __init__(
+        self,
+        *,
+        python: str = sys.executable,
+        grace_s: float = 5.0,
+        start_timeout_s: float = 30.0,
+        stop_timeout_s: float | None = None,
+        spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+        clock: Callable[[], float] = time.time,
+        node: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.python = python
+        self.grace_s = grace_s
+        self.start_timeout_s = start_timeout_s
+        # The supervisor stops its gang within about its grace plus agent slack.
+        self.stop_timeout_s = stop_timeout_s if stop_timeout_s is not None else grace_s + 15.0
+        self.spawn = spawn
+        self.clock = clock
+        self.node = node or socket.gethostname()
+        # What supervisors (and so ranks) inherit; a server may leave its own secrets out.
+        self.environ = dict(os.environ if environ is None else environ)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
+
+    # ----- plan (pure) -----------------------------------------------------------
+    def plan(self, request: BackendRequest) -> LocalPlan:
+        spec, dist = request.spec, request.spec.spec
+        if spec.framework not in RUNNABLE_FRAMEWORKS:
+            raise InvalidSpec(
+                f"the local backend runs PyTorch and MPI workloads, not {spec.framework.value}",
+                "spec.distributedFramework",
+            )
+        master = spec.master()
+        argv = master.argv()
+        if not argv:
+            raise InvalidSpec("no command given: set command (and args)", "spec.command")
+        workers = dist.num_workers
+        run_dir = request.run_dir.rstrip("/") or "/"
+        env = {
+            **master.env(),
+            "RINGLEADER_WORKLOAD_ID": request.workload_id,
+            "RINGLEADER_WORKLOAD_NAME": request.name,
+            "RINGLEADER_PROJECT": request.project,
+            "RUNAI_MPI_NUM_WORKERS": str(workers),
+        }
+        if spec.framework == Framework.MPI:
+            framework, slots = "mpi", dist.slots_per_worker or 1
+            pods = [LocalPod(f"{request.name}-launcher", "launcher", 0, (MPIRUN,))]
+            pods += [
+                LocalPod(
+                    f"{request.name}-worker-{i}",
+                    "worker",
+                    i,
+                    tuple(range(i * slots, (i + 1) * slots)),
+                )
+                for i in range(workers)
+            ]
+            world = workers * slots
+        else:
+            framework, world = "pytorch", workers + 1
+            pods = [LocalPod(f"{request.name}-master-0", "master", 0, (0,))]
+            pods += [
+                LocalPod(f"{request.name}-worker-{i}", "worker", i, (i + 1,))
+                for i in range(workers)
+            ]
+        launch = LaunchSpec(
+            command=resolve_command(argv, self.python),
+            hosts=[Host("localhost", "127.0.0.1", world)],
+            run_id=f"rl-{request.workload_id}",
+            cwd=master.working_dir or dist.working_dir or f"{run_dir}/work",
+            python=self.python,
+            framework=framework,
+            max_restarts=max(0, dist.backoff_limit - request.attempt_offset),
+            grace_s=self.grace_s,
+            env=env,
+        )
+        return LocalPlan(launch, framework, tuple(pods), run_dir, request.attempt_offset)
+
+    # ----- submit --------------------------------------------------------------------
+    def submit(self, request: BackendRequest) -> str:
+        run_dir = Path(request.run_dir).resolve()
+        plan = self.plan(dataclasses.replace(request, run_dir=str(run_dir)))
+        state = read_json(run_dir / STATE_FILE)
+        if state and is_detached_supervisor(state.get("pid"), run_dir):
+            raise Conflict(f"a supervisor (pid {state['pid']}) already runs in {run_dir}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if plan.spec.cwd == f"{run_dir}/work":
+            Path(plan.spec.cwd).mkdir(exist_ok=True)
+        (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
+        write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
+        env = {k: v for k, v in self.environ.items() if not k.startswith("RINGLEADER_JOB")}
+        with open(run_dir / SUPERVISOR_LOG, "ab") as log:
+            proc = self.spawn(
+                detached_argv(self.python, run_dir),
+                cwd=str(run_dir),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        handle = str(run_dir)
+        self._children[handle] = proc
+        self._await_state(run_dir, proc)
+        return handle
+
+    def _await_state(self, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
+        """Wait until the supervisor wrote its first state, so poll() works at once."""
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            state = read_json(run_dir / STATE_FILE)
+            if state and state.get("pid") == proc.pid:
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        tail = _tail(run_dir / SUPERVISOR_LOG, 20)
+        raise RingleaderError(
+            f"the detached supervisor for {run_dir} did not start (exit {proc.returncode})"
+            + (f":\n{tail}" if tail else "")
+        )
+
+    # ----- poll ----------------------------------------------------------------------
+    def poll(self, handle: str) -> BackendStatus:
+        self._reap()
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        state = read_json(run_dir / STATE_FILE)
+        if launch is None or state is None:
+            return BackendStatus("Unknown", message=f"no launch.json or state.json in {run_dir}")
+        if state.get("phase") not in FINAL_PHASES and not is_detached_supervisor(
+            state.get("pid"), run_dir
+        ):
+            state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
+            if state.get("phase") not in FINAL_PHASES:
+                state = self._bury(run_dir, launch, state, "Failed", _died(state))
+        return self._status(state, pods_from_launch(launch))
+
+    def _status(self, state: dict[str, Any], pods: list[LocalPod]) -> BackendStatus:
+        native = str(state.get("phase"))
+        attempt = int(state.get("attempt") or 0)
+        ranks: dict[str, dict[str, Any]] = state.get("ranks") or {}
+        pod_states = []
+        for pod in pods:
+            infos = [ranks[str(r)] for r in pod.ranks if str(r) in ranks]
+            phase = pod_phase([str(i.get("phase")) for i in infos])
+            pod_states.append(
+                PodStatus(
+                    name=pod.name,
+                    role=pod.role,
+                    index=pod.index,
+                    phase=phase,
+                    node=self.node,
+                    exit_code=None if phase == "Running" else pod_exit_code(infos),
+                    attempt=attempt,
+                    ranks=tuple(r for r in pod.ranks if r >= 0),
+                )
+            )
+        message = state.get("reason") or MESSAGES.get(native, "")
+        summary = state.get("summary")
+        if native == "Failed" and summary and summary != message:
+            message = f"{message}\n{summary}"  # one line first, the root-cause text below it
+        if native == "Restarting":
+            message = f"{message} (attempt {attempt + 1} next)"
+        return BackendStatus(
+            phase=PHASES.get(native, "Unknown"),
+            message=message,
+            attempt=attempt,
+            pods=pod_states,
+            exit_code=state.get("exit_code"),
+        )
+
+    # ----- cancel --------------------------------------------------------------------
+    def cancel(self, handle: str) -> None:
+        """SIGTERM the supervisor, wait for it, SIGKILL if need be, sweep the rest."""
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        state = read_json(run_dir / STATE_FILE) or {}
+        pid = state.get("pid")
+        alive = isinstance(pid, int) and is_detached_supervisor(pid, run_dir)
+        reason = _died(state)
+        if isinstance(pid, int) and alive:
+            reason = "stopped by the backend"
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            if not self._await_gone(pid, run_dir, self.stop_timeout_s):
+                reason = f"the supervisor (pid {pid}) did not stop in time and was killed"
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self._await_gone(pid, run_dir, 5.0)
+        self._reap()
+        if launch is not None:
+            job_processes_gone(launch.spec.run_id, self.grace_s)
+            state = read_json(run_dir / STATE_FILE)
+            if state and state.get("phase") not in FINAL_PHASES:
+                self._bury(run_dir, launch, state, "Stopped" if alive else "Failed", reason)
+
+    def _await_gone(self, pid: int, run_dir: Path, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._reap()
+            if not is_detached_supervisor(pid, run_dir):
+                return True
+            time.sleep(0.02)
+        return False
+
+    # ----- logs ----------------------------------------------------------------------
+    def logs(
+        self, handle: str, pod: str | None = None, tail: int | None = None
+    ) -> Iterator[LogLine]:
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        if launch is None:
+            raise NotFound("workload run", handle)
+        owner = {r: p.name for p in pods_from_launch(launch) for r in p.ranks}
+        if pod is not None and pod not in owner.values():
+            raise NotFound("pod", pod)
+        ranks = None if pod is None else {r for r, name in owner.items() if name == pod}
+        lines = (
+            LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
+            for r in read_logs(run_dir / launch.log_dir, ranks)
+        )
+        return iter(deque(lines, maxlen=tail)) if tail is not None else lines
+
+    # ----- helpers -------------------------------------------------------------------
+    def _bury(
+        self, run_dir: Path, launch: LaunchFile, state: dict[str, Any], phase: str, reason: str
+    ) -> dict[str, Any]:
+        """The final state a dead supervisor could not write; its leftovers swept first."""
+        job_processes_gone(launch.spec.run_id, self.grace_s)
+        for info in (state.get("ranks") or {}).values():
+            if info.get("phase") == "Running":
+                info["phase"] = "Stopped"
+        state = {**state, "phase": phase, "reason": reason, "summary": reason}
+        state["updated_at"] = self.clock()
+        write_json_atomic(run_dir / STATE_FILE, state)
+        return state
+
+    def _reap(self) -> None:
+        """Collect our own supervisors' exit statuses so none stays a zombie."""
+        for handle, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                self._children.pop(handle, None)
+
+
+def job_processes_gone(run_id: str, grace_s: float) -> None:
+    """SIGTERM, grace, SIGKILL for whatever of the job still runs (agents, ranks).
+
+    Returns once none is left (a SIGKILLed process takes a moment to go), or
+    after a few seconds if one cannot be killed (a process stuck in the kernel).
+    """
+    pids = job_processes(run_id)
+    if not pids:
+        return
+    terminate(pids, grace_s, marker=f"RINGLEADER_JOB_ID={run_id}")
+    deadline = time.monotonic() + 5.0
+    while job_processes(run_id) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _died(state: dict[str, Any]) -> str:
+    return (
+        f"the workload's supervisor died (pid {state.get('pid')}) before the workload ended; "
+        "its remaining processes were stopped"
+    )
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

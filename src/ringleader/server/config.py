@@ -1,0 +1,38 @@
+"""Where the server keeps things and how it listens.
+
+``RINGLEADER_HOME`` (default ``~/.ringleader``) holds the SQLite database,
+workload run directories (logs) and the credentials file; the database can
+instead be PostgreSQL via ``RINGLEADER_DATABASE_URL``.  The server binds
+127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORT = 8470
+
+
+def home_dir() -> Path:
+    return Path(os.environ.get("RINGLEADER_HOME") or Path.home() / ".ringleader")
+
+
+@dataclass
+class ServerConfig:
+    data_dir: Path = field(default_factory=home_dir)
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    token_ttl_s: int = 12 * 3600
+    loop_interval_s: float = 0.5
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    def resolved_database_url(self) -> str:
+        from ringleader.server.db import database_url
+
+        return self.database_url or database_url(self.data_dir)

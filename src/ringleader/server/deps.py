@@ -1,0 +1,32 @@
+"""Request-scoped dependencies: the DB session and the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from ringleader.errors import Unauthorized
+from ringleader.server.auth import user_for_token
+from ringleader.server.models import User
+
+bearer = HTTPBearer(auto_error=False, description="Bearer token from POST /api/v1/token")
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One session per request; the route commits what it changed."""
+    with request.app.state.sessions() as session:
+        yield session
+
+
+def current_user(
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
+    session: Session = Depends(get_session),
+) -> User:
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise Unauthorized(
+            "missing bearer token; get one with `ringleader token` or POST /api/v1/token"
+        )
+    return user_for_token(session, credentials.credentials)

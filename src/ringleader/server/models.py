@@ -1,0 +1,257 @@
+"""Rows: the control plane's state as SQLAlchemy ORM classes (the middle model layer).
+
+Nomenclature:
+- *project*: a tenant with per-node-pool quotas (``resources``, Run:ai's list
+  of node-pool dicts, stored as sent); *member*: a user allowed in a project.
+- *access key*: a client id + hashed secret a user exchanges for a *token*
+  (a hashed bearer token with an expiry).
+- *workload*: one submitted job. ``spec`` is the user's intent
+  (``ringleader.spec.WorkloadSpec`` as JSON, with ``spec_version``);
+  ``desired_phase`` is what the user asked for (Running | Stopped | Deleted);
+  ``phase`` is what we observe (Run:ai names, see ``phases``);
+  ``handle`` is the backend's id for what it started; ``attempt`` counts restarts.
+- *pod*: one member of a workload's gang as the backend reports it
+  (master | worker | launcher), with the global ranks it runs.
+- *event*: an append-only history row: phase changes and notable happenings.
+
+Invariants:
+- Domain ids are short random strings (``new_id``), generated in Python, so a
+  row has its id before it is flushed; events use an integer id, which orders them.
+- Phase columns are changed only through ``phases.transition`` /
+  ``phases.transition_pod`` (one door for status), which write the events.
+- A live workload's name is unique in its project; a soft-deleted one
+  (``deleted_at`` set) frees the name (a partial unique index, on SQLite and
+  PostgreSQL alike).
+- Deleting a workload deletes its pods and events (ON DELETE CASCADE); a
+  project with workloads cannot be deleted (RESTRICT).
+- Every datetime is aware UTC (``db.UTCDateTime``).
+- The schema is created by Alembic migrations only; a test checks that the
+  migrated database matches this module exactly.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    inspect,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from ringleader.server.db import UTCDateTime, utcnow
+
+# Named constraints: Alembic's SQLite batch mode needs names to alter them later.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+ID_LENGTH = 12
+NAME_LENGTH = 255
+PHASE_LENGTH = 32
+
+
+def new_id() -> str:
+    """A short random id (48 bits): readable in URLs and logs, unique in practice."""
+    return uuid.uuid4().hex[:ID_LENGTH]
+
+
+class Base(DeclarativeBase):
+    """Declarative base whose constructor applies Python-side column defaults at once.
+
+    Why: a new row then has its id, phase and counters before it is flushed,
+    so services and ``phases.transition`` can use them on a pending object.
+    """
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+    def __init__(self, **kwargs: Any) -> None:
+        cls = type(self)
+        for key, value in kwargs.items():
+            if not hasattr(cls, key):
+                raise TypeError(f"{key!r} is an invalid keyword argument for {cls.__name__}")
+            setattr(self, key, value)
+        for prop in inspect(cls).column_attrs:
+            default = prop.columns[0].default
+            if prop.key in kwargs or default is None:
+                continue
+            if default.is_callable:
+                setattr(self, prop.key, default.arg(None))
+            elif default.is_scalar:
+                setattr(self, prop.key, default.arg)
+
+
+def _id_column() -> Mapped[str]:
+    return mapped_column(String(32), primary_key=True, default=new_id)
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(UTCDateTime(), default=utcnow)
+
+
+def _updated_at() -> Mapped[datetime]:
+    return mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class Project(Base):
+    __tablename__ = "projects"
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    resources: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _updated_at()
+
+    members: Mapped[list[User]] = relationship(
+        secondary="project_members", back_populates="projects", passive_deletes=True
+    )
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = _created_at()
+
+    projects: Mapped[list[Project]] = relationship(
+        secondary="project_members", back_populates="members", passive_deletes=True
+    )
+
+
+class ProjectMember(Base):
+    __tablename__ = "project_members"
+
+    project_id: Mapped[str] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[str] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+
+
+class AccessKey(Base):
+    __tablename__ = "access_keys"
+
+    id: Mapped[str] = _id_column()
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    client_id: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    secret_hash: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    created_at: Mapped[datetime] = _created_at()
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Token(Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[str] = _id_column()
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True, index=True)
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Workload(Base):
+    __tablename__ = "workloads"
+    __table_args__ = (
+        Index(
+            "uq_workloads_project_id_name_live",
+            "project_id",
+            "name",
+            unique=True,
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="RESTRICT"))
+    created_by: Mapped[str | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    spec_version: Mapped[int] = mapped_column(Integer, default=1)
+    framework: Mapped[str] = mapped_column(String(PHASE_LENGTH))
+    desired_phase: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="Running")
+    phase: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="Creating", index=True)
+    phase_reason: Mapped[str] = mapped_column(String(NAME_LENGTH), default="")
+    phase_message: Mapped[str] = mapped_column(Text, default="")
+    backend: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="local")
+    handle: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = _updated_at()
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    project: Mapped[Project] = relationship()
+    pods: Mapped[list[Pod]] = relationship(
+        back_populates="workload",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Pod.name",
+    )
+    events: Mapped[list[Event]] = relationship(
+        back_populates="workload",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Event.id",
+    )
+
+
+class Pod(Base):
+    __tablename__ = "pods"
+    __table_args__ = (UniqueConstraint("workload_id", "name"),)
+
+    id: Mapped[str] = _id_column()
+    workload_id: Mapped[str] = mapped_column(ForeignKey("workloads.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    role: Mapped[str] = mapped_column(String(PHASE_LENGTH))
+    index: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str] = mapped_column(String(NAME_LENGTH), default="")
+    phase: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="Pending")
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    ranks: Mapped[list[int]] = mapped_column(JSON, default=list)
+    created_at: Mapped[datetime] = _created_at()
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = _updated_at()
+
+    workload: Mapped[Workload] = relationship(back_populates="pods")
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    workload_id: Mapped[str] = mapped_column(
+        ForeignKey("workloads.id", ondelete="CASCADE"), index=True
+    )
+    pod_name: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    time: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    type: Mapped[str] = mapped_column(String(64))
+    from_phase: Mapped[str | None] = mapped_column(String(PHASE_LENGTH))
+    to_phase: Mapped[str | None] = mapped_column(String(PHASE_LENGTH))
+    reason: Mapped[str] = mapped_column(String(NAME_LENGTH), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+
+    workload: Mapped[Workload] = relationship(back_populates="events")

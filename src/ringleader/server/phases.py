@@ -1,0 +1,264 @@
+"""One door for status: every phase change of a workload or pod goes through here.
+
+Nomenclature (Run:ai's phase names, plain strings):
+- workload phases: Creating, Pending, Initializing, Running, Degraded,
+  Completed, Failed, Stopping, Stopped, Deleting, Deleted, Resuming, Unknown;
+- pod phases: Pending, Running, Succeeded, Failed, Stopped, Unknown;
+- *transition*: a move from the current phase to another, allowed only if the
+  tables below list it; *event*: the history row each transition writes.
+
+Invariants:
+- ``transition``, ``transition_pod`` and ``restart_pod`` are the only writers
+  of ``phase``. Each change checks the table, stamps the times and adds exactly one event row;
+  a disallowed change raises ``IllegalTransition`` and changes nothing; a
+  change to the current phase is a no-op (no event), so loops can repeat
+  themselves harmlessly.
+- Nothing here commits or flushes: the caller owns the transaction, so the
+  phase, the timestamps and the event are saved together or not at all.
+  Concurrent writers of one workload should load it with
+  ``select(...).with_for_update()`` on PostgreSQL (SQLite transactions are
+  already serialised, see ``db``).
+- Time comes from the ``now`` argument when given (tests inject a clock),
+  else ``db.utcnow()``; it must be aware.
+- A finished pod never changes phase again; a new attempt resets it
+  explicitly with ``restart_pod``, which says so in an event.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from ringleader.errors import RingleaderError
+from ringleader.server.db import utcnow
+from ringleader.server.models import Event, Pod, Workload
+
+WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
+    "Creating": frozenset({"Pending", "Failed", "Deleting"}),
+    "Pending": frozenset(
+        {"Initializing", "Running", "Completed", "Failed", "Stopping", "Deleting"}
+    ),
+    "Initializing": frozenset(
+        {"Running", "Completed", "Failed", "Stopping", "Deleting", "Pending", "Unknown"}
+    ),
+    "Running": frozenset(
+        {"Completed", "Failed", "Degraded", "Stopping", "Deleting", "Pending", "Unknown"}
+    ),
+    "Degraded": frozenset({"Running", "Completed", "Failed", "Stopping", "Deleting", "Unknown"}),
+    "Stopping": frozenset({"Stopped", "Failed", "Deleting"}),
+    "Stopped": frozenset({"Resuming", "Deleting"}),
+    "Resuming": frozenset({"Pending", "Failed", "Deleting"}),
+    "Completed": frozenset({"Deleting"}),
+    "Failed": frozenset({"Deleting", "Resuming"}),
+    "Unknown": frozenset(
+        {"Pending", "Initializing", "Running", "Completed", "Failed", "Stopping", "Deleting"}
+    ),
+    "Deleting": frozenset({"Deleted"}),
+    "Deleted": frozenset(),
+}
+WORKLOAD_PHASES: tuple[str, ...] = tuple(WORKLOAD_TRANSITIONS)
+# Phases that end a run: entering one stamps completed_at.
+WORKLOAD_ENDED: frozenset[str] = frozenset({"Completed", "Failed", "Stopped", "Deleted"})
+
+POD_TRANSITIONS: dict[str, frozenset[str]] = {
+    "Pending": frozenset({"Running", "Succeeded", "Failed", "Stopped", "Unknown"}),
+    "Running": frozenset({"Succeeded", "Failed", "Stopped", "Unknown"}),
+    "Unknown": frozenset({"Pending", "Running", "Succeeded", "Failed", "Stopped"}),
+    "Succeeded": frozenset(),
+    "Failed": frozenset(),
+    "Stopped": frozenset(),
+}
+POD_PHASES: tuple[str, ...] = tuple(POD_TRANSITIONS)
+POD_ENDED: frozenset[str] = frozenset({"Succeeded", "Failed", "Stopped"})
+
+
+class IllegalTransition(RingleaderError):
+    """A phase change the transition table does not allow (a bug or a race, never input)."""
+
+    def __init__(self, from_phase: str, to_phase: str, what: str) -> None:
+        self.from_phase = from_phase
+        self.to_phase = to_phase
+        self.what = what
+        super().__init__(f"{what}: illegal phase change {from_phase} -> {to_phase}")
+
+
+def _now(now: datetime | None) -> datetime:
+    if now is None:
+        return utcnow()
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"naive datetime {now!r}: pass an aware UTC time")
+    return now
+
+
+def _check(table: dict[str, frozenset[str]], current: str, to_phase: str, what: str) -> None:
+    if to_phase not in table.get(current, frozenset()):
+        raise IllegalTransition(current, to_phase, what)
+
+
+def transition(
+    session: Session,
+    workload: Workload,
+    to_phase: str,
+    *,
+    reason: str = "",
+    message: str = "",
+    now: datetime | None = None,
+) -> bool:
+    """Move ``workload`` to ``to_phase``; False if it is already there (nothing written).
+
+    Stamps ``updated_at``; ``started_at`` on the first Running; ``completed_at``
+    when a run ends (Completed/Failed/Stopped, or Deleted if it never ended),
+    cleared on Resuming so the next end is stamped; ``deleted_at`` on Deleted
+    if the service has not set it already.
+    """
+    current = workload.phase
+    if current == to_phase:
+        return False
+    _check(WORKLOAD_TRANSITIONS, current, to_phase, f"workload {workload.name!r} ({workload.id})")
+    at = _now(now)
+    workload.phase = to_phase
+    workload.phase_reason = reason
+    workload.phase_message = message
+    workload.updated_at = at
+    if to_phase == "Running" and workload.started_at is None:
+        workload.started_at = at
+    if to_phase == "Resuming":
+        workload.completed_at = None
+    if to_phase in WORKLOAD_ENDED and workload.completed_at is None:
+        workload.completed_at = at
+    if to_phase == "Deleted" and workload.deleted_at is None:
+        workload.deleted_at = at
+    _add_event(
+        session,
+        workload,
+        "PhaseChanged",
+        at,
+        from_phase=current,
+        to_phase=to_phase,
+        reason=reason,
+        message=message,
+    )
+    return True
+
+
+def transition_pod(
+    session: Session,
+    pod: Pod,
+    to_phase: str,
+    *,
+    exit_code: int | None = None,
+    reason: str = "",
+    message: str = "",
+    now: datetime | None = None,
+) -> bool:
+    """Move ``pod`` to ``to_phase``; False if it is already there (nothing written).
+
+    Stamps ``updated_at``; ``started_at`` on the first Running; ``completed_at``
+    on Succeeded/Failed/Stopped; records ``exit_code`` when given.
+    """
+    current = pod.phase
+    if current == to_phase:
+        return False
+    _check(POD_TRANSITIONS, current, to_phase, f"pod {pod.name!r} of workload {pod.workload_id}")
+    at = _now(now)
+    pod.phase = to_phase
+    pod.updated_at = at
+    if exit_code is not None:
+        pod.exit_code = exit_code
+    if to_phase == "Running" and pod.started_at is None:
+        pod.started_at = at
+    if to_phase in POD_ENDED:
+        pod.completed_at = at
+    if exit_code is not None and not message:
+        message = f"exit code {exit_code}"
+    _add_event(
+        session,
+        pod.workload,
+        "PodPhaseChanged",
+        at,
+        from_phase=current,
+        to_phase=to_phase,
+        reason=reason,
+        message=message,
+        pod_name=pod.name,
+    )
+    return True
+
+
+def restart_pod(
+    session: Session,
+    pod: Pod,
+    *,
+    attempt: int,
+    reason: str = "",
+    message: str = "",
+    now: datetime | None = None,
+) -> None:
+    """Reset ``pod`` to Pending for a new ``attempt`` of its gang (the one way out of an end).
+
+    Clears node, exit code and times of the previous attempt; the event
+    (type "PodRestarted") keeps the old phase for the history.
+    """
+    at = _now(now)
+    previous = pod.phase
+    pod.phase = "Pending"
+    pod.attempt = attempt
+    pod.exit_code = None
+    pod.node = ""
+    pod.started_at = None
+    pod.completed_at = None
+    pod.updated_at = at
+    message = message or f"attempt {attempt}"
+    _add_event(
+        session,
+        pod.workload,
+        "PodRestarted",
+        at,
+        from_phase=previous,
+        to_phase="Pending",
+        reason=reason,
+        message=message,
+        pod_name=pod.name,
+    )
+
+
+def record_event(
+    session: Session,
+    workload: Workload,
+    type: str,
+    reason: str = "",
+    message: str = "",
+    pod_name: str | None = None,
+    now: datetime | None = None,
+) -> Event:
+    """Add a non-phase event (Submitted, Preempted, ...) to ``workload``'s history."""
+    return _add_event(
+        session, workload, type, _now(now), reason=reason, message=message, pod_name=pod_name
+    )
+
+
+def _add_event(
+    session: Session,
+    workload: Workload,
+    type: str,
+    at: datetime,
+    *,
+    from_phase: str | None = None,
+    to_phase: str | None = None,
+    reason: str = "",
+    message: str = "",
+    pod_name: str | None = None,
+) -> Event:
+    event = Event(
+        workload=workload,
+        time=at,
+        type=type,
+        from_phase=from_phase,
+        to_phase=to_phase,
+        reason=reason,
+        message=message,
+        pod_name=pod_name,
+    )
+    session.add(event)
+    return event

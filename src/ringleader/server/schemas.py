@@ -1,0 +1,121 @@
+"""Wire schemas: what the REST API accepts and returns, in Run:ai's camelCase.
+
+The request body of a workload is ``ringleader.spec.WorkloadSpec`` itself;
+this module adds the responses and the smaller bodies (token, projects).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class TokenRequest(BaseModel):
+    grant_type: Literal["client_credentials"] = Field("client_credentials", alias="grantType")
+    client_id: str = Field(alias="clientID", min_length=1)
+    client_secret: str = Field(alias="clientSecret", min_length=1)
+
+
+class TokenResponse(Wire):
+    access_token: str
+    token_type: str = "Bearer"
+    expires_in: int
+
+
+class Quota(Wire):
+    deserved: float = Field(0, ge=0)
+    limit: float | None = Field(None, ge=0)
+    over_quota_weight: float = Field(1, ge=0)
+
+
+class NodePoolResources(Wire):
+    node_pool: str = "default"
+    gpu: Quota = Field(default_factory=Quota)
+    cpu: Quota = Field(default_factory=Quota)
+    memory: Quota = Field(default_factory=Quota)
+
+
+class ProjectIn(Wire):
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    resources: list[NodePoolResources] = Field(default_factory=list)
+
+
+class ProjectUpdate(Wire):
+    resources: list[NodePoolResources]
+
+
+class ProjectOut(Wire):
+    id: str
+    name: str
+    resources: list[dict[str, Any]]
+    created_at: datetime
+
+
+class PodOut(Wire):
+    name: str
+    role: str
+    index: int
+    node: str
+    status: str
+    exit_code: int | None
+    attempt: int
+    ranks: list[int]
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+
+class EventOut(Wire):
+    id: int
+    time: datetime
+    type: str
+    pod_name: str | None = None
+    from_phase: str | None = None
+    to_phase: str | None = None
+    reason: str = ""
+    message: str = ""
+
+
+class WorkloadOut(Wire):
+    workload_id: str
+    name: str
+    type: str = "distributed"
+    framework: str
+    project_id: str
+    project_name: str
+    created_by: str | None
+    created_at: datetime
+    started_at: datetime | None
+    completed_at: datetime | None
+    desired_phase: str
+    actual_phase: str
+    phase_reason: str
+    phase_message: str
+    image: str | None
+    requested_pods: int
+    running_pods: int
+    pending_pods: int
+    requested_gpus: float
+    allocated_gpus: float
+    attempt: int
+    spec: dict[str, Any]
+
+
+class WorkloadList(Wire):
+    workloads: list[WorkloadOut]
+    total: int
+    offset: int
+    limit: int
+
+
+class Accepted(Wire):
+    workload_id: str
+    name: str
+    desired_phase: str
+    actual_phase: str

@@ -1,0 +1,71 @@
+"""Projects (Run:ai org-unit projects): quotas per node pool, members.
+
+Quotas are stored as given (a list of per-node-pool resources) and used by
+the scheduler; here they are only validated and recorded.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ringleader.errors import Conflict, NotFound
+from ringleader.server.models import Project, ProjectMember, User, Workload
+from ringleader.server.schemas import NodePoolResources, ProjectIn, ProjectOut
+from ringleader.server.services.workloads import resolve_project, visible_projects
+
+
+def _resources(items: list[NodePoolResources]) -> list[dict]:
+    pools = [r.node_pool for r in items]
+    if len(set(pools)) != len(pools):
+        raise Conflict("each node pool may appear once in resources")
+    return [r.model_dump(mode="json", by_alias=True) for r in items]
+
+
+def to_out(project: Project) -> ProjectOut:
+    return ProjectOut(
+        id=project.id, name=project.name, resources=project.resources, created_at=project.created_at
+    )
+
+
+def create(session: Session, user: User, body: ProjectIn) -> Project:
+    if session.scalar(select(Project).where(Project.name == body.name)) is not None:
+        raise Conflict(f"a project named {body.name!r} already exists")
+    project = Project(name=body.name, resources=_resources(body.resources))
+    session.add(project)
+    session.flush()
+    session.add(ProjectMember(project_id=project.id, user_id=user.id))
+    return project
+
+
+def list_projects(session: Session, user: User) -> list[Project]:
+    return list(
+        session.scalars(
+            select(Project)
+            .where(Project.id.in_(visible_projects(session, user)))
+            .order_by(Project.name)
+        )
+    )
+
+
+def update(session: Session, user: User, key: str, resources: list[NodePoolResources]) -> Project:
+    project = resolve_project(session, user, key)
+    project.resources = _resources(resources)
+    return project
+
+
+def delete(session: Session, user: User, key: str) -> None:
+    project = resolve_project(session, user, key)
+    live = session.scalar(
+        select(Workload.name)
+        .where(Workload.project_id == project.id, Workload.deleted_at.is_(None))
+        .limit(1)
+    )
+    if live is not None:
+        raise Conflict(
+            f"project {project.name!r} still has workloads (e.g. {live!r}); delete them first"
+        )
+    session.delete(project)
+
+
+__all__ = ["NotFound", "create", "delete", "list_projects", "to_out", "update"]

@@ -1,0 +1,242 @@
+"""Workload services: validate and record intent; the loops act on it.
+
+Invariants:
+- a request either creates the workload row (phase Pending, with its
+  Submitted event) or raises before anything is added: nothing half-created;
+- a user sees only workloads of projects they belong to (admins see all);
+  another project's workload is "not found", never "forbidden";
+- DELETE / suspend / resume only record the desired phase and move the
+  phase through the one door (``phases.transition``); loops do the I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from ringleader.errors import Conflict, InvalidSpec, NotFound
+from ringleader.server import phases
+from ringleader.server.images import resolve_image
+from ringleader.server.models import Pod, Project, ProjectMember, User, Workload
+from ringleader.server.schemas import WorkloadOut
+from ringleader.spec import RUNNABLE_FRAMEWORKS, SPEC_VERSION, WorkloadSpec
+
+ACTIVE = ("Creating", "Pending", "Initializing", "Running", "Degraded", "Resuming", "Unknown")
+FINAL = ("Completed", "Failed", "Stopped")
+_FILTER = re.compile(r"^(\w+)(==|!=|<=|>=|=@)(.*)$")
+_FIELDS = {
+    "name": Workload.name,
+    "phase": Workload.phase,
+    "actualPhase": Workload.phase,
+    "projectId": Workload.project_id,
+    "projectName": Project.name,
+    "framework": Workload.framework,
+    "createdBy": Workload.created_by,
+    "createdAt": Workload.created_at,
+}
+
+
+def visible_projects(session: Session, user: User) -> Select[Any]:
+    query = select(Project.id)
+    if not user.is_admin:
+        query = query.join(ProjectMember).where(ProjectMember.user_id == user.id)
+    return query
+
+
+def resolve_project(session: Session, user: User, key: str) -> Project:
+    """A project by id or name that the user may use; 404 otherwise."""
+    project = session.get(Project, key) or session.scalar(
+        select(Project).where(Project.name == key)
+    )
+    if project is None or project.id not in set(session.scalars(visible_projects(session, user))):
+        raise NotFound("project", key)
+    return project
+
+
+def submit(
+    session: Session, user: User, body: WorkloadSpec, *, container_runtime: bool = False
+) -> Workload:
+    project = resolve_project(session, user, body.project_id)
+    if body.framework not in RUNNABLE_FRAMEWORKS:
+        raise InvalidSpec(
+            f"{body.framework.value} workloads cannot run yet; ringleader runs "
+            + " and ".join(f.value for f in RUNNABLE_FRAMEWORKS),
+            "spec.distributedFramework",
+        )
+    stand_in = resolve_image(body.spec.image, container_runtime=container_runtime)
+    if stand_in is not None and not body.spec.command:
+        body = body.model_copy(
+            update={"spec": body.spec.model_copy(update={"command": stand_in.command})}
+        )
+    if not body.master().argv() and not body.spec.argv():
+        raise InvalidSpec("a command is required (the command to run in every pod)", "spec.command")
+    name = f"{body.name}-{secrets.token_hex(3)}" if body.use_given_name_as_prefix else body.name
+    existing = session.scalar(
+        select(Workload).where(
+            Workload.project_id == project.id, Workload.name == name, Workload.deleted_at.is_(None)
+        )
+    )
+    if existing is not None:
+        raise Conflict(
+            f"a workload named {name!r} already exists in project {project.name!r} "
+            f"(id {existing.id}, {existing.phase}); delete it or choose another name"
+        )
+    stored = body.model_copy(update={"name": name, "project_id": project.id})
+    workload = Workload(
+        name=name,
+        project_id=project.id,
+        created_by=user.id,
+        spec=stored.model_dump(mode="json", by_alias=True, exclude_none=True),
+        spec_version=SPEC_VERSION,
+        framework=body.framework.value,
+        desired_phase="Running",
+        phase="Creating",
+    )
+    session.add(workload)
+    session.flush()
+    phases.record_event(session, workload, "Submitted", message=f"submitted by {user.name}")
+    if stand_in is not None:
+        phases.record_event(
+            session,
+            workload,
+            "ImageStandIn",
+            message=f"no container runtime: image {stand_in.image} runs as {stand_in.note}",
+        )
+    phases.transition(session, workload, "Pending", reason="Submitted")
+    return workload
+
+
+def get(session: Session, user: User, workload_id: str) -> Workload:
+    workload = session.get(Workload, workload_id)
+    visible = set(session.scalars(visible_projects(session, user)))
+    if workload is None or workload.deleted_at is not None or workload.project_id not in visible:
+        raise NotFound("workload", workload_id)
+    return workload
+
+
+def find(session: Session, user: User, name_or_id: str, project: str | None = None) -> Workload:
+    """By id, or by name (within ``project`` when given); 404 or 409 when ambiguous."""
+    query = select(Workload).where(
+        Workload.deleted_at.is_(None),
+        Workload.project_id.in_(visible_projects(session, user)),
+        (Workload.id == name_or_id) | (Workload.name == name_or_id),
+    )
+    if project:
+        query = query.where(Workload.project_id == resolve_project(session, user, project).id)
+    found = list(session.scalars(query))
+    if not found:
+        raise NotFound("workload", name_or_id)
+    if len(found) > 1:
+        raise Conflict(
+            f"{len(found)} workloads are named {name_or_id!r}; give the project or the id"
+        )
+    return found[0]
+
+
+def list_workloads(
+    session: Session,
+    user: User,
+    *,
+    filters: Sequence[str] = (),
+    sort_by: str = "createdAt",
+    sort_order: str = "desc",
+    offset: int = 0,
+    limit: int = 50,
+) -> tuple[list[Workload], int]:
+    query = (
+        select(Workload)
+        .join(Project, Project.id == Workload.project_id)
+        .where(
+            Workload.deleted_at.is_(None), Workload.project_id.in_(visible_projects(session, user))
+        )
+    )
+    for raw in filters:
+        for item in raw.split(","):
+            match = _FILTER.match(item.strip())
+            if not match or match.group(1) not in _FIELDS:
+                raise InvalidSpec(
+                    f"expected FIELD(==|!=|<=|>=|=@)VALUE with FIELD in {sorted(_FIELDS)}",
+                    "filterBy",
+                )
+            column, op, value = _FIELDS[match.group(1)], match.group(2), match.group(3)
+            query = query.where(
+                {
+                    "==": column == value,
+                    "!=": column != value,
+                    "<=": column <= value,
+                    ">=": column >= value,
+                    "=@": column.contains(value),
+                }[op]
+            )
+    if sort_by not in _FIELDS:
+        raise InvalidSpec(f"unknown field; choose one of {sorted(_FIELDS)}", "sortBy")
+    if sort_order not in ("asc", "desc"):
+        raise InvalidSpec("must be asc or desc", "sortOrder")
+    column = _FIELDS[sort_by]
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    order = column.asc() if sort_order == "asc" else column.desc()
+    rows = list(session.scalars(query.order_by(order, Workload.id).offset(offset).limit(limit)))
+    return rows, total
+
+
+def request_delete(session: Session, workload: Workload) -> None:
+    workload.desired_phase = "Deleted"
+    phases.transition(session, workload, "Deleting", reason="DeleteRequested")
+
+
+def request_suspend(session: Session, workload: Workload) -> None:
+    if workload.phase in FINAL or workload.phase in ("Stopping", "Deleting"):
+        raise Conflict(
+            f"workload {workload.name!r} is {workload.phase}; "
+            "only an active workload can be suspended"
+        )
+    workload.desired_phase = "Stopped"
+    phases.transition(session, workload, "Stopping", reason="SuspendRequested")
+
+
+def request_resume(session: Session, workload: Workload) -> None:
+    if workload.phase not in ("Stopped", "Failed"):
+        raise Conflict(
+            f"workload {workload.name!r} is {workload.phase}; "
+            "only a Stopped or Failed one can resume"
+        )
+    workload.desired_phase = "Running"
+    phases.transition(session, workload, "Resuming", reason="ResumeRequested")
+
+
+def to_out(workload: Workload, project_name: str) -> WorkloadOut:
+    spec = WorkloadSpec.model_validate(workload.spec)
+    pods: list[Pod] = list(workload.pods)
+    pod_count = spec.spec.num_workers + 1
+    running = sum(p.phase == "Running" for p in pods)
+    gpus_per_pod = spec.spec.compute.gpus
+    return WorkloadOut(
+        workload_id=workload.id,
+        name=workload.name,
+        framework=workload.framework,
+        project_id=workload.project_id,
+        project_name=project_name,
+        created_by=workload.created_by,
+        created_at=workload.created_at,
+        started_at=workload.started_at,
+        completed_at=workload.completed_at,
+        desired_phase=workload.desired_phase,
+        actual_phase=workload.phase,
+        phase_reason=workload.phase_reason,
+        phase_message=workload.phase_message,
+        image=spec.spec.image,
+        requested_pods=pod_count,
+        running_pods=running,
+        pending_pods=sum(p.phase == "Pending" for p in pods)
+        if pods
+        else (pod_count if workload.phase in ("Pending", "Creating") else 0),
+        requested_gpus=gpus_per_pod * pod_count,
+        allocated_gpus=gpus_per_pod * running,
+        attempt=workload.attempt,
+        spec=workload.spec,
+    )

@@ -1,0 +1,143 @@
+"""Server fixtures: an in-process app on SQLite (and PostgreSQL), and a real server process."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from ringleader.server.app import create_app
+from ringleader.server.config import ServerConfig
+
+
+class API:
+    """A TestClient with the admin's token, plus helpers to wait on workloads."""
+
+    def __init__(self, client: TestClient, home: Path) -> None:
+        self.client = client
+        self.home = home
+        creds = json.loads((home / "credentials.json").read_text())
+        self.creds = creds
+        response = client.post(
+            "/api/v1/token",
+            json={
+                "grantType": "client_credentials",
+                "clientID": creds["clientId"],
+                "clientSecret": creds["clientSecret"],
+            },
+        )
+        assert response.status_code == 200, response.text
+        self.token = response.json()["accessToken"]
+        self.headers = {"Authorization": f"Bearer {self.token}"}
+
+    def __getattr__(self, verb: str) -> Callable[..., httpx.Response]:
+        method = getattr(self.client, verb)
+        return lambda path, **kw: method(
+            path, headers={**self.headers, **kw.pop("headers", {})}, **kw
+        )
+
+    def project_id(self, name: str = "default") -> str:
+        return self.get(f"/api/v1/org-unit/projects/{name}").json()["id"]
+
+    def submit(self, name: str, command: str, workers: int = 1, **spec: Any) -> httpx.Response:
+        body = {
+            "name": name,
+            "projectId": self.project_id(),
+            "spec": {"command": command, "numWorkers": workers, **spec},
+        }
+        return self.post("/api/v1/workloads/distributed", json=body)
+
+    def wait_phase(self, workload_id: str, phases: set[str], timeout: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            w = self.get(f"/api/v1/workloads/{workload_id}").json()
+            if w["actualPhase"] in phases:
+                return w
+            if time.monotonic() > deadline:
+                raise AssertionError(f"workload stayed {w['actualPhase']}: {w['phaseMessage']}")
+            time.sleep(0.1)
+
+
+def _app_client(tmp_path: Path, database_url: str | None) -> Iterator[API]:
+    home = tmp_path / "home"
+    config = ServerConfig(data_dir=home, database_url=database_url, loop_interval_s=0.1)
+    with TestClient(create_app(config)) as client:
+        yield API(client, home)
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[API]:
+    """The app in-process on SQLite with the real local backend."""
+    yield from _app_client(tmp_path, None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``ringleader server`` as a real process, with a CLI runner bound to it."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "RINGLEADER_HOME": str(home), "RINGLEADER_URL": self.url}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        log = open(self.home / "server-test.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ringleader", "server", "--port", str(self.port)],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError((self.home / "server-test.log").read_text())
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ringleader", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path / "home")
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.kill()

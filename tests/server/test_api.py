@@ -1,0 +1,272 @@
+"""The REST API in-process on SQLite with the real local backend: auth, submit, bad input."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from tests.conftest import job_pids, wait_until
+from tests.server.conftest import API
+
+SEED_002_BODY = {  # the seed's "API" tab, comments removed; projectId filled in by the test
+    "name": "workload-name",
+    "projectId": "<PROJECT-ID>",
+    "clusterId": "<CLUSTER-UUID>",
+    "spec": {
+        "compute": {
+            "cpuCoreRequest": 0.1,
+            "gpuRequestType": "portion",
+            "cpuMemoryRequest": "100M",
+            "gpuDevicesRequest": 1,
+            "gpuPortionRequest": 0.1,
+        },
+        "image": "kubeflow/pytorch-dist-mnist:latest",
+        "numWorkers": 2,
+        "distributedFramework": "PyTorch",
+    },
+}
+
+
+def test_health_needs_no_token_everything_else_does(api: API) -> None:
+    assert api.client.get("/healthz").json()["status"] == "ok"
+    for path in ("/api/v1/workloads", "/api/v1/org-unit/projects", "/api/v1/me"):
+        response = api.client.get(path)
+        assert response.status_code == 401, path
+    bad = api.client.get("/api/v1/workloads", headers={"Authorization": "Bearer not-a-token"})
+    assert bad.status_code == 401
+
+
+def test_credentials_file_is_0600_and_wrong_secret_is_401(api: API) -> None:
+    mode = stat.S_IMODE(os.stat(api.home / "credentials.json").st_mode)
+    assert mode == 0o600
+    response = api.client.post(
+        "/api/v1/token",
+        json={
+            "grantType": "client_credentials",
+            "clientID": api.creds["clientId"],
+            "clientSecret": "wrong",
+        },
+    )
+    assert response.status_code == 401
+
+
+def test_expired_token_is_401(api: API) -> None:
+    from datetime import timedelta
+
+    from ringleader.server.auth import token_digest
+    from ringleader.server.db import utcnow
+    from ringleader.server.models import Token
+
+    with api.client.app.state.sessions() as s, s.begin():
+        row = s.query(Token).filter(Token.token_hash == token_digest(api.token)).one()
+        row.expires_at = utcnow() - timedelta(seconds=1)
+    response = api.get("/api/v1/workloads")
+    assert response.status_code == 401 and "expired" in response.json()["message"]
+
+
+def test_seed_002_body_runs_to_completed(api: API) -> None:
+    body = {**SEED_002_BODY, "projectId": api.project_id()}
+    response = api.post("/api/v1/workloads/distributed", json=body)
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert accepted["name"] == "workload-name" and accepted["workloadId"]
+    w = api.wait_phase(accepted["workloadId"], {"Completed", "Failed"}, timeout=180)
+    assert w["actualPhase"] == "Completed", w["phaseMessage"]
+    pods = api.get(f"/api/v1/workloads/{accepted['workloadId']}/pods").json()
+    assert [p["name"] for p in pods] == [
+        "workload-name-master-0",
+        "workload-name-worker-0",
+        "workload-name-worker-1",
+    ]
+    assert all(p["status"] == "Succeeded" for p in pods)
+    events = api.get(f"/api/v1/workloads/{accepted['workloadId']}/events").json()
+    assert any(e["type"] == "ImageStandIn" for e in events)
+    logs = api.get(f"/api/v1/workloads/{accepted['workloadId']}/logs").text
+    assert "[workload-name-master-0] final test accuracy:" in logs
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"name": "Bad_Name"}, "name"),
+        ({"spec": {"command": "true", "numWorkers": 0}}, "numWorkers"),
+        (
+            {"spec": {"command": "true", "numWorkers": 1, "compute": {"gpuPortionRequest": 1.5}}},
+            "gpuPortionRequest",
+        ),
+        (
+            {"spec": {"command": "true", "numWorkers": 1, "compute": {"cpuMemoryRequest": "lots"}}},
+            "cpuMemoryRequest",
+        ),
+        (
+            {"spec": {"command": "true", "numWorkers": 1, "distributedFramework": "Caffe"}},
+            "distributedFramework",
+        ),
+        (
+            {"spec": {"command": "true", "numWorkers": 1, "distributedFramework": "TF"}},
+            "distributedFramework",
+        ),
+        ({"spec": {"command": "true", "numWorkers": 1, "image": "my/own:image"}}, "image"),
+        ({"spec": {"numWorkers": 1}}, "command"),
+    ],
+)
+def test_bad_input_is_422_naming_the_field_and_creates_nothing(
+    api: API, change: dict, field: str
+) -> None:
+    body = {
+        "name": "ok-name",
+        "projectId": api.project_id(),
+        "spec": {"command": "true", "numWorkers": 1},
+    }
+    body.update(change)
+    response = api.post("/api/v1/workloads/distributed", json=body)
+    assert response.status_code == 422, response.text
+    assert field in response.text
+    assert api.get("/api/v1/workloads/count").json()["count"] == 0
+
+
+def test_duplicate_name_is_409_naming_the_existing_workload(api: API) -> None:
+    first = api.submit("dup", "sleep 30")
+    assert first.status_code == 202
+    second = api.submit("dup", "true")
+    assert second.status_code == 409
+    assert (
+        "dup" in second.json()["message"] and first.json()["workloadId"] in second.json()["message"]
+    )
+    assert api.get("/api/v1/workloads/count").json()["count"] == 1
+    api.delete(f"/api/v1/workloads/distributed/{first.json()['workloadId']}")
+
+
+def test_unknown_project_is_404(api: API) -> None:
+    body = {
+        "name": "x",
+        "projectId": "no-such-project",
+        "spec": {"command": "true", "numWorkers": 1},
+    }
+    assert api.post("/api/v1/workloads/distributed", json=body).status_code == 404
+
+
+def test_failing_workload_fails_after_backoff_limit(api: API) -> None:
+    response = api.submit("crash", "python -c 'import sys; sys.exit(3)'", backoffLimit=1)
+    w = api.wait_phase(response.json()["workloadId"], {"Completed", "Failed"})
+    assert w["actualPhase"] == "Failed"
+    assert w["attempt"] == 1
+
+
+def test_delete_while_running_leaves_no_processes(api: API) -> None:
+    response = api.submit(
+        "sleeper", "python -c 'import time; print(\"up\", flush=True); time.sleep(300)'"
+    )
+    wid = response.json()["workloadId"]
+    api.wait_phase(wid, {"Running"})
+    wait_until(
+        lambda: "up" in api.get(f"/api/v1/workloads/{wid}/logs").text, 30, "the pod to print"
+    )
+    assert job_pids(f"rl-{wid}")
+    assert api.delete(f"/api/v1/workloads/distributed/{wid}").status_code == 202
+    wait_until(
+        lambda: api.get(f"/api/v1/workloads/{wid}").status_code == 404, 30, "the workload to go"
+    )
+    assert job_pids(f"rl-{wid}") == []
+
+
+def test_suspend_and_resume(api: API) -> None:
+    response = api.submit("pausable", "python -c 'import time; time.sleep(300)'")
+    wid = response.json()["workloadId"]
+    api.wait_phase(wid, {"Running"})
+    assert api.post(f"/api/v1/workloads/distributed/{wid}/suspend").status_code == 202
+    api.wait_phase(wid, {"Stopped"})
+    assert job_pids(f"rl-{wid}") == []
+    assert api.post(f"/api/v1/workloads/distributed/{wid}/resume").status_code == 202
+    api.wait_phase(wid, {"Running"})
+    api.delete(f"/api/v1/workloads/distributed/{wid}")
+    wait_until(lambda: job_pids(f"rl-{wid}") == [], 30, "the workload's processes to stop")
+
+
+def test_list_filter_sort_and_page(api: API) -> None:
+    ids = [api.submit(f"job-{i}", "true").json()["workloadId"] for i in range(3)]
+    for wid in ids:
+        api.wait_phase(wid, {"Completed"})
+    page = api.get(
+        "/api/v1/workloads", params={"sortBy": "name", "sortOrder": "asc", "limit": 2}
+    ).json()
+    assert [w["name"] for w in page["workloads"]] == ["job-0", "job-1"] and page["total"] == 3
+    page = api.get(
+        "/api/v1/workloads", params={"sortBy": "name", "sortOrder": "asc", "offset": 2}
+    ).json()
+    assert [w["name"] for w in page["workloads"]] == ["job-2"]
+    only = api.get("/api/v1/workloads", params={"filterBy": "name==job-1"}).json()
+    assert [w["name"] for w in only["workloads"]] == ["job-1"]
+    contains = api.get("/api/v1/workloads", params={"filterBy": "name=@job"}).json()
+    assert contains["total"] == 3
+    assert api.get("/api/v1/workloads", params={"filterBy": "bogus"}).status_code == 422
+
+
+def test_logs_per_pod_and_tail(api: API) -> None:
+    script = "import os; [print(os.environ['RANK'], i) for i in range(5)]"
+    wid = api.submit("talker", f'python -c "{script}"').json()["workloadId"]
+    api.wait_phase(wid, {"Completed"})
+    merged = api.get(f"/api/v1/workloads/{wid}/logs").text.splitlines()
+    assert len(merged) == 10
+    worker = api.get(f"/api/v1/workloads/{wid}/logs", params={"pod": "worker-0"}).text.splitlines()
+    assert worker == [f"[talker-worker-0] 1 {i}" for i in range(5)]
+    tail = api.get(
+        f"/api/v1/workloads/{wid}/logs", params={"pod": "master-0", "tail": 2}
+    ).text.splitlines()
+    assert tail == ["[talker-master-0] 0 3", "[talker-master-0] 0 4"]
+    assert api.get(f"/api/v1/workloads/{wid}/logs", params={"pod": "nope"}).status_code == 422
+
+
+def test_projects_crud(api: API) -> None:
+    created = api.post(
+        "/api/v1/org-unit/projects",
+        json={"name": "team-a", "resources": [{"nodePool": "default", "gpu": {"deserved": 2}}]},
+    )
+    assert created.status_code == 201
+    assert api.post("/api/v1/org-unit/projects", json={"name": "team-a"}).status_code == 409
+    assert api.post("/api/v1/org-unit/projects", json={"name": "Team A"}).status_code == 422
+    pid = created.json()["id"]
+    assert (
+        api.get(f"/api/v1/org-unit/projects/{pid}").json()["resources"][0]["gpu"]["deserved"] == 2
+    )
+    updated = api.put(
+        "/api/v1/org-unit/projects/team-a", json={"resources": [{"gpu": {"deserved": 4}}]}
+    )
+    assert updated.json()["resources"][0]["gpu"]["deserved"] == 4
+    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()} == {"default", "team-a"}
+    assert api.delete("/api/v1/org-unit/projects/team-a").status_code == 204
+    assert api.get("/api/v1/org-unit/projects/team-a").status_code == 404
+
+
+def test_other_users_see_only_their_projects(api: API) -> None:
+    from ringleader.server.auth import create_access_key
+    from ringleader.server.models import User
+
+    wid = api.submit("private", "true").json()["workloadId"]
+    with api.client.app.state.sessions() as s, s.begin():
+        bob = User(name="bob", is_admin=False)
+        s.add(bob)
+        s.flush()
+        key = create_access_key(s, bob)
+    token = api.client.post(
+        "/api/v1/token",
+        json={
+            "grantType": "client_credentials",
+            "clientID": key.client_id,
+            "clientSecret": key.client_secret,
+        },
+    ).json()
+    bob_headers = {"Authorization": f"Bearer {token['accessToken']}"}
+    assert api.client.get(f"/api/v1/workloads/{wid}", headers=bob_headers).status_code == 404
+    assert api.client.get("/api/v1/workloads", headers=bob_headers).json()["total"] == 0
+    body = {"name": "x", "projectId": "default", "spec": {"command": "true", "numWorkers": 1}}
+    assert (
+        api.client.post("/api/v1/workloads/distributed", json=body, headers=bob_headers).status_code
+        == 404
+    )
+    assert (
+        api.client.delete(f"/api/v1/workloads/distributed/{wid}", headers=bob_headers).status_code
+        == 404
+    )
