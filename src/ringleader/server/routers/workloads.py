@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -69,61 +69,52 @@ def get(
     return _out(s, svc.get(s, user, workload_id))
 
 
-@router.delete(
-    "/distributed/{workload_id}",
-    status_code=202,
-    response_model=Accepted,
-    response_model_by_alias=True,
-)
+def _record_intent(
+    workload_id: str,
+    request: Request,
+    user: User,
+    s: Session,
+    change: Callable[[Session, Workload], None],
+) -> Accepted:
+    """Record what the user wants, commit, and wake the loops that act on it."""
+    workload = svc.get(s, user, workload_id)
+    change(s, workload)
+    s.commit()
+    request.app.state.loops.wake.set()
+    return _accepted(workload)
+
+
+_ACCEPTED = {"status_code": 202, "response_model": Accepted, "response_model_by_alias": True}
+
+
+@router.delete("/distributed/{workload_id}", **_ACCEPTED)
 def delete(
     workload_id: str,
     request: Request,
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    workload = svc.get(s, user, workload_id)
-    svc.request_delete(s, workload)
-    s.commit()
-    request.app.state.loops.wake.set()
-    return _accepted(workload)
+    return _record_intent(workload_id, request, user, s, svc.request_delete)
 
 
-@router.post(
-    "/distributed/{workload_id}/suspend",
-    status_code=202,
-    response_model=Accepted,
-    response_model_by_alias=True,
-)
+@router.post("/distributed/{workload_id}/suspend", **_ACCEPTED)
 def suspend(
     workload_id: str,
     request: Request,
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    workload = svc.get(s, user, workload_id)
-    svc.request_suspend(s, workload)
-    s.commit()
-    request.app.state.loops.wake.set()
-    return _accepted(workload)
+    return _record_intent(workload_id, request, user, s, svc.request_suspend)
 
 
-@router.post(
-    "/distributed/{workload_id}/resume",
-    status_code=202,
-    response_model=Accepted,
-    response_model_by_alias=True,
-)
+@router.post("/distributed/{workload_id}/resume", **_ACCEPTED)
 def resume(
     workload_id: str,
     request: Request,
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    workload = svc.get(s, user, workload_id)
-    svc.request_resume(s, workload)
-    s.commit()
-    request.app.state.loops.wake.set()
-    return _accepted(workload)
+    return _record_intent(workload_id, request, user, s, svc.request_resume)
 
 
 @router.get("", response_model=WorkloadList, response_model_by_alias=True)
