@@ -34,6 +34,13 @@ class APIError(RingleaderError):
         super().__init__(message)
 
 
+class RemoteNotFound(NotFound):
+    """A 404 from the server; its message already names what is missing."""
+
+    def __init__(self, message: str) -> None:
+        RingleaderError.__init__(self, message)
+
+
 def _raise_for(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
@@ -46,11 +53,9 @@ def _raise_for(response: httpx.Response) -> None:
         message = "; ".join(
             f"{'.'.join(str(x) for x in e['loc'] if x != 'body')}: {e['msg']}" for e in message
         )
-    kind = {401: Unauthorized, 404: None, 409: Conflict, 422: None}.get(response.status_code)
-    if response.status_code == 404:
-        raise NotFound("resource", str(message))
-    if response.status_code == 422:
-        raise InvalidSpec(str(message))
+    kind = {401: Unauthorized, 404: RemoteNotFound, 409: Conflict, 422: InvalidSpec}.get(
+        response.status_code
+    )
     if kind is not None:
         raise kind(str(message))
     raise APIError(response.status_code, f"HTTP {response.status_code}: {message}")

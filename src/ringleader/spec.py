@@ -161,6 +161,20 @@ class WorkloadSpec(_Wire):
     def framework(self) -> Framework:
         return self.spec.distributed_framework
 
+    def pod_layout(self, name: str) -> list[tuple[str, str, int]]:
+        """(pod name, role, index) of every pod, the same on every backend.
+
+        PyTorch: ``NAME-master-0`` then ``NAME-worker-I``; MPI: ``NAME-launcher``
+        (runs mpirun) then the workers.
+        """
+        head = (
+            (f"{name}-launcher", "launcher", 0)
+            if self.framework == Framework.MPI
+            else (f"{name}-master-0", "master", 0)
+        )
+        workers = ((f"{name}-worker-{i}", "worker", i) for i in range(self.spec.num_workers))
+        return [head, *workers]
+
     def master(self) -> PodSpec:
         """The master's (PyTorch) or launcher's (MPI) pod spec."""
         if self.master_spec_same_as_worker or self.master_spec is None:

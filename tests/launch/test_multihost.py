@@ -32,13 +32,20 @@ def hosts_json(net: TestHostNetwork, path: Path, slots: int | None = None) -> st
     return str(path)
 
 
-def test_digits_across_three_hosts(test_hosts: TestHostNetwork, tmp_path: Path) -> None:
-    net = test_hosts
-    proc = launch(
+def on_hosts(net: TestHostNetwork, tmp_path: Path) -> list[str]:
+    """The launch flags that run one rank on each of ``net``'s hosts."""
+    return [
         "--hostfile",
         hosts_json(net, tmp_path / "hosts.json"),
         "--ssh-config",
         str(net.ssh_config),
+    ]
+
+
+def test_digits_across_three_hosts(test_hosts: TestHostNetwork, tmp_path: Path) -> None:
+    net = test_hosts
+    proc = launch(
+        *on_hosts(net, tmp_path),
         "--run-id",
         "rl-mh-digits",
         "--",
@@ -107,10 +114,7 @@ def test_fail_fast_across_hosts(test_hosts: TestHostNetwork, tmp_path: Path) -> 
     net = test_hosts
     (tmp_path / "train.py").write_text(FAIL_ON_HOST_2)
     proc = launch(
-        "--hostfile",
-        hosts_json(net, tmp_path / "hosts.json"),
-        "--ssh-config",
-        str(net.ssh_config),
+        *on_hosts(net, tmp_path),
         "--run-id",
         "rl-mh-fail",
         "--",
@@ -133,10 +137,7 @@ def test_kill_9_of_launcher_stops_every_host(test_hosts: TestHostNetwork, tmp_pa
     )
     job = "rl-mh-kill9"
     proc = start_launch(
-        "--hostfile",
-        hosts_json(net, tmp_path / "hosts.json"),
-        "--ssh-config",
-        str(net.ssh_config),
+        *on_hosts(net, tmp_path),
         "--run-id",
         job,
         "--",
@@ -179,10 +180,7 @@ def test_missing_working_directory_is_reported_per_host(make_test_hosts, tmp_pat
     (work / "t.py").write_text("print('ran')\n")
     net = make_test_hosts(3, hidden_dirs={1: [work]})
     proc = launch(
-        "--hostfile",
-        hosts_json(net, tmp_path / "hosts.json"),
-        "--ssh-config",
-        str(net.ssh_config),
+        *on_hosts(net, tmp_path),
         "--",
         "python",
         "t.py",
@@ -256,10 +254,7 @@ def test_missing_interpreter_is_reported_per_host(make_test_hosts, tmp_path: Pat
     venv = Path(sys.executable).parent.parent
     net = make_test_hosts(2, hidden_dirs={0: [venv]})
     proc = launch(
-        "--hostfile",
-        hosts_json(net, tmp_path / "hosts.json"),
-        "--ssh-config",
-        str(net.ssh_config),
+        *on_hosts(net, tmp_path),
         "--",
         "python",
         "-c",
@@ -284,10 +279,7 @@ def test_host_going_away_fails_fast_and_its_ranks_stop(
     (tmp_path / "wait.py").write_text("import time\nprint('ready', flush=True)\ntime.sleep(300)\n")
     job = "rl-mh-gone"
     proc = start_launch(
-        "--hostfile",
-        hosts_json(net, tmp_path / "hosts.json"),
-        "--ssh-config",
-        str(net.ssh_config),
+        *on_hosts(net, tmp_path),
         "--run-id",
         job,
         "--",

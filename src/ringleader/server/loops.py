@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ringleader.server import phases
 from ringleader.server.backends.base import Backend, BackendRequest, BackendStatus
 from ringleader.server.models import Pod, Project, Workload
-from ringleader.spec import Framework, WorkloadSpec
+from ringleader.spec import WorkloadSpec
 
 log = logging.getLogger("ringleader.server.loops")
 POLLED = ("Initializing", "Running", "Degraded", "Unknown")
@@ -36,16 +36,6 @@ _POD_PHASE = {
     "Stopped": "Stopped",
     "Pending": "Pending",
 }
-
-
-def pod_layout(name: str, spec: WorkloadSpec) -> list[tuple[str, str, int]]:
-    """(pod name, role, index): a master or launcher, then the workers."""
-    head = (
-        (f"{name}-launcher", "launcher", 0)
-        if spec.framework == Framework.MPI
-        else (f"{name}-master-0", "master", 0)
-    )
-    return [head, *((f"{name}-worker-{i}", "worker", i) for i in range(spec.spec.num_workers))]
 
 
 class Loops:
@@ -146,7 +136,7 @@ class Loops:
                 if pod.phase in phases.POD_ENDED:
                     phases.restart_pod(s, pod, attempt=w.attempt, reason="Resumed")
             existing = {p.name for p in w.pods}
-            for name, role, index in pod_layout(w.name, request.spec):
+            for name, role, index in request.spec.pod_layout(w.name):
                 if name not in existing:
                     s.add(
                         Pod(

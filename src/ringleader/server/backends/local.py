@@ -182,26 +182,15 @@ class LocalBackend:
             "RINGLEADER_PROJECT": request.project,
             "RUNAI_MPI_NUM_WORKERS": str(workers),
         }
+        layout = spec.pod_layout(request.name)
         if spec.framework == Framework.MPI:
             framework, slots = "mpi", dist.slots_per_worker or 1
-            pods = [LocalPod(f"{request.name}-launcher", "launcher", 0, (MPIRUN,))]
-            pods += [
-                LocalPod(
-                    f"{request.name}-worker-{i}",
-                    "worker",
-                    i,
-                    tuple(range(i * slots, (i + 1) * slots)),
-                )
-                for i in range(workers)
-            ]
             world = workers * slots
+            ranks = [(MPIRUN,), *(tuple(range(i * slots, (i + 1) * slots)) for i in range(workers))]
         else:
             framework, world = "pytorch", workers + 1
-            pods = [LocalPod(f"{request.name}-master-0", "master", 0, (0,))]
-            pods += [
-                LocalPod(f"{request.name}-worker-{i}", "worker", i, (i + 1,))
-                for i in range(workers)
-            ]
+            ranks = [(rank,) for rank in range(world)]
+        pods = [LocalPod(n, role, i, r) for (n, role, i), r in zip(layout, ranks, strict=True)]
         launch = LaunchSpec(
             command=resolve_command(argv, self.python),
             hosts=[Host("localhost", "127.0.0.1", world)],

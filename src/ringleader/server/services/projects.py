@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ringleader.errors import Conflict, NotFound
+from ringleader.errors import Conflict
 from ringleader.server.models import Project, ProjectMember, User, Workload
 from ringleader.server.schemas import NodePoolResources, ProjectIn, ProjectOut
 from ringleader.server.services.workloads import resolve_project, visible_projects
@@ -66,6 +66,3 @@ def delete(session: Session, user: User, key: str) -> None:
             f"project {project.name!r} still has workloads (e.g. {live!r}); delete them first"
         )
     session.delete(project)
-
-
-__all__ = ["NotFound", "create", "delete", "list_projects", "to_out", "update"]
