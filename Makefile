@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync procps util-linux postgresql
 STAMP := $(VENV)/.ringleader-installed
 
-.PHONY: setup system demo test lint bench clean
+.PHONY: setup system demo demo-stop test lint bench clean
 
 setup: system $(STAMP)
 
@@ -28,8 +28,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,dev]"
 	touch $(STAMP)
 
+# The embedded server (left running, state in ./.ringleader-demo), the digits example as a
+# 2-worker PyTorch workload, its merged logs, its accuracy and the API's URL.
 demo: setup
-	$(VENV)/bin/ringleader launch -n 2 -- $(VENV)/bin/python -m ringleader.examples.digits
+	$(VENV)/bin/python -m ringleader.examples.demo
+
+demo-stop:
+	$(VENV)/bin/python -m ringleader.examples.demo --stop
 
 test: setup
 	$(VENV)/bin/ruff check src tests bench
@@ -43,4 +48,5 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests bench
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache
+	-test ! -x $(VENV)/bin/python || $(VENV)/bin/python -m ringleader.examples.demo --stop
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .ringleader-demo

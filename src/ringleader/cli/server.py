@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+
 import typer
 
 from ringleader.server.config import DEFAULT_PORT, ServerConfig, home_dir
+
+PID_FILE = "server.pid"  # in the data directory while the server runs: its pid
 
 
 def server(
@@ -34,4 +40,33 @@ def server(
     from ringleader.server.app import create_app
 
     config = ServerConfig(data_dir=Path(data_dir) if data_dir else home_dir(), host=host, port=port)
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+    # Bind before start-up work (migrations, first-run set-up), so a second server
+    # racing for the port fails at once instead of after doing that work too.
+    try:
+        sock = listening_socket(host, port)
+    except OSError as exc:
+        typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
+    config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pid_file = config.data_dir / PID_FILE
+    pid_file.write_text(f"{os.getpid()}\n")
+    try:
+        uvicorn.Server(
+            uvicorn.Config(create_app(config), host=host, port=port, log_level="warning")
+        ).run(sockets=[sock])
+    finally:
+        with contextlib.suppress(OSError, IndexError):
+            if pid_file.read_text().split()[0] == str(os.getpid()):
+                pid_file.unlink()
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)  # a bound socket alone does not keep another from binding
+    except OSError:
+        sock.close()
+        raise
+    return sock
