@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError, Unauthorized
 from ringleader.server.config import DEFAULT_PORT, home_dir
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
 
 LOCAL_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 START_TIMEOUT_S = 60.0
@@ -79,11 +83,11 @@ def write_config(updates: dict[str, Any], home: Path | None = None) -> None:
         handle.write(json.dumps(data, indent=2) + "\n")
 
 
-def start_local_server(home: Path) -> None:
+def start_local_server(home: Path) -> subprocess.Popen[bytes]:
     """Start the embedded server detached; it outlives this command."""
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
-    subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "ringleader", "server", "--port", str(DEFAULT_PORT)],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -92,6 +96,7 @@ def start_local_server(home: Path) -> None:
         env={**os.environ, "RINGLEADER_HOME": str(home)},
     )
     log.close()
+    return proc
 
 
 class Client:
@@ -112,10 +117,13 @@ class Client:
         config = read_config(home)
         url = os.environ.get("RINGLEADER_URL") or config.get("url") or LOCAL_URL
         if autostart and url == LOCAL_URL and not _healthy(url):
-            start_local_server(home)
+            proc = start_local_server(home)
             deadline = time.monotonic() + START_TIMEOUT_S
             while not _healthy(url):
-                if time.monotonic() > deadline:
+                # One that exited at once lost the port to another first command's
+                # server, which may still be starting: wait for that one instead.
+                lost_race = proc.poll() is not None and _port_taken(url)
+                if (proc.poll() is not None and not lost_race) or time.monotonic() > deadline:
                     raise RingleaderError(
                         f"the local server did not start; see {home / 'server.log'}"
                     )
@@ -126,6 +134,12 @@ class Client:
             try:
                 creds = json.loads((home / "credentials.json").read_text())
             except (OSError, ValueError):
+                if url == LOCAL_URL and _healthy(url):
+                    raise Unauthorized(
+                        f"a server already listens on {url} but {home} holds no credentials "
+                        "for it (it was started with another RINGLEADER_HOME, maybe by another "
+                        "user): run `ringleader login`, or set RINGLEADER_URL to your own server"
+                    ) from None
                 raise Unauthorized(
                     "no credentials: run `ringleader login` (or start the local server, "
                     f"which writes "
@@ -223,6 +237,21 @@ class Client:
                 _raise_for(response)
             yield from response.iter_lines()
 
+    def exec_socket(
+        self, workload_id: str, command: list[str], *, pod: str | None = None, tty: bool = False
+    ) -> ClientConnection:
+        """A WebSocket running ``command`` in a pod (protocol: ``server.exec_session``)."""
+        from websockets.sync.client import connect
+
+        params: list[tuple[str, str]] = [("command", word) for word in command]
+        params += [("tty", "true" if tty else "false")]
+        if pod:
+            params.append(("pod", pod))
+        url = httpx.URL(f"{self.url}/api/v1/workloads/{workload_id}/exec").copy_with(params=params)
+        ws_url = str(url).replace("http://", "ws://", 1).replace("https://", "wss://", 1)
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        return connect(ws_url, additional_headers=headers, max_size=None, open_timeout=30)
+
     def projects(self) -> list[dict[str, Any]]:
         return self.request("GET", "/api/v1/org-unit/projects").json()
 
@@ -239,6 +268,15 @@ class Client:
 
     def delete_project(self, key: str) -> None:
         self.request("DELETE", f"/api/v1/org-unit/projects/{key}")
+
+
+def _port_taken(url: str) -> bool:
+    parsed = httpx.URL(url)
+    try:
+        socket.create_connection((parsed.host, parsed.port or 80), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def _healthy(url: str) -> bool:

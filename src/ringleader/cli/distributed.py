@@ -1,4 +1,4 @@
-"""Run:ai CLI v2: ``ringleader distributed submit|list|describe|logs|delete|suspend|resume``."""
+"""Run:ai CLI v2: ``ringleader distributed submit|list|describe|logs|exec|delete|...``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from ringleader.cli import exec as exec_cmd
 from ringleader.cli import workloads as v1
 from ringleader.cli.common import client, console, reports_errors
 from ringleader.errors import InvalidSpec
@@ -86,3 +87,4 @@ app.command("logs")(v1.logs)
 app.command("delete")(v1.delete)
 app.command("suspend")(v1.suspend)
 app.command("resume")(v1.resume)
+app.command("exec")(exec_cmd.exec_command)

@@ -11,6 +11,7 @@ import typer
 
 from ringleader import __version__
 from ringleader.cli import auth, distributed, server, workloads
+from ringleader.cli import exec as exec_cmd
 from ringleader.cli import launch as launch_cmd
 
 app = typer.Typer(
@@ -42,6 +43,8 @@ app.command("logs")(workloads.logs)
 app.command("delete")(workloads.delete)
 app.command("suspend")(workloads.suspend)
 app.command("resume")(workloads.resume)
+app.command("exec")(exec_cmd.exec_command)
+app.command("bash")(exec_cmd.bash)
 app.add_typer(distributed.app, name="distributed")
 
 

@@ -35,6 +35,13 @@ class LaunchSpec:
     grace_s: float = 5.0
     network_interface: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # What rank 0 exiting 0 means while other ranks still run (Kubeflow's success
+    # policy: the master's success is the job's).  "wait": nothing, like torchrun,
+    # the launch ends when every rank has; "stop-rest": the attempt succeeds, the
+    # rest get ``grace_s`` to end on their own and are then stopped (cleanPodPolicy
+    # Running/All); "leave-rest": the attempt succeeds and the rest run on
+    # (cleanPodPolicy None).  Either way a later non-zero exit is no failure.
+    on_rank0_success: str = "wait"
 
     @property
     def world_size(self) -> int:

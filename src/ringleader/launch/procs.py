@@ -107,3 +107,23 @@ def terminate(
         for pid in pids_with_marker(marker):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def process_environ(pid: int) -> dict[str, str] | None:
+    """A live process's environment (None: gone, a zombie or not ours to read)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        if _stat_fields(Path(f"/proc/{pid}/stat").read_text())[0] == "Z":
+            return None
+    except OSError:
+        return None
+    entries = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in entries}
+
+
+def start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot): orders a rank before its children."""
+    try:
+        return int(_stat_fields(Path(f"/proc/{pid}/stat").read_text())[19])
+    except (OSError, IndexError, ValueError):
+        return None

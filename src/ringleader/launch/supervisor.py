@@ -248,8 +248,13 @@ class Supervisor:
                 ],
             )
         stop_deadline: float | None = None
+        leader_done = False  # rank 0 succeeded and that ends the job (on_rank0_success)
+        rest_deadline: float | None = None  # then: when the rest are stopped (stop-rest)
         while live:
-            node_idx, msg = self._next_event(stop_deadline)
+            node_idx, msg = self._next_event(stop_deadline or rest_deadline)
+            if node_idx is None and stop_deadline is None:  # the rest had their time
+                stop_deadline = self._stop_gang()
+                continue
             if node_idx is None:  # agents did not finish stopping in time
                 for link in self.links:
                     link.kill()
@@ -264,9 +269,13 @@ class Supervisor:
                 rank = int(msg["rank"])
                 live.discard(rank)
                 self.observer.on_rank_exit(attempt, rank, int(msg["code"]), msg.get("signal"))
-                if msg["code"] != 0 and stop_deadline is None:
+                if msg["code"] != 0 and stop_deadline is None and not leader_done:
                     outcome.failure = self._failure(plan, rank, msg, tails)
                     stop_deadline = self._stop_gang()
+                elif rank == 0 and msg["code"] == 0 and live and stop_deadline is None:
+                    leader_done = self._rank0_succeeded(len(live))
+                    if self.spec.on_rank0_success == "stop-rest":
+                        rest_deadline = time.monotonic() + self.spec.grace_s
             elif op == "stopped":  # may come before other hosts' exits: note it now
                 self._stops_pending.discard(node_idx)
             elif op == "eof":
@@ -291,6 +300,18 @@ class Supervisor:
         outcome.ended = time.time()
         self.observer.on_attempt_ended(outcome)
         return outcome
+
+    def _rank0_succeeded(self, still_running: int) -> bool:
+        """Rank 0 exited 0 with others running: True when that ends the job."""
+        ranks = f"{still_running} rank{'s' if still_running != 1 else ''} still running"
+        action = {
+            "stop-rest": f"the {ranks} get {self.spec.grace_s:g}s to end, then are stopped",
+            "leave-rest": f"the {ranks} are left to end on their own",
+        }.get(self.spec.on_rank0_success)
+        if action is None:
+            return False
+        self.sink.notice(f"rank 0 completed, so the job succeeded; {action}")
+        return True
 
     def _build_plan(self, attempt: int, facts: list[NodeFacts], port: int) -> LaunchPlan:
         return build_plan(

@@ -32,6 +32,7 @@ from ringleader.server.loops import Loops
 from ringleader.server.migrate import upgrade
 from ringleader.server.phases import IllegalTransition
 from ringleader.server.routers import auth as auth_routes
+from ringleader.server.routers import exec as exec_routes
 from ringleader.server.routers import projects, workloads
 
 _STATUS: list[tuple[type[RingleaderError], int]] = [
@@ -48,7 +49,10 @@ def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
     status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
     body: dict[str, object] = {"code": status, "message": str(exc)}
     if isinstance(exc, InvalidSpec):
-        body["detail"] = [{"loc": (exc.where or "").split("."), "msg": exc.problem}]
+        # The shape of FastAPI's own 422 (HTTPValidationError), which the OpenAPI
+        # document declares for every route: loc, msg and type are all required.
+        loc = exc.where.split(".") if exc.where else []
+        body["detail"] = [{"loc": loc, "msg": exc.problem, "type": "value_error"}]
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, headers=headers)
 
@@ -95,4 +99,5 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(auth_routes.router)
     app.include_router(projects.router)
     app.include_router(workloads.router)
+    app.include_router(exec_routes.router)
     return app

@@ -10,6 +10,8 @@ between).  Every phase change goes through ``phases.transition``.
 - stop:      Stopping -> backend.cancel -> Stopped
 - delete:    Deleting -> backend.cancel -> Deleted (row kept, deleted_at set)
 - resume:    Resuming -> Pending (a fresh start; attempts continue counting)
+- linger:    Completed/Failed with pods still Running (cleanPodPolicy None)
+             -> backend.poll -> those pods' phases, until they end
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ringleader.spec import WorkloadSpec
 
 log = logging.getLogger("ringleader.server.loops")
 POLLED = ("Initializing", "Running", "Degraded", "Unknown")
+LINGER = ("Completed", "Failed")  # ended, but some pods may still run (cleanPodPolicy None)
 _POD_PHASE = {
     "Succeeded": "Succeeded",
     "Failed": "Failed",
@@ -83,10 +86,21 @@ class Loops:
                     Workload.phase.in_(("Pending", "Resuming", "Stopping", "Deleting", *POLLED)),
                 )
             ).all()
-        for workload_id, phase, handle, desired in rows:
+            lingering = s.execute(
+                select(Workload.id, Workload.phase, Workload.handle, Workload.desired_phase)
+                .join(Pod, Pod.workload_id == Workload.id)
+                .where(
+                    Workload.deleted_at.is_(None),
+                    Workload.phase.in_(LINGER),
+                    Workload.handle.is_not(None),
+                    Pod.phase == "Running",
+                )
+                .distinct()
+            ).all()
+        for workload_id, phase, handle, desired in [*rows, *lingering]:
             if phase == "Pending" and desired == "Running":
                 self._admit(workload_id)
-            elif phase in POLLED and handle:
+            elif (phase in POLLED or phase in LINGER) and handle:
                 self._apply_status(workload_id, self.backend.poll(handle))
             elif phase in ("Stopping", "Deleting"):
                 if handle:
@@ -164,7 +178,7 @@ class Loops:
 
     def _apply_status(self, workload_id: str, status: BackendStatus) -> None:
         def apply(s: Session, w: Workload) -> None:
-            if w.phase not in POLLED:
+            if w.phase not in POLLED and w.phase not in LINGER:
                 return  # the user asked for something else meanwhile
             w.attempt = max(w.attempt, status.attempt)
             pods = {p.name: p for p in w.pods}

@@ -110,6 +110,7 @@ def test_pytorch_plan_is_a_master_and_n_workers_on_localhost() -> None:
                 "RINGLEADER_PROJECT": "team-a",
                 "RUNAI_MPI_NUM_WORKERS": "2",
             },
+            on_rank0_success="stop-rest",  # cleanPodPolicy Running (the default)
         ),
         framework="pytorch",
         pods=(

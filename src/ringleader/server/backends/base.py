@@ -76,6 +76,16 @@ class LogLine:
     time: float | None = None  # unix seconds when known
 
 
+@dataclass(frozen=True)
+class ExecTarget:
+    """Where a command for ``exec``/``bash`` runs: one pod's node, directory and env."""
+
+    node: str
+    cwd: str
+    env: dict[str, str]
+    prefix: tuple[str, ...] = ()  # argv before the command (e.g. ssh -t HOST); none locally
+
+
 class Backend(Protocol):
     name: str
     capabilities: Capabilities
@@ -96,3 +106,6 @@ class Backend(Protocol):
         self, handle: str, pod: str | None = None, tail: int | None = None
     ) -> Iterator[LogLine]:
         """Log lines, oldest first; one pod or all merged."""
+
+    def exec_target(self, handle: str, pod: str) -> ExecTarget:
+        """Where to run a command inside ``pod``; Conflict when it has no live process."""

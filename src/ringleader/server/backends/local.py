@@ -53,14 +53,16 @@ from ringleader.launch.detached import (
     read_logs,
     write_json_atomic,
 )
+from ringleader.launch.hold import hold_argv
 from ringleader.launch.mpi import MPIRUN
 from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
-from ringleader.launch.procs import terminate
+from ringleader.launch.procs import process_environ, start_ticks, terminate
 from ringleader.server.backends.base import (
     BackendRequest,
     BackendStatus,
     Capabilities,
+    ExecTarget,
     LogLine,
     PodStatus,
 )
@@ -76,6 +78,21 @@ PHASES = {
     "Failed": "Failed",
     "Stopped": "Stopped",
 }
+# cleanPodPolicy -> what the supervisor does with ranks still running when the
+# master (rank 0) completes.  Processes that ended hold nothing and their logs
+# are kept, so All and Running differ only on engines that delete pods.
+ON_RANK0_SUCCESS = {"Running": "stop-rest", "All": "stop-rest", "None": "leave-rest"}
+SERVER_ONLY = frozenset(
+    {
+        "RINGLEADER_DATABASE_URL",
+        "RINGLEADER_CLIENT_ID",
+        "RINGLEADER_CLIENT_SECRET",
+        "RINGLEADER_URL",
+        "RINGLEADER_PROJECT",
+        "RINGLEADER_HOME",
+    }
+)
+MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
 MESSAGES = {
     "Starting": "starting the supervisor and its agent",
     "Restarting": "restarting the gang after a failure",
@@ -157,8 +174,13 @@ class LocalBackend:
         self.spawn = spawn
         self.clock = clock
         self.node = node or socket.gethostname()
-        # What supervisors (and so ranks) inherit; a server may leave its own secrets out.
-        self.environ = dict(os.environ if environ is None else environ)
+        # What supervisors (and so ranks) inherit: the server's environment without
+        # its own settings and secrets (database URL with its password, API keys).
+        self.environ = {
+            k: v
+            for k, v in (os.environ if environ is None else environ).items()
+            if k not in SERVER_ONLY
+        }
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
 
     # ----- plan (pure) -----------------------------------------------------------
@@ -171,8 +193,14 @@ class LocalBackend:
             )
         master = spec.master()
         argv = master.argv()
-        if not argv:
-            raise InvalidSpec("no command given: set command (and args)", "spec.command")
+        if not argv and not dist.interactive:
+            raise InvalidSpec(
+                "no command given: set command (and args), or submit an interactive workload",
+                "spec.command",
+            )
+        command = resolve_command(argv, self.python) if argv else []
+        if dist.interactive:  # pods outlive their command, for bash/exec
+            command = hold_argv(self.python, command)
         workers = dist.num_workers
         run_dir = request.run_dir.rstrip("/") or "/"
         env = {
@@ -192,7 +220,7 @@ class LocalBackend:
             ranks = [(rank,) for rank in range(world)]
         pods = [LocalPod(n, role, i, r) for (n, role, i), r in zip(layout, ranks, strict=True)]
         launch = LaunchSpec(
-            command=resolve_command(argv, self.python),
+            command=command,
             hosts=[Host("localhost", "127.0.0.1", world)],
             run_id=f"rl-{request.workload_id}",
             cwd=master.working_dir or dist.working_dir or f"{run_dir}/work",
@@ -201,6 +229,9 @@ class LocalBackend:
             max_restarts=max(0, dist.backoff_limit - request.attempt_offset),
             grace_s=self.grace_s,
             env=env,
+            on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
+            if framework == "pytorch"
+            else "wait",  # mpirun (the launcher pod) only ends after every rank
         )
         return LocalPlan(launch, framework, tuple(pods), run_dir, request.attempt_offset)
 
@@ -265,9 +296,11 @@ class LocalBackend:
             state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
             if state.get("phase") not in FINAL_PHASES:
                 state = self._bury(run_dir, launch, state, "Failed", _died(state))
-        return self._status(state, pods_from_launch(launch))
+        return self._status(state, pods_from_launch(launch), launch.spec.on_rank0_success)
 
-    def _status(self, state: dict[str, Any], pods: list[LocalPod]) -> BackendStatus:
+    def _status(
+        self, state: dict[str, Any], pods: list[LocalPod], on_rank0_success: str = "wait"
+    ) -> BackendStatus:
         native = str(state.get("phase"))
         attempt = int(state.get("attempt") or 0)
         ranks: dict[str, dict[str, Any]] = state.get("ranks") or {}
@@ -293,8 +326,17 @@ class LocalBackend:
             message = f"{message}\n{summary}"  # one line first, the root-cause text below it
         if native == "Restarting":
             message = f"{message} (attempt {attempt + 1} next)"
+        phase = PHASES.get(native, "Unknown")
+        master = (ranks.get("0") or {}).get("phase")
+        if phase == "Running" and on_rank0_success == "leave-rest" and master == "Succeeded":
+            running = [p.name for p in pod_states if p.phase == "Running"]
+            phase = "Completed"  # the master's success is the job's; the rest run on
+            message = (
+                f"the master completed; {len(running)} pod(s) left running by cleanPodPolicy "
+                f"None until they end or the workload is deleted: {', '.join(running)}"
+            )
         return BackendStatus(
-            phase=PHASES.get(native, "Unknown"),
+            phase=phase,
             message=message,
             attempt=attempt,
             pods=pod_states,
@@ -353,6 +395,29 @@ class LocalBackend:
         )
         return iter(deque(lines, maxlen=tail)) if tail is not None else lines
 
+    # ----- exec ----------------------------------------------------------------------
+    def exec_target(self, handle: str, pod: str) -> ExecTarget:
+        """Where ``exec``/``bash`` run: the pod's live process's directory and environment."""
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        if launch is None:
+            raise NotFound("workload run", handle)
+        pods = {p.name: p for p in pods_from_launch(launch)}
+        if pod not in pods:
+            raise NotFound("pod", pod)
+        found = pod_process(launch.spec.run_id, pods[pod].ranks[0])
+        if found is None:
+            raise Conflict(
+                f"pod {pod} has no running process to exec into (its command has ended); "
+                "submit with --interactive to keep pods up after their command"
+            )
+        pid, env = found
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = launch.spec.cwd
+        return ExecTarget(node=self.node, cwd=cwd, env=env)
+
     # ----- helpers -------------------------------------------------------------------
     def _bury(
         self, run_dir: Path, launch: LaunchFile, state: dict[str, Any], phase: str, reason: str
@@ -387,6 +452,39 @@ def job_processes_gone(run_id: str, grace_s: float) -> None:
     deadline = time.monotonic() + 5.0
     while job_processes(run_id) and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
+    """The oldest live process of the job that is this rank (or mpirun), with its env.
+
+    A rank's children (and exec sessions) inherit its environment; the rank
+    itself started first.
+    """
+    found: list[tuple[int, int, dict[str, str]]] = []
+    for pid in job_processes(run_id):
+        env = process_environ(pid)
+        if env is None or env.get("RINGLEADER_JOB_ID") != run_id:
+            continue  # an agent (named by argv) rather than a rank
+        if rank == MPIRUN:
+            argv = _argv0(pid)
+            if not argv or os.path.basename(argv) not in MPIRUN_NAMES:
+                continue
+        elif str(rank) not in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK")):
+            continue
+        ticks = start_ticks(pid)
+        if ticks is not None:
+            found.append((ticks, pid, env))
+    if not found:
+        return None
+    _, pid, env = min(found, key=lambda item: item[:2])
+    return pid, env
+
+
+def _argv0(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _died(state: dict[str, Any]) -> str:

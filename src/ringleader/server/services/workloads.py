@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound
@@ -36,9 +37,17 @@ _FIELDS = {
     "projectId": Workload.project_id,
     "projectName": Project.name,
     "framework": Workload.framework,
-    "createdBy": Workload.created_by,
+    "createdBy": User.name,  # the name, as WorkloadOut shows it
     "createdAt": Workload.created_at,
 }
+_TIME_FIELDS = frozenset({"createdAt"})
+# The largest OFFSET both SQLite and PostgreSQL take (a signed 64-bit integer).
+MAX_OFFSET = 2**63 - 1
+
+
+def findable(key: str) -> bool:
+    """False for a key no row can have: PostgreSQL text cannot hold NUL (a query raises)."""
+    return "\x00" not in key
 
 
 def visible_projects(session: Session, user: User) -> Select[Any]:
@@ -50,9 +59,11 @@ def visible_projects(session: Session, user: User) -> Select[Any]:
 
 def resolve_project(session: Session, user: User, key: str) -> Project:
     """A project by id or name that the user may use; 404 otherwise."""
-    project = session.get(Project, key) or session.scalar(
-        select(Project).where(Project.name == key)
-    )
+    project = None
+    if findable(key):
+        project = session.get(Project, key) or session.scalar(
+            select(Project).where(Project.name == key)
+        )
     if project is None or project.id not in set(session.scalars(visible_projects(session, user))):
         raise NotFound("project", key)
     return project
@@ -73,8 +84,12 @@ def submit(
         body = body.model_copy(
             update={"spec": body.spec.model_copy(update={"command": stand_in.command})}
         )
-    if not body.master().argv() and not body.spec.argv():
-        raise InvalidSpec("a command is required (the command to run in every pod)", "spec.command")
+    if not body.master().argv() and not body.spec.argv() and not body.spec.interactive:
+        raise InvalidSpec(
+            "a command is required (the command to run in every pod) unless the workload "
+            "is interactive",
+            "spec.command",
+        )
     name = f"{body.name}-{secrets.token_hex(3)}" if body.use_given_name_as_prefix else body.name
     existing = session.scalar(
         select(Workload).where(
@@ -112,7 +127,7 @@ def submit(
 
 
 def get(session: Session, user: User, workload_id: str) -> Workload:
-    workload = session.get(Workload, workload_id)
+    workload = session.get(Workload, workload_id) if findable(workload_id) else None
     visible = set(session.scalars(visible_projects(session, user)))
     if workload is None or workload.deleted_at is not None or workload.project_id not in visible:
         raise NotFound("workload", workload_id)
@@ -121,6 +136,8 @@ def get(session: Session, user: User, workload_id: str) -> Workload:
 
 def find(session: Session, user: User, name_or_id: str, project: str | None = None) -> Workload:
     """By id, or by name (within ``project`` when given); 404 or 409 when ambiguous."""
+    if not findable(name_or_id):
+        raise NotFound("workload", name_or_id)
     query = select(Workload).where(
         Workload.deleted_at.is_(None),
         Workload.project_id.in_(visible_projects(session, user)),
@@ -138,6 +155,37 @@ def find(session: Session, user: User, name_or_id: str, project: str | None = No
     return found[0]
 
 
+def _filter_time(value: str) -> datetime:
+    """A filter's ISO time as aware UTC (naive means UTC); 422 when it is not one."""
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        raise InvalidSpec(
+            f"{value!r} is not an ISO time (e.g. 2024-05-01T12:00:00Z)", "filterBy"
+        ) from None
+
+
+def _condition(field: str, op: str, value: str) -> ColumnElement[bool]:
+    """One ``FIELD<op>VALUE`` term; 422 when VALUE cannot be compared with FIELD."""
+    column = _FIELDS[field]
+    if not findable(value):
+        raise InvalidSpec("a filter value cannot contain NUL", "filterBy")
+    if op == "=@":
+        if field in _TIME_FIELDS:
+            raise InvalidSpec(f"{field} takes ==, !=, <= or >= with an ISO time", "filterBy")
+        return column.contains(value, autoescape=True)  # % and _ are literal
+    operand: object = _filter_time(value) if field in _TIME_FIELDS else value
+    return {
+        "==": column == operand,
+        "!=": column != operand,
+        "<=": column <= operand,
+        ">=": column >= operand,
+    }[op]
+
+
 def list_workloads(
     session: Session,
     user: User,
@@ -151,6 +199,7 @@ def list_workloads(
     query = (
         select(Workload)
         .join(Project, Project.id == Workload.project_id)
+        .outerjoin(User, User.id == Workload.created_by)
         .where(
             Workload.deleted_at.is_(None), Workload.project_id.in_(visible_projects(session, user))
         )
@@ -163,20 +212,13 @@ def list_workloads(
                     f"expected FIELD(==|!=|<=|>=|=@)VALUE with FIELD in {sorted(_FIELDS)}",
                     "filterBy",
                 )
-            column, op, value = _FIELDS[match.group(1)], match.group(2), match.group(3)
-            query = query.where(
-                {
-                    "==": column == value,
-                    "!=": column != value,
-                    "<=": column <= value,
-                    ">=": column >= value,
-                    "=@": column.contains(value),
-                }[op]
-            )
+            query = query.where(_condition(match.group(1), match.group(2), match.group(3)))
     if sort_by not in _FIELDS:
         raise InvalidSpec(f"unknown field; choose one of {sorted(_FIELDS)}", "sortBy")
     if sort_order not in ("asc", "desc"):
         raise InvalidSpec("must be asc or desc", "sortOrder")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise InvalidSpec(f"must be between 0 and {MAX_OFFSET}", "offset")
     column = _FIELDS[sort_by]
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     order = column.asc() if sort_order == "asc" else column.desc()

@@ -1,0 +1,162 @@
+"""`bash NAME` and `exec NAME -- CMD`: a shell or command inside a workload's pod.
+
+The terminal side of ``server.exec_session``'s protocol: stdin goes up on
+channel 0 (raw, when a TTY was asked for), channels 1/2 come down to this
+process's stdout/stderr, and the status message ends the session with the
+remote command's exit code, which becomes ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+import typer
+
+from ringleader.cli.common import client, reports_errors
+from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError, Unauthorized
+
+STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
+_ERRORS = {401: Unauthorized, 404: NotFound, 409: Conflict, 422: InvalidSpec}
+
+
+class RemoteError(RingleaderError):
+    """The server refused the session; its message says why."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _window(fd: int) -> bytes | None:
+    try:
+        size = os.get_terminal_size(fd)
+    except OSError:
+        return None
+    return bytes([RESIZE]) + json.dumps({"rows": size.lines, "cols": size.columns}).encode()
+
+
+def _send_input(ws: Any, tty: bool) -> None:
+    """stdin -> channel 0 until end of input (then an empty frame says so)."""
+    fd = sys.stdin.fileno()
+    try:
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            ws.send(bytes([STDIN]) + data)
+        ws.send(bytes([STDIN]))
+    except Exception:  # the session ended (socket closed) while we read: nothing to do
+        return
+
+
+def run_session(ws: Any, *, tty: bool, send_stdin: bool) -> int:
+    """Relay one session; the remote exit code."""
+    outs = {STDOUT: sys.stdout.buffer, STDERR: sys.stderr.buffer}
+    restore = None
+    if tty:
+        import termios
+        import tty as ttymod
+
+        fd = sys.stdin.fileno()
+        restore = termios.tcgetattr(fd)
+        ttymod.setraw(fd, termios.TCSANOW)  # keep what was typed ahead
+        first = _window(fd)
+        if first:
+            ws.send(first)
+        signal.signal(signal.SIGWINCH, lambda *_: (size := _window(fd)) and ws.send(size))
+    try:
+        if send_stdin:
+            threading.Thread(target=_send_input, args=(ws, tty), daemon=True).start()
+        for message in ws:
+            if isinstance(message, str):
+                message = message.encode()
+            if not message:
+                continue
+            channel, payload = message[0], message[1:]
+            if channel in outs:
+                outs[channel].write(payload)
+                outs[channel].flush()
+            elif channel == STATUS:
+                status = json.loads(payload)
+                if "error" in status:
+                    kind = _ERRORS.get(int(status.get("code", 0)))
+                    raise RemoteError(
+                        status["error"], kind.exit_code if kind else RingleaderError.exit_code
+                    )
+                return int(status.get("exitCode", 1))
+        raise RingleaderError("the server closed the session without an exit status")
+    finally:
+        if restore is not None:
+            import termios
+
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, restore)
+            signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+        with contextlib.suppress(Exception):
+            ws.close()
+
+
+def _exec(
+    name: str, command: list[str], pod: str | None, project: str | None, stdin: bool, tty: bool
+) -> None:
+    c = client()
+    workload = c.find(name, project)
+    tty = tty and sys.stdin.isatty()  # no terminal to make raw: plain pipes instead
+    from websockets.exceptions import InvalidStatus, WebSocketException
+
+    try:
+        ws = c.exec_socket(workload["workloadId"], command, pod=pod, tty=tty)
+        code = run_session(ws, tty=tty, send_stdin=stdin or tty)
+    except InvalidStatus as exc:
+        raise RingleaderError(f"the server refused the exec session: {exc}") from None
+    except (WebSocketException, OSError) as exc:
+        raise RingleaderError(f"the exec session broke off: {exc}") from None
+    raise typer.Exit(code)
+
+
+POD = typer.Option(None, "--pod", help="Pod name or suffix, e.g. worker-1 (default: master).")
+PROJECT = typer.Option(None, "-p", "--project")
+
+
+@reports_errors
+def exec_command(
+    name: str = typer.Argument(..., help="Workload name or id."),
+    command: list[str] = typer.Argument(..., help="The command, after --."),
+    pod: str = POD,
+    stdin: bool = typer.Option(False, "-i", "--stdin", help="Pass this terminal's input on."),
+    tty: bool = typer.Option(False, "-t", "--tty", help="Allocate a terminal (with -i)."),
+    project: str = PROJECT,
+) -> None:
+    """Run a command in a pod: its working directory, its environment (RANK, MASTER_ADDR...).
+
+    The exit code is the command's.  Only a running pod can be exec'd; submit
+    with --interactive to keep pods up after their command ends.
+
+    Examples:
+      ringleader exec mnist -- nvidia-smi
+      ringleader exec mnist --pod worker-1 -- env
+      ringleader exec mnist -it -- python
+    """
+    _exec(name, command, pod, project, stdin, tty)
+
+
+@reports_errors
+def bash(
+    name: str = typer.Argument(..., help="Workload name or id."),
+    pod: str = POD,
+    project: str = PROJECT,
+) -> None:
+    """Open a shell in a pod (default: the master or launcher pod).
+
+    With a terminal you get an interactive bash; piped input runs as a script.
+
+    Examples:
+      ringleader bash mnist
+      echo 'echo $RANK' | ringleader bash mnist --pod worker-0
+    """
+    _exec(name, ["bash"], pod, project, True, True)

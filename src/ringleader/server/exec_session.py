@@ -1,0 +1,192 @@
+"""One ``exec``/``bash`` session: a process in a pod, its bytes over a WebSocket.
+
+The wire protocol follows Kubernetes' ``channel.k8s.io`` exec: every binary
+message starts with a channel byte.
+
+- 0 stdin (client -> server); an empty payload means end of input;
+- 1 stdout, 2 stderr (server -> client; with a TTY everything comes on 1);
+- 3 status (server -> client, JSON, last message): ``{"exitCode": N}`` or
+  ``{"error": "...", "code": 404|409|...}`` when nothing could be started;
+- 4 resize (client -> server, JSON ``{"rows": R, "cols": C}``; TTY only).
+
+Invariants: the process runs in its own session (with the pty as its
+controlling terminal when there is one) and carries the pod's environment,
+job id included, so deleting the workload sweeps it too; when the client goes
+away first, its whole process group is stopped (SIGTERM, grace, SIGKILL), so a
+dropped connection leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import termios
+import threading
+from collections.abc import Awaitable, Callable
+
+from ringleader.launch.procs import terminate
+from ringleader.server.backends.base import ExecTarget
+
+STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
+STOP_GRACE_S = 2.0
+Send = Callable[[bytes], Awaitable[None]]
+Receive = Callable[[], Awaitable[bytes | None]]  # None: the client went away
+
+
+def frame(channel: int, payload: bytes = b"") -> bytes:
+    return bytes([channel]) + payload
+
+
+def status_frame(**body: object) -> bytes:
+    return frame(STATUS, json.dumps(body).encode())
+
+
+def _take_terminal() -> None:  # runs in the child, after setsid
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def set_window(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class ExecSession:
+    """Runs ``argv`` at ``target`` and relays it until it exits or the client leaves."""
+
+    def __init__(self, target: ExecTarget, argv: list[str], tty: bool) -> None:
+        self.target, self.argv, self.tty = target, argv, tty
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._pty: int | None = None
+
+    def start(self) -> None:
+        """Spawn the process; OSError (no such command, bad directory) propagates."""
+        argv = [*self.target.prefix, *self.argv]
+        common = {"cwd": self.target.cwd, "env": self.target.env, "start_new_session": True}
+        if self.tty:
+            parent, child = pty.openpty()
+            try:
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=child,
+                    stdout=child,
+                    stderr=child,
+                    preexec_fn=_take_terminal,  # after setsid: the pty becomes its terminal
+                    **common,
+                )
+            except OSError:
+                os.close(parent)
+                raise
+            finally:
+                os.close(child)
+            self._pty = parent
+        else:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                **common,
+            )
+
+    async def relay(self, send: Send, receive: Receive) -> int | None:
+        """Pump bytes both ways; the exit code, or None when the client left first."""
+        assert self.proc is not None
+        loop = asyncio.get_running_loop()
+        outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        readers = []
+        sources = (
+            [(self._pty, STDOUT)]
+            if self._pty is not None
+            else [(self.proc.stdout.fileno(), STDOUT), (self.proc.stderr.fileno(), STDERR)]  # type: ignore[union-attr]
+        )
+        for fd, channel in sources:
+            reader = threading.Thread(target=_pump, args=(fd, channel, loop, outgoing), daemon=True)
+            reader.start()
+            readers.append(reader)
+        inbound = asyncio.create_task(self._feed(receive))
+        open_streams = len(readers)
+        try:
+            while open_streams:
+                out_task = asyncio.create_task(outgoing.get())
+                done, _ = await asyncio.wait(
+                    {out_task, inbound}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if inbound in done and inbound.result() is False:
+                    out_task.cancel()
+                    return None  # the client went away
+                if out_task in done:
+                    item = out_task.result()
+                    if item is None:
+                        open_streams -= 1
+                    else:
+                        await send(item)
+                else:
+                    out_task.cancel()
+                    inbound = asyncio.create_task(asyncio.sleep(3600))  # input is over
+            return await loop.run_in_executor(None, self.proc.wait)
+        finally:
+            inbound.cancel()
+
+    async def _feed(self, receive: Receive) -> bool:
+        """Client -> process until input ends (True) or the client leaves (False)."""
+        assert self.proc is not None
+        while True:
+            message = await receive()
+            if message is None:
+                return False
+            if not message:
+                continue
+            channel, payload = message[0], message[1:]
+            if channel == RESIZE and self._pty is not None:
+                with contextlib.suppress(ValueError, KeyError, OSError):
+                    size = json.loads(payload)
+                    set_window(self._pty, int(size["rows"]), int(size["cols"]))
+            elif channel == STDIN and payload:
+                await asyncio.get_running_loop().run_in_executor(None, self._write, payload)
+            elif channel == STDIN:  # end of input
+                if self._pty is not None:
+                    await asyncio.get_running_loop().run_in_executor(None, self._write, b"\x04")
+                elif self.proc.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        self.proc.stdin.close()
+                    return True
+
+    def _write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if self._pty is not None:
+                os.write(self._pty, data)
+            elif self.proc is not None and self.proc.stdin is not None:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+
+    def stop(self) -> None:
+        """Stop the whole session (the client left); always safe to call."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                terminate([self.proc.pid], STOP_GRACE_S)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=STOP_GRACE_S)
+        if self._pty is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pty)
+            self._pty = None
+
+
+def _pump(
+    fd: int, channel: int, loop: asyncio.AbstractEventLoop, out: asyncio.Queue[bytes | None]
+) -> None:
+    """Blocking reads on one stream, handed to the event loop; None at its end."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # a pty reports EIO once the last writer is gone
+            data = b""
+        if not data:
+            loop.call_soon_threadsafe(out.put_nowait, None)
+            return
+        loop.call_soon_threadsafe(out.put_nowait, frame(channel, data))

@@ -1,0 +1,190 @@
+"""`exec`/`bash` into pods through a real server, and the exec session's terminal side."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from ringleader.server.backends.base import ExecTarget
+from ringleader.server.exec_session import RESIZE, STATUS, STDIN, STDOUT, ExecSession, frame
+from tests.conftest import job_pids, wait_until
+from tests.server.conftest import ServerProcess
+
+
+def _running_pods(server: ServerProcess, name: str) -> int:
+    out = server.cli("describe", name).stdout
+    return len(re.findall(r"^\s*\S+-(?:master|worker)-\d+\s.*\bRunning\b", out, re.M))
+
+
+def _workload_id(server: ServerProcess, name: str) -> str:
+    out = server.cli("describe", name).stdout
+    match = re.search(r"Id:\s+(\S+)", out)
+    assert match, out
+    return match.group(1)
+
+
+@pytest.fixture
+def interactive(server: ServerProcess) -> str:
+    """An interactive 2-worker workload whose pods stay up after its command."""
+    sub = server.cli(
+        "submit-dist", "pytorch", "dev", "--workers", "2", "--interactive",
+        "-e", "GREETING=hello there", "--", "python", "-c", "print('trained')",
+    )  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    wait_until(lambda: _running_pods(server, "dev") == 3, 60, "3 running pods")
+    wait_until(
+        lambda: server.cli("logs", "dev").stdout.count("stays up") == 3, 30, "the commands to end"
+    )
+    return "dev"
+
+
+def test_exec_runs_in_the_pods_directory_with_its_environment(
+    server: ServerProcess, interactive: str
+) -> None:
+    done = server.cli(
+        "exec", interactive, "--", "sh", "-c",
+        'echo "rank=$RANK world=$WORLD_SIZE greeting=$GREETING"; pwd; echo oops >&2; exit 7',
+    )  # fmt: skip
+    assert done.returncode == 7, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "rank=0 world=3 greeting=hello there"
+    assert lines[1] == os.getcwd()  # the CLI submits its own directory as workingDir
+    assert done.stderr.strip() == "oops"
+    worker = server.cli("distributed", "exec", interactive, "--pod", "worker-1", "--", "printenv", "RANK")
+    assert (worker.returncode, worker.stdout.strip()) == (0, "2")
+
+
+def test_bash_reads_a_script_from_piped_input(server: ServerProcess, interactive: str) -> None:
+    shell = subprocess.run(
+        [sys.executable, "-m", "ringleader", "bash", interactive, "--pod", "worker-0"],
+        input="echo in-pod $RANK\nexit 4\n",
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (shell.returncode, shell.stdout.strip()) == (4, "in-pod 1"), shell.stderr
+
+
+def test_bash_on_a_terminal_is_an_interactive_shell(server: ServerProcess, interactive: str) -> None:
+    parent, child = os.openpty()
+    shell = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "bash", interactive],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**server.env, "TERM": "dumb"},
+    )
+    os.close(child)
+    seen = b""
+
+    def read_until(marker: bytes) -> bool:
+        nonlocal seen
+        while marker not in seen:
+            if not select.select([parent], [], [], 30)[0]:
+                return False
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            seen += chunk
+        return True
+
+    try:
+        assert read_until(b"# ") or read_until(b"$ "), seen  # the remote shell's prompt
+        os.write(parent, b"echo product=$((6*7)) rank=$RANK; tty\r")
+        assert read_until(b"product=42 rank=0"), seen
+        assert read_until(b"/dev/pts/"), seen  # the remote side has a terminal too
+        os.write(parent, b"exit 3\r")
+        assert shell.wait(timeout=30) == 3
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+        os.close(parent)
+
+
+def test_exec_refusals_name_the_problem(server: ServerProcess, interactive: str) -> None:
+    bad_pod = server.cli("exec", interactive, "--pod", "worker-9", "--", "true")
+    assert bad_pod.returncode == 2
+    assert "no such pod" in bad_pod.stderr and "dev-worker-1" in bad_pod.stderr
+    missing = server.cli("exec", interactive, "--", "no-such-command-xyz")
+    assert missing.returncode != 0 and "no-such-command-xyz" in missing.stderr
+    assert server.cli("exec", "ghost", "--", "true").returncode == 4
+    finished = server.cli(
+        "submit-dist", "pytorch", "batch", "--workers", "1", "--", "python", "-c", "pass"
+    )
+    assert finished.returncode == 0
+    wait_until(lambda: "Completed" in server.cli("describe", "batch").stdout, 60, "Completed")
+    refused = server.cli("exec", "batch", "--", "true")
+    assert refused.returncode == 5 and "--interactive" in refused.stderr
+
+
+def test_a_dropped_exec_client_leaves_no_process(server: ServerProcess, interactive: str) -> None:
+    job = f"rl-{_workload_id(server, interactive)}"
+    before = set(job_pids(job))
+    client = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "exec", interactive, "--", "sh", "-c", "echo up; exec sleep 300"],
+        env=server.env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None and client.stdout.readline().strip() == "up"
+    session = set(job_pids(job)) - before
+    assert session, "the exec'd process carries the job id"
+    os.kill(client.pid, signal.SIGKILL)
+    client.wait()
+    wait_until(lambda: not (set(job_pids(job)) & session), 15, "the exec session to be stopped")
+
+
+def test_deleting_the_workload_ends_its_exec_sessions(
+    server: ServerProcess, interactive: str
+) -> None:
+    job = f"rl-{_workload_id(server, interactive)}"
+    client = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "exec", interactive, "--", "sh", "-c", "echo up; exec sleep 300"],
+        env=server.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None and client.stdout.readline().strip() == "up"
+    assert server.cli("delete", interactive).returncode == 0
+    assert client.wait(timeout=60) != 0  # the session ended with its pod
+    wait_until(lambda: job_pids(job) == [], 30, "no process of the workload")
+
+
+def test_a_tty_session_gets_a_terminal_of_the_asked_size(tmp_path) -> None:
+    target = ExecTarget(node="here", cwd=str(tmp_path), env={**os.environ, "TERM": "dumb"})
+    session = ExecSession(target, ["sh", "-c", "read line; echo got:$line; stty size; tty"], True)
+    session.start()
+    inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    async def main() -> int | None:
+        await inbound.put(frame(RESIZE, json.dumps({"rows": 33, "cols": 101}).encode()))
+        await inbound.put(frame(STDIN, b"ping\n"))
+        return await session.relay(send, inbound.get)
+
+    try:
+        code = asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        session.stop()
+    assert code == 0
+    assert all(chunk[0] == STDOUT for chunk in sent)  # a terminal has one stream
+    text = b"".join(chunk[1:] for chunk in sent).decode()
+    assert "got:ping" in text and "33 101" in text and "/dev/pts/" in text
+    assert STATUS not in {chunk[0] for chunk in sent}  # the route sends the status
