@@ -10,11 +10,14 @@ Invariants:
   so a Run:ai client's JSON body validates as is;
 - every validation error names the field (pydantic's ``loc``), which the API
   turns into a 422 and the CLI into a message;
-- the stored form is ``model_dump(by_alias=True)`` plus ``SPEC_VERSION``.
+- the stored form is ``model_dump(by_alias=True)`` plus ``SPEC_VERSION``;
+- numbers are finite (no inf/NaN) and sizes bounded (``MAX_WORKERS`` and
+  friends), so one request's work on the server is bounded too.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from enum import Enum
@@ -27,6 +30,11 @@ SPEC_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # DNS-1123 label
 _QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]i?|[kmgtp]|)[Bb]?\s*$")
 _FACTORS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+# Upper bounds that keep the server's work per request bounded: one pod row per
+# worker (plus the master) is written at admission, and a backend plans every rank.
+MAX_WORKERS = 10_000
+MAX_SLOTS_PER_WORKER = 1_024
+MAX_GPUS_PER_POD = 1_024
 
 
 def parse_quantity(text: str) -> int:
@@ -40,6 +48,8 @@ def parse_quantity(text: str) -> int:
         if unit.endswith("i")
         else _FACTORS[unit.lower()]
     )
+    if not math.isfinite(number * factor):  # 400 digits: a float overflows to inf
+        raise ValueError(f"memory quantity too large: {text!r}")
     return int(number * factor)
 
 
@@ -64,7 +74,11 @@ RUNNABLE_FRAMEWORKS = (Framework.PYTORCH, Framework.MPI)
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    # allow_inf_nan=False: JSON's 1e999 parses as inf, which no database JSON column
+    # takes back (PostgreSQL refuses it; SQLite's would read back as null).
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", allow_inf_nan=False
+    )
 
 
 class EnvironmentVariable(_Wire):
@@ -79,7 +93,7 @@ class Compute(_Wire):
     cpu_core_limit: float | None = Field(default=None, gt=0)
     cpu_memory_request: str | None = None
     cpu_memory_limit: str | None = None
-    gpu_devices_request: int | None = Field(default=None, ge=0)
+    gpu_devices_request: int | None = Field(default=None, ge=0, le=MAX_GPUS_PER_POD)
     gpu_request_type: Literal["portion", "memory"] | None = None
     gpu_portion_request: float | None = Field(default=None, gt=0, le=1)
     gpu_portion_limit: float | None = Field(default=None, gt=0, le=1)
@@ -128,11 +142,11 @@ class PodSpec(_Wire):
 
 
 class DistributedSpec(PodSpec):
-    num_workers: int = Field(ge=1)
+    num_workers: int = Field(ge=1, le=MAX_WORKERS)
     distributed_framework: Framework = Framework.PYTORCH
-    slots_per_worker: int | None = Field(default=None, ge=1)
-    min_replicas: int | None = Field(default=None, ge=1)
-    max_replicas: int | None = Field(default=None, ge=1)
+    slots_per_worker: int | None = Field(default=None, ge=1, le=MAX_SLOTS_PER_WORKER)
+    min_replicas: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
+    max_replicas: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     clean_pod_policy: Literal["None", "All", "Running"] = "Running"
     backoff_limit: int = Field(default=6, ge=0)
     preemptibility: Literal["preemptible", "non-preemptible"] | None = None
@@ -145,9 +159,12 @@ class DistributedSpec(PodSpec):
 class WorkloadSpec(_Wire):
     """The body of ``POST /api/v1/workloads/distributed``."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", allow_inf_nan=False
+    )
 
-    name: str
+    # Checked by check_name (for its message); the pattern is there for the OpenAPI document.
+    name: str = Field(json_schema_extra={"pattern": NAME_RE.pattern, "maxLength": 63})
     project_id: str
     cluster_id: str | None = None
     use_given_name_as_prefix: bool = False

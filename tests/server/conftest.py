@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
+from tests.fixtures.postgres import pg_url, postgres_server  # noqa: F401
 
 
 class API:
@@ -75,10 +76,21 @@ def _app_client(tmp_path: Path, database_url: str | None) -> Iterator[API]:
         yield API(client, home)
 
 
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[API]:
-    """The app in-process on SQLite with the real local backend."""
-    yield from _app_client(tmp_path, None)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[API]:
+    """The app in-process with the real local backend, on SQLite and on PostgreSQL.
+
+    Each test gets a fresh database: SQLite in its ``tmp_path``, or a new
+    database on the session's PostgreSQL server (``pg_url``, dropped after).
+    Without PostgreSQL the ``postgresql`` half is skipped, except with
+    ``CI=true``, where it fails. A test that must run on SQLite only (a slow
+    end-to-end run) says so with ``@SQLITE_ONLY``.
+    """
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    yield from _app_client(tmp_path, url)
+
+
+SQLITE_ONLY = pytest.mark.parametrize("api", ["sqlite"], indirect=True)
 
 
 def free_port() -> int:

@@ -1,14 +1,23 @@
-"""The REST API in-process on SQLite with the real local backend: auth, submit, bad input."""
+"""The REST API in-process with the real local backend: auth, submit, bad input.
+
+Every test runs on SQLite and on PostgreSQL (the ``api`` fixture), except the
+slow end-to-end training run marked ``@SQLITE_ONLY``.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import stat
+from typing import Any
 
+import httpx
 import pytest
 
+from ringleader.spec import MAX_WORKERS
 from tests.conftest import job_pids, wait_until
-from tests.server.conftest import API
+from tests.server.conftest import API, SQLITE_ONLY
 
 SEED_002_BODY = {  # the seed's "API" tab, comments removed; projectId filled in by the test
     "name": "workload-name",
@@ -66,6 +75,7 @@ def test_expired_token_is_401(api: API) -> None:
     assert response.status_code == 401 and "expired" in response.json()["message"]
 
 
+@SQLITE_ONLY  # a real training run (~9 s); the loops on PostgreSQL run the shorter ones below
 def test_seed_002_body_runs_to_completed(api: API) -> None:
     body = {**SEED_002_BODY, "projectId": api.project_id()}
     response = api.post("/api/v1/workloads/distributed", json=body)
@@ -85,6 +95,11 @@ def test_seed_002_body_runs_to_completed(api: API) -> None:
     assert any(e["type"] == "ImageStandIn" for e in events)
     logs = api.get(f"/api/v1/workloads/{accepted['workloadId']}/logs").text
     assert "[workload-name-master-0] final test accuracy:" in logs
+
+
+def _json(body: object) -> dict[str, Any]:
+    """Request kwargs for a JSON body that may hold inf (httpx's json= refuses it)."""
+    return {"content": json.dumps(body), "headers": {"Content-Type": "application/json"}}
 
 
 @pytest.mark.parametrize(
@@ -110,6 +125,35 @@ def test_seed_002_body_runs_to_completed(api: API) -> None:
         ),
         ({"spec": {"command": "true", "numWorkers": 1, "image": "my/own:image"}}, "image"),
         ({"spec": {"numWorkers": 1}}, "command"),
+        # Found while fuzzing: unbounded sizes made the server do unbounded work (a pod
+        # row per worker) or made every later GET of the workload a 500 (float(10**400)).
+        ({"spec": {"command": "true", "numWorkers": MAX_WORKERS + 1}}, "numWorkers"),
+        ({"spec": {"command": "true", "numWorkers": 1, "slotsPerWorker": 10**6}}, "slotsPerWorker"),
+        (
+            {
+                "spec": {
+                    "command": "true",
+                    "numWorkers": 1,
+                    "compute": {"gpuDevicesRequest": 10**400},
+                }
+            },
+            "gpuDevicesRequest",
+        ),
+        (
+            {
+                "spec": {
+                    "command": "true",
+                    "numWorkers": 1,
+                    "compute": {"cpuMemoryRequest": "9" * 400 + "Mi"},
+                }
+            },
+            "cpuMemoryRequest",
+        ),
+        # JSON's 1e999 is inf (sent as Infinity, which Python's parser takes too).
+        (
+            {"spec": {"command": "true", "numWorkers": 1, "compute": {"cpuCoreRequest": math.inf}}},
+            "cpuCoreRequest",
+        ),
     ],
 )
 def test_bad_input_is_422_naming_the_field_and_creates_nothing(
@@ -121,7 +165,7 @@ def test_bad_input_is_422_naming_the_field_and_creates_nothing(
         "spec": {"command": "true", "numWorkers": 1},
     }
     body.update(change)
-    response = api.post("/api/v1/workloads/distributed", json=body)
+    response = api.post("/api/v1/workloads/distributed", **_json(body))
     assert response.status_code == 422, response.text
     assert field in response.text
     assert api.get("/api/v1/workloads/count").json()["count"] == 0
@@ -270,3 +314,131 @@ def test_other_users_see_only_their_projects(api: API) -> None:
         api.client.delete(f"/api/v1/workloads/distributed/{wid}", headers=bob_headers).status_code
         == 404
     )
+
+
+# ----- regressions found while fuzzing the OpenAPI document (test_openapi_fuzz.py) -----
+
+
+def _documented_422(response: httpx.Response) -> list[dict]:
+    """The body of a 422 as the OpenAPI document declares it (HTTPValidationError)."""
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail and all({"loc", "msg", "type"} <= set(d) for d in detail), detail
+    return detail
+
+
+def test_our_422s_have_the_documented_shape(api: API) -> None:
+    bogus = api.get("/api/v1/workloads", params={"filterBy": "bogus"})
+    assert _documented_422(bogus) == [
+        {"loc": ["filterBy"], "msg": bogus.json()["detail"][0]["msg"], "type": "value_error"}
+    ]
+    body = {"name": "x", "projectId": api.project_id(), "spec": {"numWorkers": 1}}
+    no_command = api.post("/api/v1/workloads/distributed", json=body)
+    assert _documented_422(no_command)[0]["loc"] == ["spec", "command"]
+    _documented_422(api.get("/api/v1/workloads", params={"limit": 0}))  # FastAPI's own
+
+
+def test_nul_in_a_key_is_404_or_422_never_500(api: API) -> None:
+    """PostgreSQL text cannot hold NUL: a query with one raised (500) there."""
+    assert api.get("/api/v1/workloads/a%00b").status_code == 404
+    assert api.get("/api/v1/workloads/a%00b/logs").status_code == 404
+    assert api.post("/api/v1/workloads/distributed/a%00b/suspend").status_code == 404
+    assert api.get("/api/v1/org-unit/projects/a%00b").status_code == 404
+    assert api.put("/api/v1/org-unit/projects/a%00b", json={"resources": []}).status_code == 404
+    assert api.delete("/api/v1/org-unit/projects/a%00b").status_code == 404
+    body = {"name": "x", "projectId": "a\x00b", "spec": {"command": "true", "numWorkers": 1}}
+    assert api.post("/api/v1/workloads/distributed", json=body).status_code == 404
+    _documented_422(api.get("/api/v1/workloads", params={"filterBy": "name==a\x00b"}))
+    token = {"clientID": "a\x00b", "clientSecret": api.creds["clientSecret"]}
+    _documented_422(api.client.post("/api/v1/token", json=token))
+
+
+def test_offset_past_64_bits_is_422_and_the_largest_is_an_empty_page(api: API) -> None:
+    """Both databases take a signed 64-bit OFFSET; past it SQLite and PostgreSQL raised (500)."""
+    largest = 2**63 - 1
+    page = api.get("/api/v1/workloads", params={"offset": largest, "sortBy": "name"})
+    assert page.status_code == 200, page.text
+    assert page.json()["workloads"] == [] and page.json()["offset"] == largest
+    _documented_422(api.get("/api/v1/workloads", params={"offset": largest + 1}))
+
+
+def test_created_at_filters_take_an_iso_time(api: API) -> None:
+    """A non-time value (or =@) on createdAt raised in the database layer (500)."""
+    api.submit("dated", "true")
+
+    def count(expr: str) -> int:
+        response = api.get("/api/v1/workloads/count", params={"filterBy": expr})
+        assert response.status_code == 200, response.text
+        return response.json()["count"]
+
+    assert count("createdAt>=2000-01-01T00:00:00Z") == 1
+    assert count("createdAt<=2000-01-01T00:00:00+02:00") == 0
+    assert count("createdAt>=2000-01-01") == 1  # naive is UTC
+    assert count("createdAt>=0001-01-01T00:00:00+14:00") == 1  # before datetime's UTC range
+    assert count("createdAt>=9999-12-31T23:59:59-14:00") == 0  # after it
+    for bad in ("createdAt<=not-a-time", "createdAt=@2024", "createdAt==5m"):
+        detail = _documented_422(api.get("/api/v1/workloads", params={"filterBy": bad}))
+        assert detail[0]["loc"] == ["filterBy"]
+
+
+def test_contains_filter_is_literal_and_created_by_is_the_user_name(api: API) -> None:
+    """``=@%`` matched every workload (a LIKE wildcard); createdBy compared the user's id."""
+    api.submit("job-a", "true")
+    api.submit("job-b", "true")
+
+    def names(*filters: str, **params: str) -> list[str]:
+        response = api.get("/api/v1/workloads", params={"filterBy": list(filters), **params})
+        assert response.status_code == 200, response.text
+        return [w["name"] for w in response.json()["workloads"]]
+
+    assert names("name=@%") == [] and names("name=@_") == []
+    assert sorted(names("name=@job-")) == ["job-a", "job-b"]
+    listed = api.get("/api/v1/workloads").json()["workloads"]
+    assert {w["createdBy"] for w in listed} == {"admin"}
+    assert len(names("createdBy==admin")) == 2
+    assert names("createdBy!=admin") == []
+    assert names(sortBy="createdBy", sortOrder="asc")  # sorts by the name, without error
+
+
+def test_infinite_quota_is_422_not_stored(api: API) -> None:
+    """inf was stored as null on SQLite and raised on PostgreSQL (500)."""
+    body = {"name": "inf", "resources": [{"gpu": {"deserved": math.inf}}]}
+    detail = _documented_422(api.post("/api/v1/org-unit/projects", **_json(body)))
+    assert detail[0]["loc"][-1] == "deserved"
+    assert api.get("/api/v1/org-unit/projects/inf").status_code == 404
+
+
+def test_logs_since_at_the_edges(api: API) -> None:
+    """A duration of 400 digits overflowed a float (500); year-1/9999 times are valid."""
+    wid = api.submit("edges", "python -c 'print(1); print(2)'").json()["workloadId"]
+    api.wait_phase(wid, {"Completed"})
+
+    def lines(since: str) -> list[str]:
+        response = api.get(f"/api/v1/workloads/{wid}/logs", params={"since": since})
+        assert response.status_code == 200, response.text
+        return response.text.splitlines()
+
+    everything = lines("")
+    assert len(everything) == 4  # two lines from each of the master and the worker
+    assert lines("1h") == everything
+    assert lines("9" * 400 + "d") == everything  # further back than the epoch
+    assert lines("0001-01-01T00:00:00+14:00") == everything  # before the epoch in UTC
+    assert lines("0001-01-01T00:00:00") == everything  # naive: local time
+    assert lines("9999-12-31T23:59:59-14:00") == []
+    _documented_422(api.get(f"/api/v1/workloads/{wid}/logs", params={"since": "yesterday"}))
+
+
+def test_the_document_says_what_routes_return(api: API) -> None:
+    """Logs are text/plain (they were documented as JSON); /me and /count have schemas."""
+    paths = api.client.get("/openapi.json").json()["paths"]
+    logs = paths["/api/v1/workloads/{workload_id}/logs"]["get"]["responses"]["200"]["content"]
+    assert list(logs) == ["text/plain"]
+    for path in ("/api/v1/me", "/api/v1/workloads/count"):
+        schema = paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert "$ref" in schema, (path, schema)
+    assert api.get("/api/v1/me").json() == {
+        "id": api.get("/api/v1/me").json()["id"],
+        "name": "admin",
+        "isAdmin": True,
+        "projects": ["default"],
+    }

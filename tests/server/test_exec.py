@@ -58,7 +58,9 @@ def test_exec_runs_in_the_pods_directory_with_its_environment(
     assert lines[0] == "rank=0 world=3 greeting=hello there"
     assert lines[1] == os.getcwd()  # the CLI submits its own directory as workingDir
     assert done.stderr.strip() == "oops"
-    worker = server.cli("distributed", "exec", interactive, "--pod", "worker-1", "--", "printenv", "RANK")
+    worker = server.cli(
+        "distributed", "exec", interactive, "--pod", "worker-1", "--", "printenv", "RANK"
+    )
     assert (worker.returncode, worker.stdout.strip()) == (0, "2")
 
 
@@ -74,7 +76,9 @@ def test_bash_reads_a_script_from_piped_input(server: ServerProcess, interactive
     assert (shell.returncode, shell.stdout.strip()) == (4, "in-pod 1"), shell.stderr
 
 
-def test_bash_on_a_terminal_is_an_interactive_shell(server: ServerProcess, interactive: str) -> None:
+def test_bash_on_a_terminal_is_an_interactive_shell(
+    server: ServerProcess, interactive: str
+) -> None:
     parent, child = os.openpty()
     shell = subprocess.Popen(
         [sys.executable, "-m", "ringleader", "bash", interactive],
@@ -134,7 +138,17 @@ def test_a_dropped_exec_client_leaves_no_process(server: ServerProcess, interact
     job = f"rl-{_workload_id(server, interactive)}"
     before = set(job_pids(job))
     client = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "exec", interactive, "--", "sh", "-c", "echo up; exec sleep 300"],
+        [
+            sys.executable,
+            "-m",
+            "ringleader",
+            "exec",
+            interactive,
+            "--",
+            "sh",
+            "-c",
+            "echo up; exec sleep 300",
+        ],
         env=server.env,
         stdout=subprocess.PIPE,
         text=True,
@@ -152,7 +166,17 @@ def test_deleting_the_workload_ends_its_exec_sessions(
 ) -> None:
     job = f"rl-{_workload_id(server, interactive)}"
     client = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "exec", interactive, "--", "sh", "-c", "echo up; exec sleep 300"],
+        [
+            sys.executable,
+            "-m",
+            "ringleader",
+            "exec",
+            interactive,
+            "--",
+            "sh",
+            "-c",
+            "echo up; exec sleep 300",
+        ],
         env=server.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -30,9 +30,7 @@ def _pods(api: API, workload_id: str) -> dict[str, str]:
 @SQLITE_ONLY
 def test_none_policy_workload_completes_while_a_pod_runs_on(api: API, script, tmp_path) -> None:
     flag = tmp_path / "flag"
-    response = api.submit(
-        "linger", f"python {script(MASTER_FIRST)} {flag}", cleanPodPolicy="None"
-    )
+    response = api.submit("linger", f"python {script(MASTER_FIRST)} {flag}", cleanPodPolicy="None")
     assert response.status_code == 202, response.text
     wid = response.json()["workloadId"]
     done = api.wait_phase(wid, {"Completed", "Failed"})

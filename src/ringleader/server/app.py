@@ -9,10 +9,14 @@ re-adopts them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ringleader import __version__
@@ -57,6 +61,24 @@ def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with inf and NaN (JSON has neither) as strings: "inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's own 422, except that an input of inf or NaN (a body's 1e999 or
+    Infinity) is echoed as a string: FastAPI's response would fail to render
+    it (JSON has no inf) and answer 500 instead."""
+    return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+
+
 def default_backend() -> Backend:
     from ringleader.server.backends.local import LocalBackend
 
@@ -91,6 +113,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.state.config = config
     app.state.backend = backend or default_backend()
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -14,13 +14,18 @@ from pydantic.alias_generators import to_camel
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    # No inf/NaN (JSON's 1e999): no database JSON column stores them faithfully.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False)
+
+
+# Text PostgreSQL can compare with: its text types cannot hold NUL (a query with one raises).
+NO_NUL = r"^[^\x00]+$"
 
 
 class TokenRequest(BaseModel):
     grant_type: Literal["client_credentials"] = Field("client_credentials", alias="grantType")
-    client_id: str = Field(alias="clientID", min_length=1)
-    client_secret: str = Field(alias="clientSecret", min_length=1)
+    client_id: str = Field(alias="clientID", min_length=1, pattern=NO_NUL)
+    client_secret: str = Field(alias="clientSecret", min_length=1, pattern=NO_NUL)
 
 
 class TokenResponse(Wire):
@@ -40,6 +45,13 @@ class NodePoolResources(Wire):
     gpu: Quota = Field(default_factory=Quota)
     cpu: Quota = Field(default_factory=Quota)
     memory: Quota = Field(default_factory=Quota)
+
+
+class MeOut(Wire):
+    id: str
+    name: str
+    is_admin: bool
+    projects: list[str]
 
 
 class ProjectIn(Wire):
@@ -105,6 +117,10 @@ class WorkloadOut(Wire):
     allocated_gpus: float
     attempt: int
     spec: dict[str, Any]
+
+
+class WorkloadCount(Wire):
+    count: int
 
 
 class WorkloadList(Wire):

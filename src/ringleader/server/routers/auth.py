@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -11,7 +9,7 @@ from sqlalchemy.orm import Session
 from ringleader.server.auth import issue_token
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import Project, ProjectMember, User
-from ringleader.server.schemas import TokenRequest, TokenResponse
+from ringleader.server.schemas import MeOut, TokenRequest, TokenResponse
 
 router = APIRouter(prefix="/api/v1", tags=["auth"])
 
@@ -26,16 +24,9 @@ def token(
     return TokenResponse(access_token=issued.token, expires_in=ttl)
 
 
-@router.get("/me")
-def me(
-    user: User = Depends(current_user), session: Session = Depends(get_session)
-) -> dict[str, Any]:
+@router.get("/me", response_model=MeOut, response_model_by_alias=True)
+def me(user: User = Depends(current_user), session: Session = Depends(get_session)) -> MeOut:
     projects = session.scalars(
         select(Project.name).join(ProjectMember).where(ProjectMember.user_id == user.id)
     )
-    return {
-        "id": user.id,
-        "name": user.name,
-        "isAdmin": user.is_admin,
-        "projects": sorted(projects),
-    }
+    return MeOut(id=user.id, name=user.name, is_admin=user.is_admin, projects=sorted(projects))

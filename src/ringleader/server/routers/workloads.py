@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -16,7 +16,14 @@ from ringleader.errors import InvalidSpec
 from ringleader.server.backends.base import LogLine
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import Event, Project, User, Workload
-from ringleader.server.schemas import Accepted, EventOut, PodOut, WorkloadList, WorkloadOut
+from ringleader.server.schemas import (
+    Accepted,
+    EventOut,
+    PodOut,
+    WorkloadCount,
+    WorkloadList,
+    WorkloadOut,
+)
 from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
 
@@ -52,13 +59,13 @@ def submit(
     return _accepted(workload)
 
 
-@router.get("/count")
+@router.get("/count", response_model=WorkloadCount)
 def count(
     filter_by: list[str] = Query(default=[], alias="filterBy"),
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
-) -> dict[str, int]:
-    return {"count": svc.list_workloads(s, user, filters=filter_by, limit=1)[1]}
+) -> WorkloadCount:
+    return WorkloadCount(count=svc.list_workloads(s, user, filters=filter_by, limit=1)[1])
 
 
 @router.get("/distributed/{workload_id}", response_model=WorkloadOut, response_model_by_alias=True)
@@ -122,7 +129,7 @@ def list_all(
     filter_by: list[str] = Query(default=[], alias="filterBy"),
     sort_by: str = Query("createdAt", alias="sortBy"),
     sort_order: str = Query("desc", alias="sortOrder"),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=svc.MAX_OFFSET),
     limit: int = Query(50, ge=1, le=500),
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
@@ -191,14 +198,17 @@ def _since(value: str | None) -> float | None:
         return None
     match = _DURATION.match(value)
     if match:
-        return (
-            time.time()
-            - int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-        )
+        ago = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        now = time.time()
+        return now - min(ago, now)  # before the epoch is all of it (and no float overflow)
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise InvalidSpec("expected a duration like 5m, 2h or an ISO time", "since") from None
+    try:
+        return moment.timestamp()
+    except (OverflowError, ValueError):  # at the edge of datetime's range (year 1 or 9999)
+        return 0.0 if moment.year < 1970 else float("inf")
 
 
 def _format(line: LogLine, timestamps: bool) -> str:
@@ -210,7 +220,7 @@ def _format(line: LogLine, timestamps: bool) -> str:
     return f"{stamp}[{line.pod}] {line.text}\n"
 
 
-@router.get("/{workload_id}/logs")
+@router.get("/{workload_id}/logs", response_class=PlainTextResponse)
 def logs(
     workload_id: str,
     request: Request,

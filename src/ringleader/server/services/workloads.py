@@ -6,7 +6,10 @@ Invariants:
 - a user sees only workloads of projects they belong to (admins see all);
   another project's workload is "not found", never "forbidden";
 - DELETE / suspend / resume only record the desired phase and move the
-  phase through the one door (``phases.transition``); loops do the I/O.
+  phase through the one door (``phases.transition``); loops do the I/O;
+- bad user input is an InvalidSpec (422) or NotFound (404), never a database
+  error: a key with NUL finds nothing (PostgreSQL text cannot hold it),
+  createdAt filters take ISO times, ``=@`` is a literal substring.
 """
 
 from __future__ import annotations
@@ -159,13 +162,16 @@ def _filter_time(value: str) -> datetime:
     """A filter's ISO time as aware UTC (naive means UTC); 422 when it is not one."""
     try:
         moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc)
-    except (ValueError, OverflowError):
+    except ValueError:
         raise InvalidSpec(
             f"{value!r} is not an ISO time (e.g. 2024-05-01T12:00:00Z)", "filterBy"
         ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:  # year 1 east of UTC, or 9999 west of it: clamp to the range
+        return (datetime.min if moment.year == 1 else datetime.max).replace(tzinfo=timezone.utc)
 
 
 def _condition(field: str, op: str, value: str) -> ColumnElement[bool]:
