@@ -1,0 +1,221 @@
+"""Node and GPU packing: which node and which devices each pod of a gang gets.
+
+Nomenclature:
+- *grant*: what one pod holds on one node: CPU cores, memory bytes and, per
+  device, a share (1.0 = the whole device).
+- *device position*: a device's place in ``NodeState.gpus``; bindings name
+  the device by its ``Gpu.index``.
+- *free row*: ``[cpu, memory, gpu share, whole devices]`` free, kept per
+  node and summed per pool (ready nodes only), so most misses are found
+  from the pool's sums without visiting a node.
+
+Invariants:
+- a device's shares sum to at most 1 (within EPS); a whole-device request
+  takes only devices with nothing on them and fills them, so whole devices
+  never share with fractions;
+- only ready nodes receive pods, and a gang lies in one node pool;
+- every change goes through the journal, so a trial (a gang that does not
+  fit, a preemption only being weighed) is undone exactly;
+- ties go to the node name and device position, never to dict or set order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ringleader.sched.journal import Journal
+from ringleader.sched.model import GpuShare, Node, PodBinding, PodRequest, Strategy
+from ringleader.sched.nodes import CPU, EPS, MEMORY, SHARE, WHOLE, NodeOrder, NodeState
+
+
+@dataclass(frozen=True)
+class Grant:
+    node: NodeState
+    pod: PodRequest
+    devices: tuple[tuple[int, float], ...] = ()  # (device position, share)
+
+    @property
+    def gpus(self) -> float:
+        return sum(share for _, share in self.devices)
+
+    def binding(self) -> PodBinding:
+        memory = self.pod.gpu_memory_bytes
+        shares = tuple(GpuShare(self.node.gpus[p].index, s, memory) for p, s in self.devices)
+        return PodBinding(self.pod.name, self.node.name, shares)
+
+
+class Cluster:
+    """Every node's state, by pool, with take/release through the journal."""
+
+    def __init__(self, nodes: Sequence[Node], strategy: Strategy, journal: Journal) -> None:
+        self.journal = journal
+        self.nodes = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
+        self.pools: dict[str, list[NodeState]] = {}
+        self.pool_free: dict[str, list[float]] = {}
+        for state in self.nodes.values():
+            self.pools.setdefault(state.pool, []).append(state)
+            row = self.pool_free.setdefault(state.pool, [0.0, 0.0, 0.0, 0.0])
+            if state.ready:
+                for i, value in enumerate(state.free):
+                    row[i] += value
+        # Reasons worked out for the current state (shortage.explain), keyed by
+        # request and reset whenever the journal's version moves on.
+        self.explanations: dict[tuple[object, ...], str] = {}
+        self.explained_at: tuple[int, int] | None = None
+        self._ready = {pool: [n for n in nodes if n.ready] for pool, nodes in self.pools.items()}
+        self.orders = {
+            pool: NodeOrder(nodes, strategy, journal) for pool, nodes in self._ready.items()
+        }
+        self._device_memory = {
+            pool: max((g.memory_bytes for n in nodes for g in n.gpus), default=0)
+            for pool, nodes in self._ready.items()
+        }
+
+    def ready(self, pool: str) -> list[NodeState]:
+        return self._ready.get(pool, [])
+
+    def max_device_memory(self, pool: str) -> int:
+        """The largest device of the pool's ready nodes (0 without any)."""
+        return self._device_memory.get(pool, 0)
+
+    def grant_of(self, binding: PodBinding, pod: PodRequest) -> Grant:
+        """The grant behind a running pod's binding (as the snapshot states it)."""
+        node = self.nodes[binding.node]
+        positions = {g.index: pos for pos, g in enumerate(node.gpus)}
+        return Grant(node, pod, tuple((positions[g.index], g.share) for g in binding.gpus))
+
+    def take(self, grant: Grant) -> None:
+        self._change(grant, +1)
+
+    def release(self, grant: Grant) -> None:
+        self._change(grant, -1)
+
+    def _change(self, grant: Grant, sign: int) -> None:
+        node, journal = grant.node, self.journal
+        delta = [-sign * grant.pod.cpu_cores, -sign * float(grant.pod.memory_bytes), 0.0, 0.0]
+        for pos, share in grant.devices:
+            before = node.used[pos]
+            after = before + sign * share
+            journal.set(node.used, pos, after)
+            delta[SHARE] -= sign * share
+            delta[WHOLE] += (after <= EPS) - (before <= EPS)
+        rows = [node.free, self.pool_free[node.pool]] if node.ready else [node.free]
+        for row in rows:
+            for i, change in enumerate(delta):
+                if change:
+                    journal.set(row, i, row[i] + change)
+        if node.ready:
+            self.orders[node.pool].update(node)
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Where a gang stopped: the pod that found no node after ``placed`` others
+    did, or no pod at all when the pool's sums already ruled the gang out."""
+
+    pod: PodRequest | None
+    placed: int
+
+
+def place_gang(
+    cluster: Cluster, pool: str, pods: Sequence[PodRequest], strategy: Strategy
+) -> list[Grant] | Shortfall:
+    """Grants for every pod in ``pods``, taken in ``cluster``, or where it stopped.
+
+    Pods are placed largest first (first-fit decreasing), each on the best
+    node for ``strategy``.  On a shortfall the grants already taken stay
+    taken, so the caller can explain it from the state the gang left before
+    rolling the journal back.
+    """
+    largest = cluster.max_device_memory(pool)
+    if not cluster.ready(pool) or pool_lacks(cluster.pool_free[pool], pods, largest):
+        return Shortfall(None, 0)
+    order = sorted(range(len(pods)), key=lambda i: (pod_size(pods[i]), -i), reverse=True)
+    grants: list[Grant | None] = [None] * len(pods)
+    for placed, i in enumerate(order):
+        grant = best_grant(cluster.orders[pool], pods[i], largest, strategy)
+        if grant is None:
+            return Shortfall(pods[i], placed)
+        cluster.take(grant)
+        grants[i] = grant
+    return [g for g in grants if g is not None]
+
+
+def gang_needs(pods: Sequence[PodRequest], largest_device_memory: int) -> list[float]:
+    """The gang's total as a free row: what the pool must have free at least."""
+    need = [0.0, 0.0, 0.0, 0.0]
+    for pod in pods:
+        need[CPU] += pod.cpu_cores
+        need[MEMORY] += pod.memory_bytes
+        if pod.fractional:
+            need[SHARE] += pod.gpu_devices * device_share(pod, largest_device_memory)
+        else:
+            need[SHARE] += pod.gpu_devices
+            need[WHOLE] += pod.gpu_devices
+    return need
+
+
+def pool_lacks(free: Sequence[float], pods: Sequence[PodRequest], device_memory: int) -> bool:
+    need = gang_needs(pods, device_memory)
+    return any(need[i] > free[i] + EPS for i in range(4))
+
+
+def pod_size(pod: PodRequest) -> tuple[float, ...]:
+    share = pod.gpu_portion if pod.gpu_portion is not None else 1.0
+    return (pod.gpu_devices * share, pod.gpu_memory_bytes or 0, pod.cpu_cores, pod.memory_bytes)
+
+
+def best_grant(
+    order: NodeOrder, pod: PodRequest, largest_device_memory: int, strategy: Strategy
+) -> Grant | None:
+    """The pod's grant on the first node in ``order`` it fits: bin-packing
+    takes the node with the least free (GPU share, CPU, memory), spreading
+    the most."""
+    wanted, whole = pod.gpu_devices, not pod.fractional
+    share = wanted * device_share(pod, largest_device_memory) if wanted else 0.0
+    for node in order.best_first(share):
+        free = node.free
+        if free[CPU] + EPS < pod.cpu_cores or free[MEMORY] < pod.memory_bytes:
+            continue
+        if whole and free[WHOLE] < wanted:
+            continue
+        devices = devices_for(node, pod, strategy)
+        if devices is not None:
+            return Grant(node, pod, devices)
+    return None
+
+
+def devices_for(
+    node: NodeState, pod: PodRequest, strategy: Strategy
+) -> tuple[tuple[int, float], ...] | None:
+    """Device positions and shares for the pod on this node, or None.
+
+    Whole devices: the lowest free positions.  Fractions: devices with room,
+    the fullest first when bin-packing (so partly used devices fill up before
+    a fresh one is broken into), the emptiest first when spreading.
+    """
+    wanted = pod.gpu_devices
+    if wanted == 0:
+        return ()
+    if not pod.fractional:
+        free = [pos for pos, used in enumerate(node.used) if used <= EPS]
+        return tuple((pos, 1.0) for pos in free[:wanted]) if len(free) >= wanted else None
+    room = []
+    for pos, (gpu, used) in enumerate(zip(node.gpus, node.used, strict=True)):
+        share = device_share(pod, gpu.memory_bytes)
+        if used + share <= 1 + EPS:
+            room.append((-used if strategy == "binpack" else used, pos, share))
+    if len(room) < wanted:
+        return None
+    room.sort()
+    return tuple((pos, share) for _, pos, share in room[:wanted])
+
+
+def device_share(pod: PodRequest, device_memory: int) -> float:
+    """The share of one device a pod takes there (1.0 for a whole device)."""
+    if pod.gpu_portion is not None:
+        return pod.gpu_portion
+    if pod.gpu_memory_bytes is None:
+        return 1.0
+    return pod.gpu_memory_bytes / device_memory if device_memory else float("inf")

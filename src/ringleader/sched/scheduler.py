@@ -1,0 +1,293 @@
+"""``schedule(snapshot) -> Decisions``: one pure cycle of Run:ai's policy.
+
+Nomenclature:
+- *order*: priority (high first), then submit time, then workload id;
+- *rule*: what quota a placement must respect: ``deserved`` (in quota),
+  ``fair-share`` (over quota, up to the fair share), ``any`` (over the fair
+  share, into capacity nobody else could use); limits always hold;
+- *miss*: why a workload did not fit in one pool (quota or placement).
+
+A cycle runs four passes over the pending workloads, each in order:
+1. in quota: every workload that fits its project's deserved quota, with
+   reclaim and priority preemption when the cluster is full; a
+   non-preemptible workload stops here (placed, or pending with a reason);
+2. over quota up to the fair share, preemptible only, also with reclaim;
+3. over the fair share, preemptible only, into what is left, no preemption;
+4. extra pods of elastic gangs (past ``min_pods``), one by one.
+Node pools are tried in the workload's order, first without preempting
+anyone, then with.
+
+Invariants: no I/O, no clock, no randomness; the same snapshot (in any
+order) gives the same decisions; a gang is placed whole or not at all;
+only whole running preemptible workloads are preempted; no device, node,
+project or department limit is passed; non-preemptible work never goes
+over deserved quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+from ringleader.sched.model import (
+    RESOURCES,
+    Decisions,
+    Pending,
+    Placement,
+    PodBinding,
+    PodRequest,
+    Preemption,
+    Snapshot,
+    Workload,
+)
+from ringleader.sched.placement import Grant, Shortfall, place_gang
+from ringleader.sched.preemption import Candidate, choose_victims, in_giving_up_order
+from ringleader.sched.quota import EPS, Amounts, QuotaMiss, fair_shares
+from ringleader.sched.shortage import GangMiss, explain
+from ringleader.sched.state import CycleState, grants_amounts
+from ringleader.sched.text import UNITS, amount
+
+Rule = Literal["deserved", "fair-share", "any"]
+Miss = QuotaMiss | GangMiss
+OVER_FAIR_SHARE = QuotaMiss("quota", "over its fair share")
+
+
+def schedule(snapshot: Snapshot) -> Decisions:
+    """Bindings, preemptions and pending reasons for one cycle."""
+    return _Cycle(snapshot).run()
+
+
+def order(workload: Workload) -> tuple[float, float, str]:
+    return (-workload.priority, workload.submitted_at, workload.id)
+
+
+class _Cycle:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.state = CycleState(snapshot)
+        self.book = self.state.book
+        self.strategy = snapshot.strategy
+        self.placed: dict[str, list[PodBinding]] = {}
+        self.placed_pool: dict[str, str] = {}
+        self.preemptions: list[Preemption] = []
+        self.misses: dict[str, dict[str, Miss]] = {}
+        self.pending = sorted(
+            (w for w in self.state.workloads.values() if not w.running), key=order
+        )
+        self.book.fair = fair_shares(self.book, self.state.capacity(), self.state.demand())
+        # Who could ever be preempted in each pool: running preemptible workloads
+        # of the snapshot (what this cycle places is never a victim).
+        self.preemptible_in: dict[str, list[Workload]] = {}
+        running = (w for w in self.state.workloads.values() if w.running and w.is_preemptible)
+        for workload in in_giving_up_order(running):
+            for pool in sorted({g.node.pool for g in self.state.holdings[workload.id]}):
+                self.preemptible_in.setdefault(pool, []).append(workload)
+
+    def run(self) -> Decisions:
+        over_quota = [w for w in self.pending if self._admit_in_quota(w)]
+        over_fair_share = [w for w in over_quota if self._admit_up_to_fair_share(w)]
+        for workload in over_fair_share:
+            self._admit_into_leftovers(workload)
+        self._place_extras()
+        return Decisions(
+            placements=tuple(
+                Placement(wid, self.placed_pool[wid], tuple(pods))
+                for wid, pods in self.placed.items()
+            ),
+            preemptions=tuple(self.preemptions),
+            pending=tuple(self._pending(w) for w in self.pending if w.id not in self.placed),
+        )
+
+    # -- the passes ---------------------------------------------------------
+
+    def _admit_in_quota(self, workload: Workload) -> bool:
+        """Pass 1; True when the workload goes on to the over-quota passes."""
+        if workload.project not in self.book.projects:
+            return False
+        if self._place_anywhere(workload, "deserved"):
+            return False
+        return workload.is_preemptible
+
+    def _admit_up_to_fair_share(self, workload: Workload) -> bool:
+        """Pass 2; True when some pool refused it only for its fair share."""
+        if self._place_anywhere(workload, "fair-share"):
+            return False
+        return any(m is OVER_FAIR_SHARE for m in self.misses[workload.id].values())
+
+    def _admit_into_leftovers(self, workload: Workload) -> None:
+        """Pass 3: the pools where only the fair share stood in the way."""
+        pools = [p for p, m in self.misses[workload.id].items() if m is OVER_FAIR_SHARE]
+        for pool in pools:
+            if self._place(workload, pool, "any"):
+                return
+
+    def _place_extras(self) -> None:
+        """Pass 4: pods past the gang minimum, in order, while they fit."""
+        for workload in sorted(self.state.workloads.values(), key=order):
+            held = self.state.holdings[workload.id]
+            if not held or len(held) == len(workload.pods):
+                continue
+            bound = {g.pod.name for g in held}
+            pool = held[0].node.pool
+            rule: Rule = "any" if workload.is_preemptible else "deserved"
+            for pod in workload.pods:
+                if pod.name in bound:
+                    continue
+                grants = self._try(workload, [pod], pool, rule)
+                if isinstance(grants, (QuotaMiss, GangMiss)):
+                    break
+                self._commit(workload, pool, grants)
+
+    # -- one workload -------------------------------------------------------
+
+    def _place_anywhere(self, workload: Workload, rule: Rule) -> bool:
+        """Each pool without preempting, then each pool with preemption.
+
+        A preemptible workload over its deserved quota preempts nobody in
+        pass 1: it may still run over quota on free capacity in pass 2.
+        """
+        pools = self.state.pools_for(workload)
+        if any(self._place(workload, pool, rule) for pool in pools):
+            return True
+        if rule == "deserved" and workload.is_preemptible:
+            gang = self._gang(workload)
+            pools = tuple(
+                p
+                for p in pools
+                if self.book.in_quota(workload.project, p, self.state.estimate(gang, p))
+            )
+        return any(self._place_with_preemption(workload, pool, rule) for pool in pools)
+
+    def _place(self, workload: Workload, pool: str, rule: Rule) -> bool:
+        result = self._try(workload, self._gang(workload), pool, rule)
+        if isinstance(result, (QuotaMiss, GangMiss)):
+            self.misses.setdefault(workload.id, {})[pool] = result
+            return False
+        self._commit(workload, pool, result)
+        return True
+
+    def _try(
+        self,
+        workload: Workload,
+        pods: Sequence[PodRequest],
+        pool: str,
+        rule: Rule,
+        explained: bool = True,
+    ) -> list[Grant] | Miss:
+        """Grants for ``pods`` in ``pool`` under ``rule``, or the miss; changes
+        nothing.  ``explained=False`` skips wording a placement miss (trials)."""
+        miss = self._quota_miss(workload, pool, self.state.estimate(pods, pool), rule)
+        if miss:
+            return miss
+        mark = self.state.mark()
+        result = place_gang(self.state.cluster, pool, pods, self.strategy)
+        if isinstance(result, Shortfall):
+            reason = explain(self.state.cluster, pool, pods, result) if explained else ""
+            miss = GangMiss(reason)
+            self.state.rollback(mark)
+            return miss
+        self.state.rollback(mark)
+        return self._quota_miss(workload, pool, grants_amounts(result), rule) or result
+
+    def _quota_miss(
+        self, workload: Workload, pool: str, request: Amounts, rule: Rule
+    ) -> QuotaMiss | None:
+        project = workload.project
+        miss = self.book.limit_miss(project, pool, request)
+        if miss or rule == "any":
+            return miss
+        if rule == "deserved":
+            return self.book.deserved_miss(project, pool, request)
+        if rule == "fair-share" and not self.book.within_fair_share(project, pool, request):
+            return OVER_FAIR_SHARE
+        return None
+
+    def _commit(self, workload: Workload, pool: str, grants: list[Grant]) -> None:
+        self.state.hold(workload, grants)
+        self.placed.setdefault(workload.id, []).extend(g.binding() for g in grants)
+        self.placed_pool[workload.id] = pool
+
+    def _gang(self, workload: Workload) -> tuple[PodRequest, ...]:
+        return workload.pods[: workload.gang_size]
+
+    # -- preemption ---------------------------------------------------------
+
+    def _place_with_preemption(self, workload: Workload, pool: str, rule: Rule) -> bool:
+        gang = self._gang(workload)
+        request = self.state.estimate(gang, pool)
+        may_reclaim = rule == "deserved" and self.book.in_quota(workload.project, pool, request)
+        may_reclaim |= rule == "fair-share" and self.book.within_fair_share(
+            workload.project, pool, request
+        )
+        if not self.preemptible_in.get(pool):
+            return False
+
+        def eligible(candidate: Candidate) -> bool:
+            if not candidate.reclaim:
+                return True
+            return self.book.above_fair_share(candidate.workload.project, pool, request)
+
+        def fits() -> bool:
+            return isinstance(self._try(workload, gang, pool, rule, explained=False), list)
+
+        candidates = self._candidates(workload, pool, may_reclaim)
+        victims = choose_victims(self.state, candidates, eligible, fits)
+        if victims is None:
+            return False
+        for victim in victims:
+            self.preemptions.append(
+                Preemption(victim.workload.id, self._why(victim, workload, pool), workload.id)
+            )
+            self.state.release(victim.workload)
+        grants = self._try(workload, gang, pool, rule)
+        if not isinstance(grants, list):  # choose_victims checked this very trial
+            raise RuntimeError(f"preemption for {workload.id} made no room: {grants.reason}")
+        self._commit(workload, pool, grants)
+        return True
+
+    def _candidates(self, workload: Workload, pool: str, may_reclaim: bool) -> Iterator[Candidate]:
+        """Other projects' work first (reclaim), then the project's own lower
+        priorities; each in giving-up order, skipping the already preempted."""
+        running = self.preemptible_in.get(pool, ())
+        if may_reclaim:
+            for other in running:
+                if other.project != workload.project and self.state.holdings[other.id]:
+                    yield Candidate(other, reclaim=True)
+        for other in running:
+            if (
+                other.project == workload.project
+                and other.priority < workload.priority
+                and self.state.holdings[other.id]
+            ):
+                yield Candidate(other, reclaim=False)
+
+    def _why(self, victim: Candidate, workload: Workload, pool: str) -> str:
+        other = victim.workload
+        if not victim.reclaim:
+            return (
+                f"preempted by {workload.id} of the same project {workload.project}, "
+                f"a higher priority ({workload.priority} > {other.priority})"
+            )
+        used = self.book.used(other.project, pool)
+        fair = self.book.fair_share(other.project, pool)
+        i = next((i for i in range(3) if used[i] > fair[i] + EPS), 0)
+        resource = RESOURCES[i]
+        return (
+            f"reclaimed for {workload.id} of project {workload.project}: project {other.project} "
+            f"uses {amount(resource, used[i])} {UNITS[resource]} in pool {pool}, above its fair "
+            f"share of {amount(resource, fair[i])}"
+        )
+
+    # -- pending reasons -----------------------------------------------------
+
+    def _pending(self, workload: Workload) -> Pending:
+        if workload.project not in self.book.projects:
+            return Pending(
+                workload.id, f"project {workload.project} does not exist", "unknown-project"
+            )
+        misses = self.misses[workload.id]
+        first = next(iter(misses.values()))
+        cause = first.cause if isinstance(first, QuotaMiss) else "capacity"
+        if len(misses) == 1:
+            return Pending(workload.id, first.reason, cause)
+        reason = "; ".join(f"pool {pool}: {miss.reason}" for pool, miss in misses.items())
+        return Pending(workload.id, reason, cause)

@@ -1,0 +1,178 @@
+"""Why a gang does not fit in a pool, in words a user can act on.
+
+Nomenclature:
+- *need*: what one pod asks for ("4 whole GPUs", "0.5 of a GPU");
+- *offer*: the best any ready node of the pool has of the short resource,
+  with the node's name ("the most free on any node is 3 (node-7)"), or the
+  largest node's size when no node could ever hold the pod.
+
+Invariants: explaining reads the state and changes nothing; a reason is
+cached per journal version, so a flood of workloads that miss for the same
+cause costs one walk over the nodes, not one each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ringleader.sched.model import PodRequest
+from ringleader.sched.nodes import CPU, EPS, MEMORY, SHARE, WHOLE, NodeState
+from ringleader.sched.placement import (
+    Cluster,
+    Shortfall,
+    device_share,
+    gang_needs,
+    pod_size,
+)
+from ringleader.sched.text import counted, number, size
+
+
+@dataclass(frozen=True)
+class GangMiss:
+    """Why a gang did not fit in a pool, said for a user."""
+
+    reason: str
+
+
+def explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: Shortfall) -> str:
+    if cluster.explained_at != cluster.journal.version:
+        cluster.explanations.clear()
+        cluster.explained_at = cluster.journal.version
+    signatures = tuple(map(_signature, pods))
+    key = (pool, shortfall.placed, _signature(shortfall.pod), *signatures)
+    if len(set(signatures)) > 1:  # the reason names a pod, so the names matter too
+        key += tuple(p.name for p in pods)
+    if key not in cluster.explanations:
+        cluster.explanations[key] = _explain(cluster, pool, pods, shortfall)
+    return cluster.explanations[key]
+
+
+def _signature(pod: PodRequest | None) -> tuple[object, ...]:
+    if pod is None:
+        return ()
+    return (pod.cpu_cores, pod.memory_bytes, pod.gpu_devices, pod.gpu_portion, pod.gpu_memory_bytes)
+
+
+def _explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: Shortfall) -> str:
+    nodes = cluster.ready(pool)
+    if not nodes:
+        waiting = len(cluster.pools.get(pool, ()))
+        return (
+            f"no ready node in pool {pool} ({waiting} not ready)"
+            if waiting
+            else f"no node in pool {pool}"
+        )
+    pod = shortfall.pod or max(pods, key=pod_size)
+    what, offer = _shortage(nodes, pod)
+    if shortfall.pod is None and offer == ALL_AT_ONCE:
+        return _pool_shortage(cluster, pool, pods)
+    if len(pods) == 1:
+        head = f"needs {what} on one node in pool {pool}"
+    elif all(_signature(p) == _signature(pod) for p in pods):
+        head = f"a gang of {len(pods)} pods needs {what} per pod in pool {pool}"
+    else:
+        head = f"pod {pod.name} of a gang of {len(pods)} needs {what} on one node in pool {pool}"
+    then = f"{shortfall.placed} of {len(pods)} fit, then " if shortfall.placed else ""
+    return f"{head}; {then}{offer}"
+
+
+ALL_AT_ONCE = "no node has all of it free at once"
+
+
+def _pool_shortage(cluster: Cluster, pool: str, pods: Sequence[PodRequest]) -> str:
+    """Each pod would fit somewhere, but the pool has too little for all of them."""
+    need = gang_needs(pods, cluster.max_device_memory(pool))
+    free = cluster.pool_free[pool]
+    identical = all(_signature(p) == _signature(pods[0]) for p in pods)
+    for i, words in (
+        (WHOLE, lambda v: counted(v, "whole GPU")),
+        (SHARE, lambda v: counted(v, "GPU")),
+        (CPU, lambda v: counted(v, "CPU core")),
+        (MEMORY, lambda v: f"{size(v)} of memory"),
+    ):
+        if need[i] > free[i] + EPS:
+            each = f"{words(need[i] / len(pods))} per pod, " if identical else ""
+            return (
+                f"a gang of {len(pods)} pods needs {each}{words(need[i])} in all in pool {pool}; "
+                f"{number(free[i]) if i != MEMORY else size(free[i])} free"
+            )
+    return f"a gang of {len(pods)} pods does not fit in pool {pool}"
+
+
+def _gpu_need(pod: PodRequest) -> str:
+    count = pod.gpu_devices
+    if not pod.fractional:
+        return counted(count, "whole GPU")
+    if pod.gpu_portion is not None:
+        each = number(pod.gpu_portion)
+        return f"{each} of a GPU" if count == 1 else f"{count} GPUs with {each} free each"
+    each = size(pod.gpu_memory_bytes or 0)
+    return f"{each} of GPU memory" if count == 1 else f"{count} GPUs with {each} free each"
+
+
+def _shortage(nodes: Sequence[NodeState], pod: PodRequest) -> tuple[str, str]:
+    """(need, offer) for the first resource no single node has enough of."""
+    if pod.gpu_devices:
+        offer = _gpu_offer(nodes, pod)
+        if offer:
+            return _gpu_need(pod), offer
+    for i, wanted in ((CPU, pod.cpu_cores), (MEMORY, float(pod.memory_bytes))):
+        if not wanted:
+            continue
+        figure = number if i == CPU else size
+        need = counted(wanted, "CPU core") if i == CPU else f"{size(wanted)} of memory"
+        biggest = max(nodes, key=lambda n: n.capacity[i])
+        if biggest.capacity[i] + EPS < wanted:
+            return need, f"the largest node has {figure(biggest.capacity[i])} ({biggest.name})"
+        best = max(nodes, key=lambda n: n.free[i])
+        if best.free[i] + EPS < wanted:
+            return need, _most_free(figure(best.free[i]), best.name, best.free[i])
+    needs = [_gpu_need(pod)] if pod.gpu_devices else []
+    if pod.cpu_cores:
+        needs.append(counted(pod.cpu_cores, "CPU core"))
+    if pod.memory_bytes:
+        needs.append(f"{size(pod.memory_bytes)} of memory")
+    return " and ".join(needs), ALL_AT_ONCE
+
+
+def _most_free(figure: str, node: str, value: float) -> str:
+    if value <= EPS:
+        return "none is free on any ready node"
+    return f"the most free on any node is {figure} ({node})"
+
+
+def _gpu_offer(nodes: Sequence[NodeState], pod: PodRequest) -> str:
+    """The best GPU offer when it falls short of the pod's need, else ''."""
+    largest = max(nodes, key=lambda n: len(n.gpus))
+    if len(largest.gpus) < pod.gpu_devices:
+        if not largest.gpus:
+            return "no node in the pool has GPUs"
+        return f"the largest node has {len(largest.gpus)} ({largest.name})"
+    if not pod.fractional:
+        best = max(nodes, key=lambda n: n.free[WHOLE])
+        count = int(best.free[WHOLE])
+        return "" if count >= pod.gpu_devices else _most_free(str(count), best.name, count)
+    rooms = [(_devices_with_room(n, pod), n) for n in nodes]
+    count, best = max(rooms, key=lambda r: r[0])
+    if count >= pod.gpu_devices:
+        return ""
+    if pod.gpu_devices > 1:
+        return f"the most GPUs with room for it on any node is {count} ({best.name})"
+    by_memory = pod.gpu_memory_bytes is not None
+    share, memory, name, index = max(
+        (
+            (1.0 - used, (1.0 - used) * g.memory_bytes, n.name, g.index)
+            for n in nodes
+            for g, used in zip(n.gpus, n.used, strict=True)
+        ),
+        key=lambda f: f[1] if by_memory else f[0],
+    )
+    if by_memory:
+        return f"the most free GPU memory on any device is {size(memory)} ({name} GPU {index})"
+    return f"the largest free share of any GPU is {number(share)} ({name} GPU {index})"
+
+
+def _devices_with_room(node: NodeState, pod: PodRequest) -> int:
+    pairs = zip(node.gpus, node.used, strict=True)
+    return sum(used + device_share(pod, g.memory_bytes) <= 1 + EPS for g, used in pairs)
