@@ -98,7 +98,8 @@ def test_kill_9_of_the_launcher_leaves_nothing_within_5s(script) -> None:
     job = "rl-kill9"
     proc = start_launch("-n", "2", "--run-id", job, "--", "python", script(READY_THEN_WAIT))
     wait_for_ready(proc, 2)
-    assert len(job_pids(job)) >= 5  # agent, 2 ranks, 2 grandchildren
+    # agent, 2 ranks, 2 grandchildren (a grandchild just forked may not show its env yet)
+    wait_until(lambda: len(job_pids(job)) >= 5, timeout=10, what="the whole job to be up")
     proc.kill()
     proc.wait()
     wait_until(lambda: job_pids(job) == [], timeout=5, what="the job's processes to end")

@@ -82,15 +82,10 @@ PHASES = {
 # master (rank 0) completes.  Processes that ended hold nothing and their logs
 # are kept, so All and Running differ only on engines that delete pods.
 ON_RANK0_SUCCESS = {"Running": "stop-rest", "All": "stop-rest", "None": "leave-rest"}
+# The server's secrets; its other settings (RINGLEADER_HOME, _URL) are plain paths and
+# addresses that let a rank's own `ringleader` calls reach the same server.
 SERVER_ONLY = frozenset(
-    {
-        "RINGLEADER_DATABASE_URL",
-        "RINGLEADER_CLIENT_ID",
-        "RINGLEADER_CLIENT_SECRET",
-        "RINGLEADER_URL",
-        "RINGLEADER_PROJECT",
-        "RINGLEADER_HOME",
-    }
+    {"RINGLEADER_DATABASE_URL", "RINGLEADER_CLIENT_ID", "RINGLEADER_CLIENT_SECRET"}
 )
 MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
 MESSAGES = {

@@ -31,11 +31,21 @@ router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 
 
-def _out(s: Session, w: Workload) -> WorkloadOut:
-    project = s.get(Project, w.project_id)
-    creator = s.get(User, w.created_by) if w.created_by else None
-    out = svc.to_out(w, project.name if project else w.project_id)
-    return out.model_copy(update={"created_by": creator.name if creator else None})
+def _out(s: Session, w: Workload, names: dict[str, str] | None = None) -> WorkloadOut:
+    """The wire form; ``names`` (id -> name of projects and users) saves a query per row."""
+    names = names if names is not None else _names(s, [w])
+    out = svc.to_out(w, names.get(w.project_id, w.project_id))
+    return out.model_copy(update={"created_by": names.get(w.created_by or "")})
+
+
+def _names(s: Session, rows: list[Workload]) -> dict[str, str]:
+    """Project and creator names of ``rows``, in two queries whatever their number."""
+    projects = {w.project_id for w in rows}
+    users = {w.created_by for w in rows if w.created_by}
+    names = dict(s.execute(select(Project.id, Project.name).where(Project.id.in_(projects))).all())
+    if users:
+        names |= dict(s.execute(select(User.id, User.name).where(User.id.in_(users))).all())
+    return names
 
 
 def _accepted(w: Workload) -> Accepted:
@@ -143,8 +153,9 @@ def list_all(
         offset=offset,
         limit=limit,
     )
+    names = _names(s, rows)
     return WorkloadList(
-        workloads=[_out(s, w) for w in rows], total=total, offset=offset, limit=limit
+        workloads=[_out(s, w, names) for w in rows], total=total, offset=offset, limit=limit
     )
 
 
