@@ -15,8 +15,8 @@ Three phases:
 2. throughput: --submissions POSTs from --concurrency client threads against a
    fresh server per burst; submissions/s = accepted (202) / burst wall time.
    No workload may really run (hundreds of real gangs on this machine would
-   measure the machine, not the API), so the server process runs the real app
-   exactly as ``ringleader server`` does (``--serve`` below) in one of two modes:
+   measure the machine, not the API), so the server process is ``ringleader
+   server``'s own code (``--serve`` below calls it) in one of two modes:
    ``api``: the background loops are not started, so workloads stay Pending
    (what the API and the database sustain); ``held``: the loops run against a
    backend that accepts each workload at once and keeps its pods Pending, like
@@ -26,10 +26,14 @@ Three phases:
    and events, so the loops never pick them up) are inserted straight into the
    database through the server's own models while the server is stopped; then
    ``GET /api/v1/workloads?limit=50`` (plain, with sortBy, with filterBy, with
-   both) is timed sequentially, p50 and p99.
+   both; and /healthz, the HTTP floor) is timed sequentially, p50 and p99.
 
 The client runs on the same machine as the server, the ranks and PostgreSQL:
-on a 2-core machine they all share the cores. Writes bench/results/control_plane.json
+on a 2-core machine they all share the cores. The machine may be shared with
+other work: each sample waits for idle CPUs and is measured again while
+processes this run did not start used CPU meanwhile (``clean``); a fixed loop
+timed before each sample records the (virtual) CPU's speed. Writes
+bench/results/control_plane.json
 and bench/results/control_plane.md (not with --quick, a smoke run that only prints).
 
 Usage: python bench/control_plane.py [--runs 7] [--submissions 500] [--rows 10000]
@@ -725,6 +729,7 @@ def machine_busy() -> tuple[int, int]:
 # What counts as a quiet machine, and how hard to try for one (set from the flags).
 QUIET = {"max_wait_s": 0.0, "idle_below": 0.2, "max_other_cores": 0.1, "tries": 1}
 OTHER_LOAD: list[float] = []  # other work's CPU (cores) during each kept sample
+CALIBRATION_MS: list[float] = []  # a fixed pure-Python loop, timed before each kept sample
 DROPPED: list[dict[str, Any]] = []  # samples measured again because other work ran meanwhile
 MARKER = "CONTROL_PLANE_BENCH_RUN"  # in the environment of every process this run starts
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -752,33 +757,41 @@ def wait_quiet(what: str) -> float:
 def other_cpu() -> dict[int, tuple[int, int]]:
     """pid -> (start time, CPU ticks incl. reaped children) of processes that are not ours.
 
-    Ours carry MARKER in their environment: this process, the servers, their
-    supervisors and ranks, the launch peer and PostgreSQL all inherit it.
-    This process is ours too (its /proc environ predates MARKER), and pid 1 is
-    left out: it reaps our detached supervisors when they end.
+    Ours carry MARKER in their environment (the servers, their supervisors and
+    ranks, the launch peer and the postmaster inherit it) or descend from one
+    that does (PostgreSQL's backends overwrite theirs with their titles). This
+    process is ours too (its /proc environ predates MARKER), and pid 1 is left
+    out: it reaps our detached supervisors when they end.
     """
     mark = f"{MARKER}={os.environ.get(MARKER, '')}".encode()
-    skip = {"1", str(os.getpid())}
-    found = {}
+    stats: dict[int, tuple[int, int, int]] = {}  # pid -> (parent, start, cpu)
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or entry.name in skip:
-            continue
-        pid = int(entry.name)
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        start, cpu = int(fields[19]), sum(int(x) for x in fields[11:15])
-        ours = _OURS.get((pid, start))
-        if ours is None:
+        if entry.name.isdigit():
             try:
-                ours = mark in Path(f"/proc/{pid}/environ").read_bytes()
+                fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
-                ours = False
-            _OURS[(pid, start)] = ours
-        if not ours:
-            found[pid] = (start, cpu)
-    return found
+                continue
+            cpu = sum(int(x) for x in fields[11:15])
+            stats[int(entry.name)] = (int(fields[1]), int(fields[19]), cpu)
+
+    def ours(pid: int) -> bool:
+        if pid in (0, 1) or pid not in stats:
+            return False
+        key = (pid, stats[pid][1])
+        if key not in _OURS:
+            try:
+                _OURS[key] = mark in Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                _OURS[key] = False
+            _OURS[key] = _OURS[key] or ours(stats[pid][0])
+        return _OURS[key]
+
+    me = os.getpid()
+    return {
+        pid: (start, cpu)
+        for pid, (_parent, start, cpu) in stats.items()
+        if pid not in (1, me) and not ours(pid)
+    }
 
 
 class OtherWork:
@@ -804,6 +817,19 @@ class OtherWork:
         return ticks / CLOCK_TICKS / max(time.monotonic() - self.since, 1e-6)
 
 
+def calibrate() -> float:
+    """Milliseconds for a fixed pure-Python loop: how fast this (virtual) CPU is right now.
+
+    Other VMs on the same host can slow every process here alike, which no
+    look at this machine's processes shows; this makes such periods visible.
+    """
+    started = time.perf_counter()
+    total = 0
+    for i in range(1_000_000):
+        total += i * i
+    return (time.perf_counter() - started) * 1000
+
+
 def clean(what: str, measure: Callable[[], T]) -> tuple[T, float]:
     """``measure()`` on a machine that other work left alone, as far as can be seen.
 
@@ -813,11 +839,13 @@ def clean(what: str, measure: Callable[[], T]) -> tuple[T, float]:
     """
     for attempt in range(int(QUIET["tries"])):
         wait_quiet(what)
+        speed = calibrate()
         meter = OtherWork()
         result = measure()
         other = meter.cores()
         if other <= QUIET["max_other_cores"] or attempt == QUIET["tries"] - 1:
             OTHER_LOAD.append(other)
+            CALIBRATION_MS.append(speed)
             return result, other
         DROPPED.append({"what": what, "other_cores": other})
         print(f"{what}: other work used {other:.2f} cores meanwhile; measuring again", flush=True)
@@ -954,7 +982,11 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
         f"{other['tries']} times, while processes not started by the benchmark used more than "
         f"{other['max_other_cores']:g} cores meanwhile: {len(other['dropped'])} dropped, "
         f"{other['kept_over_max']} of {other['samples']} kept above that; other work during "
-        f"kept samples: median {other['median_cores']:.2f}, max {other['max_cores']:.2f} cores.",
+        f"kept samples: median {other['median_cores']:.2f}, max {other['max_cores']:.2f} cores. "
+        "A fixed pure-Python loop took "
+        f"{statistics.median(other['calibration_ms']):.0f} ms (median; min "
+        f"{min(other['calibration_ms']):.0f}, max {max(other['calibration_ms']):.0f}) "
+        "before the samples: the CPU's own speed varies on this VM.",
         "",
     ]
     return "\n".join(lines)
@@ -1110,6 +1142,7 @@ def main() -> int:
         "kept_over_max": sum(x > QUIET["max_other_cores"] for x in OTHER_LOAD),
         "median_cores": statistics.median(OTHER_LOAD) if OTHER_LOAD else math.nan,
         "max_cores": max(OTHER_LOAD, default=math.nan),
+        "calibration_ms": CALIBRATION_MS,
         "dropped": DROPPED,
     }
     report["targets"] = {

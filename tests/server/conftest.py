@@ -72,8 +72,11 @@ class API:
 def _app_client(tmp_path: Path, database_url: str | None) -> Iterator[API]:
     home = tmp_path / "home"
     config = ServerConfig(data_dir=home, database_url=database_url, loop_interval_s=0.1)
-    with TestClient(create_app(config)) as client:
-        yield API(client, home)
+    try:
+        with TestClient(create_app(config)) as client:
+            yield API(client, home)
+    finally:
+        stop_workloads(home)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -145,6 +148,16 @@ class ServerProcess:
         )
 
 
+def stop_workloads(home: Path) -> None:
+    """Stop whatever workload still runs under ``home`` (detached supervisors outlive a
+    killed server by design, so a test's teardown must end them itself)."""
+    from ringleader.server.backends.local import LocalBackend
+
+    backend = LocalBackend(grace_s=1.0)
+    for run_dir in sorted((home / "runs").glob("*")):
+        backend.cancel(str(run_dir))
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(tmp_path / "home")
@@ -153,3 +166,4 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         yield proc
     finally:
         proc.kill()
+        stop_workloads(proc.home)

@@ -179,3 +179,15 @@ def test_first_command_starts_a_local_server(fresh: Fresh) -> None:
     assert _servers(fresh.home) == [pid]
     log = (fresh.home / "server.log").read_text()
     assert "address already in use" not in log.lower() and "errno 98" not in log.lower(), log
+
+
+def test_the_listening_socket_is_tcp_so_responses_are_not_delayed() -> None:
+    import socket as sockets
+
+    from ringleader.cli.server import listening_socket
+
+    sock = listening_socket("127.0.0.1", 0)
+    try:
+        assert sock.proto == sockets.IPPROTO_TCP  # asyncio then sets TCP_NODELAY per connection
+    finally:
+        sock.close()

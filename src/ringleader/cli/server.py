@@ -61,7 +61,10 @@ def server(
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # IPPROTO_TCP named explicitly: asyncio sets TCP_NODELAY on accepted sockets only when
+    # the listener's protocol says TCP; with 0 every response waited ~40 ms for an ACK.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

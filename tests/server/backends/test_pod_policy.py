@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.errors import Conflict, NotFound
+from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.server.backends.local import LocalBackend
 from tests.conftest import job_pids, wait_until
 from tests.server.backends.test_local import make_request, pods, wait_final, wait_lines
@@ -170,3 +170,12 @@ def test_ranks_do_not_inherit_the_servers_own_settings(script, tmp_path) -> None
     assert wait_final(backend, handle).phase == "Completed"
     printed = {ln.text for ln in backend.logs(handle) if ln.stream == "stdout"}
     assert printed == {"[] kept"}
+
+
+def test_more_ranks_than_the_machine_can_run_is_refused_before_any_start(tmp_path) -> None:
+    backend = LocalBackend(max_ranks=8)
+    request = make_request(tmp_path / "run", command="true", workers=8)  # 9 ranks
+    with pytest.raises(InvalidSpec, match="9 ranks do not fit") as err:
+        backend.submit(request)
+    assert err.value.where == "spec.numWorkers"
+    assert not (tmp_path / "run" / "state.json").exists()

@@ -160,6 +160,7 @@ class LocalBackend:
         clock: Callable[[], float] = time.time,
         node: str | None = None,
         environ: Mapping[str, str] | None = None,
+        max_ranks: int | None = None,
     ) -> None:
         self.python = python
         self.grace_s = grace_s
@@ -169,6 +170,8 @@ class LocalBackend:
         self.spawn = spawn
         self.clock = clock
         self.node = node or socket.gethostname()
+        # Oversubscription is fine for small CPU jobs; thousands of ranks on one box is not.
+        self.max_ranks = max_ranks or max(64, 16 * (os.cpu_count() or 1))
         # What supervisors (and so ranks) inherit: the server's environment without
         # its own settings and secrets (database URL with its password, API keys).
         self.environ = {
@@ -197,6 +200,13 @@ class LocalBackend:
         if dist.interactive:  # pods outlive their command, for bash/exec
             command = hold_argv(self.python, command)
         workers = dist.num_workers
+        world_size = workers * (dist.slots_per_worker or 1) + (spec.framework != Framework.MPI)
+        if world_size > self.max_ranks:
+            raise InvalidSpec(
+                f"{world_size} ranks do not fit on this machine: the local backend runs at most "
+                f"{self.max_ranks} ({os.cpu_count()} CPU cores)",
+                "spec.numWorkers",
+            )
         run_dir = request.run_dir.rstrip("/") or "/"
         env = {
             **master.env(),
