@@ -134,44 +134,15 @@ def test_exec_refusals_name_the_problem(server: ServerProcess, interactive: str)
     assert refused.returncode == 5 and "--interactive" in refused.stderr
 
 
-def test_a_dropped_exec_client_leaves_no_process(server: ServerProcess, interactive: str) -> None:
-    job = f"rl-{_workload_id(server, interactive)}"
-    before = set(job_pids(job))
+def _long_exec(server: ServerProcess, workload: str) -> subprocess.Popen[str]:
+    """`ringleader exec` of a long command, returned once the command runs."""
     client = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "ringleader",
             "exec",
-            interactive,
-            "--",
-            "sh",
-            "-c",
-            "echo up; exec sleep 300",
-        ],
-        env=server.env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert client.stdout is not None and client.stdout.readline().strip() == "up"
-    session = set(job_pids(job)) - before
-    assert session, "the exec'd process carries the job id"
-    os.kill(client.pid, signal.SIGKILL)
-    client.wait()
-    wait_until(lambda: not (set(job_pids(job)) & session), 15, "the exec session to be stopped")
-
-
-def test_deleting_the_workload_ends_its_exec_sessions(
-    server: ServerProcess, interactive: str
-) -> None:
-    job = f"rl-{_workload_id(server, interactive)}"
-    client = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ringleader",
-            "exec",
-            interactive,
+            workload,
             "--",
             "sh",
             "-c",
@@ -183,6 +154,25 @@ def test_deleting_the_workload_ends_its_exec_sessions(
         text=True,
     )
     assert client.stdout is not None and client.stdout.readline().strip() == "up"
+    return client
+
+
+def test_a_dropped_exec_client_leaves_no_process(server: ServerProcess, interactive: str) -> None:
+    job = f"rl-{_workload_id(server, interactive)}"
+    before = set(job_pids(job))
+    client = _long_exec(server, interactive)
+    session = set(job_pids(job)) - before
+    assert session, "the exec'd process carries the job id"
+    os.kill(client.pid, signal.SIGKILL)
+    client.wait()
+    wait_until(lambda: not (set(job_pids(job)) & session), 15, "the exec session to be stopped")
+
+
+def test_deleting_the_workload_ends_its_exec_sessions(
+    server: ServerProcess, interactive: str
+) -> None:
+    job = f"rl-{_workload_id(server, interactive)}"
+    client = _long_exec(server, interactive)
     assert server.cli("delete", interactive).returncode == 0
     assert client.wait(timeout=60) != 0  # the session ended with its pod
     wait_until(lambda: job_pids(job) == [], 30, "no process of the workload")

@@ -20,8 +20,8 @@ import typer
 
 from ringleader.cli.common import client, reports_errors
 from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.server.exec_session import RESIZE, STATUS, STDERR, STDIN, STDOUT, frame
 
-STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
 _ERRORS = {401: Unauthorized, 404: NotFound, 409: Conflict, 422: InvalidSpec}
 
 
@@ -38,10 +38,10 @@ def _window(fd: int) -> bytes | None:
         size = os.get_terminal_size(fd)
     except OSError:
         return None
-    return bytes([RESIZE]) + json.dumps({"rows": size.lines, "cols": size.columns}).encode()
+    return frame(RESIZE, json.dumps({"rows": size.lines, "cols": size.columns}).encode())
 
 
-def _send_input(ws: Any, tty: bool) -> None:
+def _send_input(ws: Any) -> None:
     """stdin -> channel 0 until end of input (then an empty frame says so)."""
     fd = sys.stdin.fileno()
     try:
@@ -49,8 +49,8 @@ def _send_input(ws: Any, tty: bool) -> None:
             data = os.read(fd, 65536)
             if not data:
                 break
-            ws.send(bytes([STDIN]) + data)
-        ws.send(bytes([STDIN]))
+            ws.send(frame(STDIN, data))
+        ws.send(frame(STDIN))
     except Exception:  # the session ended (socket closed) while we read: nothing to do
         return
 
@@ -72,7 +72,7 @@ def run_session(ws: Any, *, tty: bool, send_stdin: bool) -> int:
         signal.signal(signal.SIGWINCH, lambda *_: (size := _window(fd)) and ws.send(size))
     try:
         if send_stdin:
-            threading.Thread(target=_send_input, args=(ws, tty), daemon=True).start()
+            threading.Thread(target=_send_input, args=(ws,), daemon=True).start()
         for message in ws:
             if isinstance(message, str):
                 message = message.encode()

@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from ringleader.launch.detached import process_argv
+
 DEFAULT_HOME = ".ringleader-demo"
 DEFAULT_PORT = 8471  # not the server's 8470: that one belongs to the user's own server
 PID_FILE = "server.pid"
@@ -51,19 +53,7 @@ SUBMITTED = re.compile(r"The workload '([^']+)' has been submitted")
 # ----- processes ------------------------------------------------------------------------
 def _alive(pid: int) -> bool:
     """A live process (a zombie is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        if Path("/proc").is_dir():
-            return False
-        try:  # no /proc: ask the kernel
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return process_argv(pid) is not None
 
 
 def _is_our_server(pid: int, home: Path) -> bool:

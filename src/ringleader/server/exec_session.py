@@ -98,47 +98,38 @@ class ExecSession:
         assert self.proc is not None
         loop = asyncio.get_running_loop()
         outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
-        readers = []
         sources = (
             [(self._pty, STDOUT)]
             if self._pty is not None
             else [(self.proc.stdout.fileno(), STDOUT), (self.proc.stderr.fileno(), STDERR)]  # type: ignore[union-attr]
         )
         for fd, channel in sources:
-            reader = threading.Thread(target=_pump, args=(fd, channel, loop, outgoing), daemon=True)
-            reader.start()
-            readers.append(reader)
-        inbound = asyncio.create_task(self._feed(receive))
-        open_streams = len(readers)
+            threading.Thread(target=_pump, args=(fd, channel, loop, outgoing), daemon=True).start()
+        client_left = asyncio.create_task(self._feed(receive))
+        open_streams = len(sources)
         try:
             while open_streams:
                 out_task = asyncio.create_task(outgoing.get())
-                done, _ = await asyncio.wait(
-                    {out_task, inbound}, return_when=asyncio.FIRST_COMPLETED
-                )
-                if inbound in done and inbound.result() is False:
+                await asyncio.wait({out_task, client_left}, return_when=asyncio.FIRST_COMPLETED)
+                if not out_task.done():
                     out_task.cancel()
-                    return None  # the client went away
-                if out_task in done:
-                    item = out_task.result()
-                    if item is None:
-                        open_streams -= 1
-                    else:
-                        await send(item)
+                    return None
+                item = out_task.result()
+                if item is None:
+                    open_streams -= 1
                 else:
-                    out_task.cancel()
-                    inbound = asyncio.create_task(asyncio.sleep(3600))  # input is over
+                    await send(item)
             return await loop.run_in_executor(None, self.proc.wait)
         finally:
-            inbound.cancel()
+            client_left.cancel()
 
-    async def _feed(self, receive: Receive) -> bool:
-        """Client -> process until input ends (True) or the client leaves (False)."""
+    async def _feed(self, receive: Receive) -> None:
+        """Client -> process; returns only when the client leaves."""
         assert self.proc is not None
         while True:
             message = await receive()
             if message is None:
-                return False
+                return
             if not message:
                 continue
             channel, payload = message[0], message[1:]
@@ -154,7 +145,6 @@ class ExecSession:
                 elif self.proc.stdin is not None:
                     with contextlib.suppress(OSError):
                         self.proc.stdin.close()
-                    return True
 
     def _write(self, data: bytes) -> None:
         with contextlib.suppress(OSError, ValueError):

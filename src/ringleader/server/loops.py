@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from ringleader.server import phases
@@ -31,6 +31,7 @@ from ringleader.spec import WorkloadSpec
 
 log = logging.getLogger("ringleader.server.loops")
 POLLED = ("Initializing", "Running", "Degraded", "Unknown")
+ACTED_ON = ("Pending", "Resuming", "Stopping", "Deleting", *POLLED)
 LINGER = ("Completed", "Failed")  # ended, but some pods may still run (cleanPodPolicy None)
 _POD_PHASE = {
     "Succeeded": "Succeeded",
@@ -79,25 +80,20 @@ class Loops:
 
     # ----- one pass --------------------------------------------------------
     def tick(self) -> None:
+        lingering = (
+            select(Pod.id).where(Pod.workload_id == Workload.id, Pod.phase == "Running").exists()
+        )
         with self.sessions() as s:
             rows = s.execute(
                 select(Workload.id, Workload.phase, Workload.handle, Workload.desired_phase).where(
                     Workload.deleted_at.is_(None),
-                    Workload.phase.in_(("Pending", "Resuming", "Stopping", "Deleting", *POLLED)),
+                    or_(
+                        Workload.phase.in_(ACTED_ON),
+                        Workload.phase.in_(LINGER) & Workload.handle.is_not(None) & lingering,
+                    ),
                 )
             ).all()
-            lingering = s.execute(
-                select(Workload.id, Workload.phase, Workload.handle, Workload.desired_phase)
-                .join(Pod, Pod.workload_id == Workload.id)
-                .where(
-                    Workload.deleted_at.is_(None),
-                    Workload.phase.in_(LINGER),
-                    Workload.handle.is_not(None),
-                    Pod.phase == "Running",
-                )
-                .distinct()
-            ).all()
-        for workload_id, phase, handle, desired in [*rows, *lingering]:
+        for workload_id, phase, handle, desired in rows:
             if phase == "Pending" and desired == "Running":
                 self._admit(workload_id)
             elif (phase in POLLED or phase in LINGER) and handle:

@@ -49,6 +49,7 @@ from ringleader.launch.detached import (
     is_detached_supervisor,
     job_processes,
     load_launch,
+    process_argv,
     read_json,
     read_logs,
     write_json_atomic,
@@ -471,8 +472,8 @@ def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
         if env is None or env.get("RINGLEADER_JOB_ID") != run_id:
             continue  # an agent (named by argv) rather than a rank
         if rank == MPIRUN:
-            argv = _argv0(pid)
-            if not argv or os.path.basename(argv) not in MPIRUN_NAMES:
+            argv = process_argv(pid) or [b""]
+            if os.path.basename(argv[0].decode(errors="replace")) not in MPIRUN_NAMES:
                 continue
         elif str(rank) not in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK")):
             continue
@@ -483,13 +484,6 @@ def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
         return None
     _, pid, env = min(found, key=lambda item: item[:2])
     return pid, env
-
-
-def _argv0(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def _died(state: dict[str, Any]) -> str:

@@ -37,7 +37,7 @@ def pick_pod(names: list[str], heads: list[str], workload: str, pod: str | None)
     raise InvalidSpec(f"no such pod in workload {workload!r}; pods: {sorted(names)}", "pod")
 
 
-def resolve(websocket: WebSocket, workload_id: str, pod: str | None) -> tuple[ExecTarget, str]:
+def resolve(websocket: WebSocket, workload_id: str, pod: str | None) -> ExecTarget:
     """Authorize the caller and find where the command runs (blocking: DB and /proc)."""
     header = websocket.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
@@ -53,7 +53,7 @@ def resolve(websocket: WebSocket, workload_id: str, pod: str | None) -> tuple[Ex
         handle, phase = workload.handle, workload.phase
     if not handle:
         raise RingleaderError(f"workload {workload.name!r} is {phase}: it has no pods running")
-    return app.state.backend.exec_target(handle, name), name
+    return app.state.backend.exec_target(handle, name)
 
 
 @router.websocket("/{workload_id}/exec")
@@ -66,7 +66,7 @@ async def exec_in_pod(
 ) -> None:
     await websocket.accept()
     try:
-        target, _ = await run_in_threadpool(resolve, websocket, workload_id, pod)
+        target = await run_in_threadpool(resolve, websocket, workload_id, pod)
         session = ExecSession(target, command or ["bash"], tty)
         session.start()
     except RingleaderError as exc:
