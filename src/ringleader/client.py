@@ -269,6 +269,9 @@ class Client:
     def delete_project(self, key: str) -> None:
         self.request("DELETE", f"/api/v1/org-unit/projects/{key}")
 
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/api/v1/nodes").json()
+
 
 def _port_taken(url: str) -> bool:
     parsed = httpx.URL(url)

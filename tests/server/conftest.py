@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 
 from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
+from ringleader.server.inventory import simulated_nodes
 from tests.fixtures.postgres import pg_url, postgres_server  # noqa: F401
 
 
@@ -50,10 +51,12 @@ class API:
     def project_id(self, name: str = "default") -> str:
         return self.get(f"/api/v1/org-unit/projects/{name}").json()["id"]
 
-    def submit(self, name: str, command: str, workers: int = 1, **spec: Any) -> httpx.Response:
+    def submit(
+        self, name: str, command: str, workers: int = 1, project: str = "default", **spec: Any
+    ) -> httpx.Response:
         body = {
             "name": name,
-            "projectId": self.project_id(),
+            "projectId": self.project_id(project),
             "spec": {"command": command, "numWorkers": workers, **spec},
         }
         return self.post("/api/v1/workloads/distributed", json=body)
@@ -69,9 +72,14 @@ class API:
             time.sleep(0.1)
 
 
-def _app_client(tmp_path: Path, database_url: str | None) -> Iterator[API]:
+def _app_client(
+    tmp_path: Path, database_url: str | None, simulate: str | None = None
+) -> Iterator[API]:
     home = tmp_path / "home"
-    config = ServerConfig(data_dir=home, database_url=database_url, loop_interval_s=0.1)
+    nodes = simulated_nodes(simulate) if simulate else None
+    config = ServerConfig(
+        data_dir=home, database_url=database_url, loop_interval_s=0.1, nodes=nodes
+    )
     try:
         with TestClient(create_app(config)) as client:
             yield API(client, home)
@@ -96,6 +104,13 @@ def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[API]:
 SQLITE_ONLY = pytest.mark.parametrize("api", ["sqlite"], indirect=True)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sim_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[API]:
+    """Like ``api``, on one simulated node with 4 GPUs (``--simulate-nodes 1x4gpu``)."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    yield from _app_client(tmp_path, url, simulate="1x4gpu")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -105,8 +120,9 @@ def free_port() -> int:
 class ServerProcess:
     """``ringleader server`` as a real process, with a CLI runner bound to it."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *server_args: str) -> None:
         self.home = home
+        self.server_args = server_args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "RINGLEADER_HOME": str(home), "RINGLEADER_URL": self.url}
@@ -116,7 +132,15 @@ class ServerProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         log = open(self.home / "server-test.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ringleader", "server", "--port", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "ringleader",
+                "server",
+                "--port",
+                str(self.port),
+                *self.server_args,
+            ],
             env=self.env,
             stdout=log,
             stderr=log,

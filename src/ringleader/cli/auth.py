@@ -8,6 +8,7 @@ from rich.table import Table
 from ringleader.cli.common import client, console, reports_errors
 from ringleader.client import read_config, write_config
 from ringleader.errors import InvalidSpec
+from ringleader.spec import parse_quantity
 
 project_app = typer.Typer(
     help="Projects: create (with quotas), list, set the current one.", no_args_is_help=True
@@ -62,12 +63,29 @@ def _quota(
     cpu: float | None,
     cpu_limit: float | None,
     weight: float,
+    memory: str | None = None,
+    memory_limit: str | None = None,
+    pool: str = "default",
 ) -> list[dict]:
+    """One node pool's quotas, in the projects API's shape (memory in MB)."""
+
+    def mb(text: str | None, flag: str) -> float | None:
+        if text is None:
+            return None
+        try:
+            return parse_quantity(text) / 10**6
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint=flag) from None
+
     entry = {
-        "nodePool": "default",
+        "nodePool": pool,
         "gpu": {"deserved": gpu or 0, "limit": gpu_limit, "overQuotaWeight": weight},
         "cpu": {"deserved": cpu or 0, "limit": cpu_limit, "overQuotaWeight": weight},
-        "memory": {"deserved": 0, "limit": None, "overQuotaWeight": weight},
+        "memory": {
+            "deserved": mb(memory, "--memory") or 0,
+            "limit": mb(memory_limit, "--memory-limit"),
+            "overQuotaWeight": weight,
+        },
     }
     return [entry]
 
@@ -85,14 +103,28 @@ def project_create(
     over_quota_weight: float = typer.Option(
         1, "--over-quota-weight", help="Share of unused capacity."
     ),
+    memory: str = typer.Option(None, "--memory", help="Deserved CPU memory, e.g. 64G."),
+    memory_limit: str = typer.Option(None, "--memory-limit", help="Never more memory than this."),
+    pool: str = typer.Option("default", "--node-pool", help="Node pool these quotas are for."),
 ) -> None:
-    """Create a project with quotas.
+    """Create a project with quotas (for one node pool; the API takes several).
 
-    Example: ringleader project create team-a --gpu 2
+    A project created without any quota is not limited by quota. CPU and
+    memory quotas are off unless given.
+
+    Examples:
+
+      ringleader project create team-a --gpu 2 --gpu-limit 4
+
+      ringleader project create team-b --gpu 1 --over-quota-weight 3 --cpu 16 --memory 64G
     """
-    p = client().create_project(
-        {"name": name, "resources": _quota(gpu, gpu_limit, cpu, cpu_limit, over_quota_weight)}
+    quotas = (gpu, gpu_limit, cpu, cpu_limit, memory, memory_limit)
+    resources = (
+        _quota(gpu, gpu_limit, cpu, cpu_limit, over_quota_weight, memory, memory_limit, pool)
+        if any(v is not None for v in quotas) or over_quota_weight != 1
+        else []
     )
+    p = client().create_project({"name": name, "resources": resources})
     console.print(f"Project '{p['name']}' created (id {p['id']})")
 
 
@@ -101,17 +133,26 @@ def project_create(
 def project_list() -> None:
     """List projects with their quotas."""
     c = client()
-    table = Table("PROJECT", "ID", "GPU DESERVED", "GPU LIMIT", "CPU DESERVED", "CURRENT", box=None)
+    table = Table(
+        "PROJECT", "ID", "NODE POOL", "GPU DESERVED", "GPU LIMIT", "OVER-QUOTA WEIGHT",
+        "CPU DESERVED", "CURRENT", box=None,
+    )  # fmt: skip
     for p in c.projects():
-        pool = next(iter(p["resources"]), {})
-        table.add_row(
-            p["name"],
-            p["id"],
-            f"{pool.get('gpu', {}).get('deserved', 0):g}",
-            str(pool.get("gpu", {}).get("limit") or "-"),
-            f"{pool.get('cpu', {}).get('deserved', 0):g}",
-            "*" if p["name"] == (c.project or "default") else "",
-        )
+        current = "*" if p["name"] == (c.project or "default") else ""
+        if not p["resources"]:
+            table.add_row(p["name"], p["id"], "all", "no quota", "-", "-", "-", current)
+        for pool in p["resources"]:
+            limit = pool.get("gpu", {}).get("limit")
+            table.add_row(
+                p["name"],
+                p["id"],
+                pool.get("nodePool", "default"),
+                f"{pool.get('gpu', {}).get('deserved', 0):g}",
+                "-" if limit is None else f"{limit:g}",
+                f"{pool.get('gpu', {}).get('overQuotaWeight', 1):g}",
+                f"{pool.get('cpu', {}).get('deserved', 0):g}",
+                current,
+            )
     console.print(table)
 
 

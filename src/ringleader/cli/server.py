@@ -21,6 +21,21 @@ def server(
     data_dir: str = typer.Option(
         None, "--data-dir", help="State directory (default $RINGLEADER_HOME or ~/.ringleader)."
     ),
+    simulate_nodes: str = typer.Option(
+        None,
+        "--simulate-nodes",
+        help="Place pods on declared simulated nodes instead of this machine: NxMgpu[:MEM][@POOL],"
+        " comma-separated (4x8gpu: sim-0..sim-3 with 8 GPUs of 80G). Their pods run here.",
+    ),
+    nodes_file: str = typer.Option(
+        None,
+        "--nodes-file",
+        help="A YAML inventory of simulated nodes: a list of {name, gpus, gpuMemory, cpu, memory,"
+        " pool, labels}.",
+    ),
+    placement: str = typer.Option(
+        "binpack", "--placement", help="How the scheduler picks nodes: binpack or spread."
+    ),
 ) -> None:
     """Run the control plane: REST API, scheduler and reconcile loops, local backend.
 
@@ -32,14 +47,39 @@ def server(
       ringleader server
 
       ringleader server --host 0.0.0.0 --port 8470
+
+      ringleader server --simulate-nodes 4x8gpu        # try quotas, fractions, preemption
+
+      ringleader server --nodes-file nodes.yaml --placement spread
     """
     from pathlib import Path
 
     import uvicorn
 
+    from ringleader.errors import InvalidSpec
+    from ringleader.server import inventory
     from ringleader.server.app import create_app
 
-    config = ServerConfig(data_dir=Path(data_dir) if data_dir else home_dir(), host=host, port=port)
+    if placement not in ("binpack", "spread"):
+        typer.echo(f"error: --placement: {placement!r} is not binpack or spread", err=True)
+        raise typer.Exit(2)
+    try:
+        nodes = inventory.simulated_nodes(simulate_nodes) if simulate_nodes else None
+        if nodes_file:
+            nodes = (nodes or []) + inventory.inventory_file(Path(nodes_file))
+            names = [n.name for n in nodes]
+            if len(set(names)) != len(names):
+                raise InvalidSpec("a node name is declared twice", "--nodes-file")
+    except InvalidSpec as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    config = ServerConfig(
+        data_dir=Path(data_dir) if data_dir else home_dir(),
+        host=host,
+        port=port,
+        nodes=nodes,
+        placement=placement,  # type: ignore[arg-type]
+    )
     # Bind before start-up work (migrations, first-run set-up), so a second server
     # racing for the port fails at once instead of after doing that work too.
     try:

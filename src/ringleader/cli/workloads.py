@@ -259,7 +259,7 @@ def list_workloads(
             w["name"],
             f"[{_phase_style(w['actualPhase'])}]{w['actualPhase']}[/]",
             age(w["createdAt"]),
-            "localhost" if w["runningPods"] else "-",
+            ", ".join(w.get("nodes") or []) or "-",
             w["image"] or "-",
             f"{w['framework']} distributed",
             w["projectName"],
@@ -268,6 +268,19 @@ def list_workloads(
             f"{w['runningPods']} ({w['pendingPods']})",
         )
     console.print(table)
+
+
+def gpu_text(gpus: list[dict]) -> str:
+    """``0, 1`` for whole devices; ``0 (0.5)`` / ``2 (40G)`` for fractions."""
+    parts = []
+    for g in gpus:
+        if g.get("memoryBytes"):
+            parts.append(f"{g['index']} ({g['memoryBytes'] / 2**30:.3g}G)")
+        elif g.get("share", 1) < 1:
+            parts.append(f"{g['index']} ({g['share']:g})")
+        else:
+            parts.append(str(g["index"]))
+    return ", ".join(parts) or "-"
 
 
 @reports_errors
@@ -303,15 +316,21 @@ def describe(
     )
     if spec.get("compute"):
         console.print("Compute: " + ", ".join(f"{k}={v}" for k, v in spec["compute"].items()))
-    pods = Table(
-        "POD", "ROLE", "STATUS", "NODE", "EXIT CODE", "ATTEMPT", "RANKS", box=None, title="Pods"
+    console.print(
+        f"GPUs: {w['allocatedGpus']:g} allocated of {w['requestedGpus']:g} requested"
+        + (f"   Nodes: {', '.join(w['nodes'])}" if w.get("nodes") else "")
     )
+    pods = Table(
+        "POD", "ROLE", "STATUS", "NODE", "GPUs", "EXIT CODE", "ATTEMPT", "RANKS",
+        box=None, title="Pods",
+    )  # fmt: skip
     for p in c.pods(w["workloadId"]):
         pods.add_row(
             p["name"],
             p["role"],
             p["status"],
             p["node"] or "-",
+            gpu_text(p.get("gpus") or []),
             "-" if p["exitCode"] is None else str(p["exitCode"]),
             str(p["attempt"]),
             ",".join(map(str, p["ranks"])) or "-",

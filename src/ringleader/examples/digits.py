@@ -80,6 +80,7 @@ class Config:
     shuffle: bool = True
     max_steps: int | None = None
     save_params: str | None = None
+    checkpoint: bool = True  # save each epoch, resume from the last (RINGLEADER_CHECKPOINT_DIR)
 
 
 @dataclass
@@ -157,7 +158,15 @@ def train(cfg: Config, ctx: runtime.DistContext, out: Callable[[str], None] = pr
     loss_fn = nn.CrossEntropyLoss()
     result = Result(accuracy=0.0, steps=0)
     steady_start = None
-    for epoch in range(cfg.epochs):
+    start = 0
+    saved = runtime.load_checkpoint() if cfg.checkpoint else None
+    if saved is not None:  # restarted, preempted or resumed: go on from the last epoch saved
+        model.module.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        start, result.epoch_losses = saved["epoch"] + 1, list(saved["epoch_losses"])
+        if main:
+            out(f"resumed from the checkpoint of epoch {start}/{cfg.epochs}")
+    for epoch in range(start, cfg.epochs):
         sampler.set_epoch(epoch)
         loss_sum, seen = 0.0, 0
         for x, y in loader:
@@ -180,6 +189,14 @@ def train(cfg: Config, ctx: runtime.DistContext, out: Callable[[str], None] = pr
         result.epoch_losses.append(total_loss / max(total_seen, 1))
         if main:
             out(f"epoch {epoch + 1}/{cfg.epochs}: train loss {result.epoch_losses[-1]:.4f}")
+        if cfg.checkpoint:
+            state = {
+                "epoch": epoch,
+                "model": model.module.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "epoch_losses": result.epoch_losses,
+            }
+            runtime.save_checkpoint(state)
         if cfg.max_steps is not None and result.steps >= cfg.max_steps:
             break
     steady_steps = max(result.steps - WARMUP_STEPS, 0)
@@ -209,6 +226,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument("--save-params", metavar="PATH", help="rank 0 torch.save()s the state_dict")
     p.add_argument("--no-shuffle", action="store_true", help="fixed data order (for tests)")
     p.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    p.add_argument(
+        "--no-checkpoint", action="store_true", help="neither save nor resume from checkpoints"
+    )
     a = p.parse_args(argv)
     return Config(
         epochs=a.epochs,
@@ -218,6 +238,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         shuffle=not a.no_shuffle,
         max_steps=a.max_steps,
         save_params=a.save_params,
+        checkpoint=not a.no_checkpoint,
     )
 
 

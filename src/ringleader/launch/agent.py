@@ -34,8 +34,25 @@ from typing import IO, Any
 
 from ringleader.launch import netif, procs
 from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
+from ringleader.runtime.env import CPU_AFFINITY
 
 LINK_LOST_GRACE_S = 2.0
+
+
+def pin(pid: int, cores: str) -> bool:
+    """Pin a just-started rank to ``cores`` ("0,1"), where the OS allows it.
+
+    Done right after the spawn, before the interpreter has started any thread
+    (children inherit the mask). Not allowed (no such cores in this cgroup, no
+    sched_setaffinity on this OS): the rank runs unpinned.
+    """
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        return False
+    try:
+        os.sched_setaffinity(pid, {int(c) for c in cores.split(",")})
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 @dataclass
@@ -154,6 +171,7 @@ class Agent:
             )
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
             return
+        pin(proc.pid, env.get(CPU_AFFINITY, ""))
         rp = RankProcess(rank, proc)
         with self.lock:
             self.ranks[rank] = rp

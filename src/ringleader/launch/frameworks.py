@@ -12,9 +12,10 @@ Pure: argv building only, golden-testable.
 
 from __future__ import annotations
 
+import json
 import shlex
 
-from ringleader.launch.plan import LaunchSpec
+from ringleader.launch.plan import RANK_ENV, LaunchSpec
 from ringleader.launch.ssh import SSHOptions
 
 # Names every MPI rank receives from the launcher (values set by mpirun_argv).
@@ -64,6 +65,8 @@ def mpirun_argv(
         exported["GLOO_SOCKET_IFNAME"] = spec.network_interface
         exported["NCCL_SOCKET_IFNAME"] = spec.network_interface
     exported.update(spec.env)
+    if spec.rank_env:  # each rank picks its own from this (mpi_rank.rank_environment)
+        exported[RANK_ENV] = json.dumps(spec.rank_env, separators=(",", ":"))
     for key, value in exported.items():
         argv += ["-x", f"{key}={value}"]
     return [*argv, spec.python, "-m", "ringleader.launch.mpi_rank", "--", *spec.command]

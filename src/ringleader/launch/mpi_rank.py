@@ -23,6 +23,7 @@ import threading
 import time
 
 from ringleader.launch.agent import forward_lines
+from ringleader.launch.plan import RANK_ENV
 
 EXIT_MARKER = "RINGLEADER-RANK-EXIT "
 _OMPI_TO_TORCH = {
@@ -37,6 +38,10 @@ _OMPI_TO_TORCH = {
 def rank_environment(environ: dict[str, str]) -> dict[str, str]:
     """torchrun's names derived from OpenMPI's; the user's own values win."""
     env = dict(environ)
+    with contextlib.suppress(ValueError, TypeError, AttributeError):  # absent or not a map
+        own = json.loads(environ.get(RANK_ENV) or "{}").get(environ.get("OMPI_COMM_WORLD_RANK"))
+        env.update({str(k): str(v) for k, v in (own or {}).items()})
+    env.pop(RANK_ENV, None)
     for source, targets in _OMPI_TO_TORCH.items():
         if source in environ:
             for target in targets:

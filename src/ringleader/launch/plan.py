@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 
 from ringleader.hosts import Host, to_mpi_hostfile
 
+# Under mpirun, the JSON of ``LaunchSpec.rank_env``: each rank applies its entry.
+RANK_ENV = "RINGLEADER_RANK_ENV"
+
 
 @dataclass(frozen=True)
 class LaunchSpec:
@@ -42,6 +45,9 @@ class LaunchSpec:
     # Running/All); "leave-rest": the attempt succeeds and the rest run on
     # (cleanPodPolicy None).  Either way a later non-zero exit is no failure.
     on_rank0_success: str = "wait"
+    # Per-rank additions to ``env`` (str(rank) -> env): what the scheduler bound
+    # to each pod (CUDA_VISIBLE_DEVICES, the GPU share, OMP_NUM_THREADS).
+    rank_env: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:
@@ -203,6 +209,7 @@ def build_plan(
             )
             env.update(forced_if)
             env.update(spec.env)
+            env.update(spec.rank_env.get(str(rank), {}))
             defaults = {"OMP_NUM_THREADS": str(threads), **default_if}
             ranks.append(
                 RankPlan(

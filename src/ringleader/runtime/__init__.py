@@ -16,6 +16,7 @@ does not import torch (the launcher imports :mod:`.errorfile` and :mod:`.env`);
 torch is imported when ``init()`` and friends are first called.
 """
 
+from ringleader.runtime.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
 from ringleader.runtime.dist import (
     DistContext,
     WorldSizeMismatch,
@@ -36,15 +37,18 @@ __all__ = [
     "NoLauncherEnvironment",
     "RankEnv",
     "WorldSizeMismatch",
+    "checkpoint_dir",
     "detect",
     "get_context",
     "get_logger",
     "init",
     "install_error_recorder",
     "is_main",
+    "load_checkpoint",
     "prepare",
     "read_error_file",
     "record",
+    "save_checkpoint",
     "shard",
     "shutdown",
 ]

@@ -22,11 +22,18 @@ from __future__ import annotations
 import gc
 import os
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from ringleader.runtime.env import detect, export_defaults
+from ringleader.runtime.env import (
+    GPU_FRACTION,
+    GPU_MEMORY_BYTES,
+    POD_GPUS,
+    detect,
+    export_defaults,
+)
 from ringleader.runtime.env import expected_world_size as _expected_from_env
 from ringleader.runtime.errorfile import install_error_recorder
 
@@ -85,13 +92,41 @@ def _pick_backend_and_device(
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    # Under the scheduler each pod sees only the devices bound to it (its own
+    # CUDA_VISIBLE_DEVICES), so "a GPU per local rank" is per pod, not per machine.
+    own_devices = POD_GPUS in os.environ
     if backend is None:
-        backend = "nccl" if count > 0 and local_world <= count else "gloo"
+        backend = "nccl" if count > 0 and (own_devices or local_world <= count) else "gloo"
     if backend == "nccl" and count > 0:
         index = local_rank % count
         torch.cuda.set_device(index)
         return backend, torch.device("cuda", index)
     return backend, torch.device("cpu")
+
+
+def gpu_share(environ: Mapping[str, str], total_bytes: int) -> float | None:
+    """The fraction of a device this pod was given (None: the whole device).
+
+    A memory request (``RINGLEADER_GPU_MEMORY_BYTES``) is turned into a fraction
+    of this device's memory; a portion (``RINGLEADER_GPU_FRACTION``) is one.
+    """
+    memory = environ.get(GPU_MEMORY_BYTES)
+    if memory and total_bytes > 0:
+        return min(1.0, int(memory) / total_bytes)
+    fraction = environ.get(GPU_FRACTION)
+    return min(1.0, float(fraction)) if fraction else None
+
+
+def cap_gpu_memory(device: torch.device) -> float | None:
+    """Hold this process to its GPU share: PyTorch's caching allocator then
+    refuses to grow past it (an out-of-memory error in this pod, not in the
+    pods sharing the device).  Returns the fraction applied, if any."""
+    import torch
+
+    share = gpu_share(os.environ, torch.cuda.get_device_properties(device).total_memory)
+    if share is not None and share < 1.0:
+        torch.cuda.set_per_process_memory_fraction(share, device)
+    return share
 
 
 def _mismatch(joined: int, expected: int, source: str) -> WorldSizeMismatch:
@@ -130,6 +165,8 @@ def init(
     if dist.is_initialized():  # the caller's own group: adopt it, but still verify it
         backend = str(dist.get_backend())
     backend, device = _pick_backend_and_device(backend, env.local_rank, env.local_world_size)
+    if device.type == "cuda":
+        cap_gpu_memory(device)
     if not dist.is_initialized():
         _init_group(env.source, backend, env.rank, env.world_size, timeout_s)
     probe = torch.tensor([1, env.rank], dtype=torch.int64, device=device)

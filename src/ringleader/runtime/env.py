@@ -52,6 +52,11 @@ __all__ = [
     "port_from_job_id",
 ]
 
+# Set by ringleader's scheduler on each pod (see server/backends/pod_env.py).
+POD_GPUS = "RINGLEADER_POD_GPUS"  # how many devices are bound to this pod
+GPU_FRACTION = "RINGLEADER_GPU_FRACTION"  # its share of each, when under 1
+GPU_MEMORY_BYTES = "RINGLEADER_GPU_MEMORY_BYTES"  # or the device memory it asked for
+CPU_AFFINITY = "RINGLEADER_CPU_AFFINITY"  # "0,1": the cores its processes are pinned to
 _PET_NAMES = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK")
 #: ringleader name -> torchrun twin; both are set by the launcher and must agree.
 _TWINS = {

@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
 
 from ringleader import __version__
 from ringleader.errors import (
@@ -28,16 +29,16 @@ from ringleader.errors import (
     RingleaderError,
     Unauthorized,
 )
-from ringleader.server import auth
+from ringleader.server import auth, inventory
 from ringleader.server.backends.base import Backend
 from ringleader.server.config import ServerConfig
-from ringleader.server.db import make_engine, session_factory
+from ringleader.server.db import open_database
 from ringleader.server.loops import Loops
 from ringleader.server.migrate import upgrade
 from ringleader.server.phases import IllegalTransition
 from ringleader.server.routers import auth as auth_routes
 from ringleader.server.routers import exec as exec_routes
-from ringleader.server.routers import projects, workloads
+from ringleader.server.routers import nodes, projects, workloads
 
 _STATUS: list[tuple[type[RingleaderError], int]] = [
     (NotFound, 404),
@@ -59,6 +60,15 @@ def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
         body["detail"] = [{"loc": loc, "msg": exc.problem, "type": "value_error"}]
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
+    """A write that lost a race to a concurrent one (e.g. two workloads given the
+    same name at the same moment on PostgreSQL): nothing was stored."""
+    return JSONResponse(
+        {"code": 409, "message": "conflicts with a record written at the same time; retry"},
+        status_code=409,
+    )
 
 
 def _finite(value: Any) -> Any:
@@ -93,27 +103,33 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         upgrade(url)
-        engine = make_engine(url)
-        app.state.sessions = session_factory(engine)
+        database = open_database(url)
+        app.state.sessions, app.state.readers = database.writer, database.reader
         with app.state.sessions() as session, session.begin():
             auth.bootstrap(
                 session, config.data_dir / "credentials.json", f"http://{config.host}:{config.port}"
             )
+            declared = config.nodes
+            if declared is None:
+                declared = [inventory.local_node(getattr(app.state.backend, "node", "localhost"))]
+            inventory.sync_nodes(session, declared)
+        interval = config.loop_interval_s
         app.state.loops = Loops(
-            app.state.sessions, app.state.backend, config.runs_dir, config.loop_interval_s
+            database, app.state.backend, config.runs_dir, interval, config.placement
         )
         app.state.loops.start()
         try:
             yield
         finally:
             app.state.loops.stop()
-            engine.dispose()
+            database.dispose()
 
     app = FastAPI(title="ringleader", version=__version__, lifespan=lifespan)
     app.state.config = config
     app.state.backend = backend or default_backend()
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -123,4 +139,5 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(projects.router)
     app.include_router(workloads.router)
     app.include_router(exec_routes.router)
+    app.include_router(nodes.router)
     return app

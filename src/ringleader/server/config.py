@@ -11,6 +11,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ringleader.sched.model import Strategy
+    from ringleader.server.inventory import NodeDecl
 
 DEFAULT_PORT = 8470
 
@@ -26,7 +31,10 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     token_ttl_s: int = 12 * 3600
-    loop_interval_s: float = 0.5
+    loop_interval_s: float = 0.25
+    # None: this machine is the one node; else declared (simulated) nodes.
+    nodes: list[NodeDecl] | None = None
+    placement: Strategy = "binpack"  # or "spread"
 
     @property
     def runs_dir(self) -> Path:

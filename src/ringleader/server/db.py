@@ -12,12 +12,20 @@ Invariants:
   foreign keys ON (cascades and RESTRICT are enforced, as on PostgreSQL),
   ``busy_timeout`` 5 s (a writer waits for the lock instead of failing at
   once) and ``synchronous=NORMAL`` (durable at checkpoints; safe with WAL).
-- SQLite transactions start with ``BEGIN IMMEDIATE``: a transaction takes the
-  write lock when it starts, so a read-then-write transaction can never fail
-  mid-way with "database is locked" because another connection wrote in
-  between (SQLite cannot upgrade a stale read snapshot; the busy timeout does
-  not help there). Transactions are serialised, which is what a small control
-  plane's consistency needs; keep them short and never do I/O inside them.
+- SQLite write transactions start with ``BEGIN IMMEDIATE``: a transaction
+  takes the write lock when it starts, so a read-then-write transaction can
+  never fail mid-way with "database is locked" because another connection
+  wrote in between (SQLite cannot upgrade a stale read snapshot; the busy
+  timeout does not help there). Writers are serialised, which is what a small
+  control plane's consistency needs; keep them short and never do I/O inside.
+- A server opens a ``Database``: *writer* sessions and *reader* sessions. On
+  SQLite the writer engine has exactly one connection, so the server's own
+  writers queue in the pool (woken the moment the previous one commits)
+  instead of in SQLite's busy handler, which sleeps in steps of up to 100 ms
+  and made a burst of submissions wait a second or more; reader connections
+  begin deferred transactions with ``query_only`` on, so listing never holds
+  or waits for the write lock (WAL readers see the last committed snapshot).
+  On PostgreSQL both are the same engine.
 - Datetimes are timezone-aware UTC in Python, always. ``UTCDateTime`` rejects
   naive values on the way in and returns aware UTC values on the way out, on
   SQLite (which stores naive text) as on PostgreSQL (``timestamptz``).
@@ -26,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -96,36 +105,62 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
-def make_engine(url: str, **kwargs: Any) -> Engine:
+# How long a server thread waits for the one SQLite writer connection.
+WRITER_WAIT_S = 60.0
+
+
+def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> Engine:
     """An engine for ``url`` with the settings our invariants need (see module doc).
 
+    ``read_only`` (SQLite): deferred transactions on ``query_only`` connections.
     Extra keyword arguments go to ``create_engine`` (e.g. ``echo=True``).
     """
     if is_sqlite(url):
         engine = create_engine(url, **kwargs)
-        event.listen(engine, "connect", _on_sqlite_connect)
-        event.listen(engine, "begin", _on_sqlite_begin)
+        pragmas = (*_SQLITE_PRAGMAS, "PRAGMA query_only=ON") if read_only else _SQLITE_PRAGMAS
+        begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
+        event.listen(engine, "connect", lambda conn, _record: _on_sqlite_connect(conn, pragmas))
+        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql(begin))
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(url, **kwargs)
 
 
-def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+def _on_sqlite_connect(dbapi_connection: Any, pragmas: tuple[str, ...]) -> None:
     # Take transaction control away from the sqlite3 module (it would BEGIN
-    # lazily, before the first write only); _on_sqlite_begin emits our own.
+    # lazily, before the first write only); the "begin" listener emits our own.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     try:
-        for pragma in _SQLITE_PRAGMAS:
+        for pragma in pragmas:
             cursor.execute(pragma)
     finally:
         cursor.close()
 
 
-def _on_sqlite_begin(connection: Any) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
-
-
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions whose objects stay readable after commit (responses are built after it)."""
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+@dataclass(frozen=True)
+class Database:
+    """A server's sessions: ``writer`` for anything that may write, ``reader``
+    for requests and loop passes that only read (see the module doc)."""
+
+    writer: sessionmaker[Session]
+    reader: sessionmaker[Session]
+    engines: tuple[Engine, ...]
+
+    def dispose(self) -> None:
+        for engine in self.engines:
+            engine.dispose()
+
+
+def open_database(url: str) -> Database:
+    if not is_sqlite(url):
+        engine = make_engine(url)
+        return Database(session_factory(engine), session_factory(engine), (engine,))
+    writer = make_engine(url, pool_size=1, max_overflow=0, pool_timeout=WRITER_WAIT_S)
+    reader = make_engine(url, read_only=True)
+    return Database(session_factory(writer), session_factory(reader), (writer, reader))

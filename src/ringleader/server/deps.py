@@ -15,9 +15,18 @@ from ringleader.server.models import User
 bearer = HTTPBearer(auto_error=False, description="Bearer token from POST /api/v1/token")
 
 
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
 def get_session(request: Request) -> Iterator[Session]:
-    """One session per request; the route commits what it changed."""
-    with request.app.state.sessions() as session:
+    """One session per request; the route commits what it changed.
+
+    GET and HEAD get a reader session, so they never wait for (or hold) the
+    write lock; every other method gets a writer session.
+    """
+    state = request.app.state
+    sessions = state.readers if request.method in READ_METHODS else state.sessions
+    with sessions() as session:
         yield session
 
 

@@ -5,7 +5,10 @@ transaction, do the backend I/O with no transaction open, then write the
 outcome in another (re-reading the row, since a user may have acted in
 between).  Every phase change goes through ``phases.transition``.
 
-- admit:     Pending (desired Running)  -> backend.submit -> Initializing
+- schedule:  Pending (desired Running) -> sched.schedule over a snapshot of
+             nodes, projects and workloads -> preempt (backend.cancel ->
+             Pending, Preempted event), place (backend.submit with the pods'
+             bindings -> Initializing), or note why not (Unschedulable)
 - reconcile: Initializing/Running/Degraded/Unknown -> backend.poll -> phases, pods
 - stop:      Stopping -> backend.cancel -> Stopped
 - delete:    Deleting -> backend.cancel -> Deleted (row kept, deleted_at set)
@@ -18,21 +21,29 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import or_, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, selectinload
 
+from ringleader import sched
+from ringleader.sched.model import Strategy
 from ringleader.server import phases
-from ringleader.server.backends.base import Backend, BackendRequest, BackendStatus
-from ringleader.server.models import Pod, Project, Workload
+from ringleader.server.backends.base import Backend, BackendRequest, BackendStatus, PodPlacement
+from ringleader.server.db import Database
+from ringleader.server.models import Node as NodeRow
+from ringleader.server.models import Pod, Workload
+from ringleader.server.scheduling import gpu_json, load_snapshot, pod_requests
 from ringleader.spec import WorkloadSpec
 
 log = logging.getLogger("ringleader.server.loops")
 POLLED = ("Initializing", "Running", "Degraded", "Unknown")
 ACTED_ON = ("Pending", "Resuming", "Stopping", "Deleting", *POLLED)
 LINGER = ("Completed", "Failed")  # ended, but some pods may still run (cleanPodPolicy None)
+MIN_TICK_GAP_S = 0.05
+PREEMPTABLE_PHASES = ("Initializing", "Running", "Degraded", "Unknown")
 _POD_PHASE = {
     "Succeeded": "Succeeded",
     "Failed": "Failed",
@@ -45,15 +56,17 @@ _POD_PHASE = {
 class Loops:
     def __init__(
         self,
-        sessions: sessionmaker[Session],
+        database: Database,
         backend: Backend,
         runs_dir: Path,
-        interval_s: float = 0.5,
+        interval_s: float = 0.25,
+        strategy: Strategy = "binpack",
     ) -> None:
-        self.sessions = sessions
+        self.sessions, self.readers = database.writer, database.reader
         self.backend = backend
         self.runs_dir = runs_dir
         self.interval_s = interval_s
+        self.strategy = strategy
         self.wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,11 +84,15 @@ class Loops:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 self.tick()
             except Exception:  # a bad tick must not end the loop; the next one retries
                 log.exception("loop tick failed")
             self.wake.wait(self.interval_s)
+            # A burst of submissions wakes the loops once per request: gather
+            # them into one tick at most every MIN_TICK_GAP_S instead.
+            self._stop.wait(max(0.0, MIN_TICK_GAP_S - (time.monotonic() - started)))
             self.wake.clear()
 
     # ----- one pass --------------------------------------------------------
@@ -83,9 +100,11 @@ class Loops:
         lingering = (
             select(Pod.id).where(Pod.workload_id == Workload.id, Pod.phase == "Running").exists()
         )
-        with self.sessions() as s:
-            rows = s.execute(
-                select(Workload.id, Workload.phase, Workload.handle, Workload.desired_phase).where(
+        with self.readers() as s:
+            workloads = s.scalars(
+                select(Workload)
+                .options(selectinload(Workload.pods))
+                .where(
                     Workload.deleted_at.is_(None),
                     or_(
                         Workload.phase.in_(ACTED_ON),
@@ -93,19 +112,21 @@ class Loops:
                     ),
                 )
             ).all()
-        for workload_id, phase, handle, desired in rows:
-            if phase == "Pending" and desired == "Running":
-                self._admit(workload_id)
-            elif (phase in POLLED or phase in LINGER) and handle:
-                self._apply_status(workload_id, self.backend.poll(handle))
-            elif phase in ("Stopping", "Deleting"):
-                if handle:
-                    self.backend.cancel(handle)
-                self._finish_stop(workload_id, phase)
-            elif phase == "Resuming":
-                self._act(
-                    workload_id, lambda s, w: phases.transition(s, w, "Pending", reason="Resumed")
-                )
+        if any(w.phase == "Pending" and w.desired_phase == "Running" for w in workloads):
+            self.schedule()
+        for w in workloads:  # detached copies: what the rows held when read
+            if w.phase == "Pending":
+                continue  # the scheduling cycle above placed it or said why not
+            elif (w.phase in POLLED or w.phase in LINGER) and w.handle:
+                status = self.backend.poll(w.handle)
+                if status_changes(w, status):  # most polls change nothing: no write
+                    self._apply_status(w.id, status)
+            elif w.phase in ("Stopping", "Deleting"):
+                if w.handle:
+                    self.backend.cancel(w.handle)
+                self._finish_stop(w.id, w.phase)
+            elif w.phase == "Resuming":
+                self._act(w.id, lambda s, w: phases.transition(s, w, "Pending", reason="Resumed"))
 
     def _act(self, workload_id: str, change: Callable[[Session, Workload], object]) -> None:
         with self.sessions() as s, s.begin():
@@ -113,27 +134,79 @@ class Loops:
             if workload is not None:
                 change(s, workload)
 
-    def _admit(self, workload_id: str) -> None:
-        with self.sessions() as s:
-            w = s.get(Workload, workload_id)
-            if w is None or w.phase != "Pending":
-                return
-            project = s.get(Project, w.project_id)
-            request = BackendRequest(
-                workload_id=w.id,
-                name=w.name,
-                project=project.name if project else w.project_id,
-                spec=WorkloadSpec.model_validate(w.spec),
-                run_dir=str(self.runs_dir / w.id),
-                attempt_offset=w.attempt,
+    # ----- scheduling -----------------------------------------------------
+    def schedule(self) -> None:
+        """One scheduling cycle: snapshot, ``sched.schedule``, apply the decisions.
+
+        Preemptions first (their pods are stopped before anything is placed on
+        what they held), then placements, then the pending reasons.
+        """
+        with self.readers() as s:
+            loaded = load_snapshot(s, self.strategy)
+        if not loaded.waiting:
+            return
+        decisions = sched.schedule(loaded.snapshot)
+        for preemption in decisions.preemptions:
+            self._preempt(preemption.workload, loaded.readable(preemption.reason))
+        for placement in decisions.placements:
+            row = loaded.waiting.get(placement.workload)
+            if row is not None:
+                self._start(row, placement, loaded.nodes)
+        for pending in decisions.pending:
+            row = loaded.waiting.get(pending.workload)
+            reason = loaded.readable(pending.reason)
+            if row is not None and (row.phase_reason, row.phase_message) != (
+                "Unschedulable",
+                reason,
+            ):
+                self._act(row.id, lambda s, w, r=reason: _note_pending(s, w, r))
+
+    def _preempt(self, workload_id: str, reason: str) -> None:
+        with self.readers() as s:
+            handle = s.scalar(select(Workload.handle).where(Workload.id == workload_id))
+        if handle:
+            self.backend.cancel(handle)
+
+        def back_to_pending(s: Session, w: Workload) -> None:
+            if w.phase not in PREEMPTABLE_PHASES:
+                return  # it ended or the user acted meanwhile
+            for pod in w.pods:
+                if pod.phase in ("Pending", "Running", "Unknown"):
+                    phases.transition_pod(s, pod, "Stopped", reason="Preempted")
+            phases.record_event(s, w, "Preempted", reason="Preempted", message=reason)
+            phases.transition(s, w, "Pending", reason="Preempted", message=reason)
+
+        self._act(workload_id, back_to_pending)
+
+    def _start(self, w: Workload, placement: sched.Placement, nodes: dict[str, NodeRow]) -> None:
+        """Start a placed workload on the backend, then record its pods' bindings."""
+        spec = WorkloadSpec.model_validate(w.spec)
+        requests = {r.name: r for r in pod_requests(spec, w.name)}
+        bound = {
+            b.pod: PodPlacement(
+                node=b.node,
+                node_kind=nodes[b.node].kind if b.node in nodes else "local",
+                gpus=b.gpus,
+                cpu_cores=requests[b.pod].cpu_cores if b.pod in requests else 0.0,
             )
+            for b in placement.pods
+        }
+        request = BackendRequest(
+            workload_id=w.id,
+            name=w.name,
+            project=w.project.name if w.project else w.project_id,
+            spec=spec,
+            run_dir=str(self.runs_dir / w.id),
+            attempt_offset=w.attempt,
+            placements=bound,
+        )
         Path(request.run_dir).mkdir(parents=True, exist_ok=True)
         try:
             handle = self.backend.submit(request)
         except Exception as exc:  # the backend refused: the workload fails with its reason
             reason = str(exc)
             self._act(
-                workload_id,
+                w.id,
                 lambda s, w: phases.transition(
                     s, w, "Failed", reason="SubmitFailed", message=reason
                 ),
@@ -142,35 +215,29 @@ class Loops:
 
         def record(s: Session, w: Workload) -> None:
             w.handle = handle
-            for pod in w.pods:  # a resumed workload's pods start over
+            for pod in w.pods:  # a resumed or preempted workload's pods start over
                 if pod.phase in phases.POD_ENDED:
-                    phases.restart_pod(s, pod, attempt=w.attempt, reason="Resumed")
-            existing = {p.name for p in w.pods}
-            for name, role, index in request.spec.pod_layout(w.name):
-                if name not in existing:
-                    s.add(
-                        Pod(
-                            workload_id=w.id,
-                            name=name,
-                            role=role,
-                            index=index,
-                            node="localhost",
-                            phase="Pending",
-                            ranks=[],
-                        )
-                    )
+                    phases.restart_pod(s, pod, attempt=w.attempt, reason="Rescheduled")
+            pods = {p.name: p for p in w.pods}
+            for name, role, index in spec.pod_layout(w.name):
+                pod = pods.get(name)
+                if pod is None:
+                    pod = Pod(workload_id=w.id, name=name, role=role, index=index, ranks=[])
+                    s.add(pod)
+                where = bound.get(name)
+                pod.node = where.node if where else ""
+                pod.gpus = gpu_json(where.gpus) if where else []
             if w.phase == "Pending":
                 phases.transition(
                     s,
                     w,
                     "Initializing",
-                    reason="Admitted",
-                    message=f"started by {self.backend.name}",
+                    reason="Scheduled",
+                    message=f"placed on {_where(bound)}; started by {self.backend.name}",
                 )
-            else:  # deleted or suspended meanwhile: the next tick cancels it
-                pass
+            # else deleted or suspended meanwhile: the next tick cancels it
 
-        self._act(workload_id, record)
+        self._act(w.id, record)
 
     def _apply_status(self, workload_id: str, status: BackendStatus) -> None:
         def apply(s: Session, w: Workload) -> None:
@@ -184,8 +251,10 @@ class Loops:
                     continue
                 target = _POD_PHASE.get(ps.phase, "Unknown")
                 if ps.attempt > pod.attempt:
-                    phases.restart_pod(s, pod, attempt=ps.attempt, reason="GangRestarted")
-                pod.node, pod.ranks = ps.node or pod.node, list(ps.ranks)
+                    phases.restart_pod(
+                        s, pod, attempt=ps.attempt, reason="GangRestarted", keep_binding=True
+                    )
+                pod.node, pod.ranks = pod.node or ps.node, list(ps.ranks)
                 if pod.phase != target:
                     phases.transition_pod(s, pod, target, exit_code=ps.exit_code)
             if status.phase in phases.WORKLOAD_TRANSITIONS[w.phase]:
@@ -204,3 +273,50 @@ class Loops:
                 phases.transition(s, w, "Deleted", reason="Deleted")
 
         self._act(workload_id, finish)
+
+
+def status_changes(workload: Workload, status: BackendStatus) -> bool:
+    """Whether ``_apply_status`` would write anything for ``status``.
+
+    Checked on a read snapshot first, so that the loops take the write lock
+    only for real changes (polling every running workload each tick would
+    otherwise queue a write transaction per workload per tick).
+    """
+    if status.attempt > workload.attempt:
+        return True
+    if status.phase != workload.phase and status.phase in phases.WORKLOAD_TRANSITIONS.get(
+        workload.phase, ()
+    ):
+        return True
+    pods = {p.name: p for p in workload.pods}
+    for ps in status.pods:
+        pod = pods.get(ps.name)
+        if pod is None:
+            continue
+        if (
+            ps.attempt > pod.attempt
+            or _POD_PHASE.get(ps.phase, "Unknown") != pod.phase
+            or (ps.node and not pod.node)
+            or list(ps.ranks) != list(pod.ranks or [])
+        ):
+            return True
+    return False
+
+
+def _note_pending(s: Session, w: Workload, reason: str) -> None:
+    """Record why the scheduler left ``w`` Pending (an event only when it changes)."""
+    if w.phase != "Pending" or (w.phase_reason, w.phase_message) == ("Unschedulable", reason):
+        return
+    w.phase_reason, w.phase_message = "Unschedulable", reason
+    phases.record_event(s, w, "Unschedulable", reason="Unschedulable", message=reason)
+
+
+def _where(bound: dict[str, PodPlacement]) -> str:
+    """``sim-0 (GPU 0, 1), sim-1 (GPU 0 x0.5)`` for the Scheduled message."""
+    by_node: dict[str, list[str]] = {}
+    for placement in bound.values():
+        gpus = by_node.setdefault(placement.node, [])
+        gpus += [f"{g.index}" + ("" if g.share >= 1 else f" x{g.share:g}") for g in placement.gpus]
+    return ", ".join(
+        node + (f" (GPU {', '.join(gpus)})" if gpus else "") for node, gpus in by_node.items()
+    )

@@ -37,7 +37,9 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -178,6 +180,9 @@ class Workload(Base):
             sqlite_where=text("deleted_at IS NULL"),
             postgresql_where=text("deleted_at IS NULL"),
         ),
+        # The list's sorts and its commonest filter (migration 0002).
+        Index("ix_workloads_name_id", "name", "id"),
+        Index("ix_workloads_phase_created_at", "phase", "created_at"),
     )
 
     id: Mapped[str] = _id_column()
@@ -231,6 +236,8 @@ class Pod(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer, default=0)
     ranks: Mapped[list[int]] = mapped_column(JSON, default=list)
+    # The scheduler's binding: [{"index": 0, "share": 0.5, "memoryBytes": null}, ...]
+    gpus: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     created_at: Mapped[datetime] = _created_at()
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
@@ -255,3 +262,27 @@ class Event(Base):
     message: Mapped[str] = mapped_column(Text, default="")
 
     workload: Mapped[Workload] = relationship(back_populates="events")
+
+
+class Node(Base):
+    """A machine pods are placed on: this one (``local``), a declared
+    ``simulated`` one (pods run here; for trying the scheduler without GPUs),
+    or a registered SSH host.  Capacity is what the scheduler may allocate;
+    ``gpus`` is ``[{"index": 0, "memoryBytes": 85899345920, "model": "..."}]``.
+    """
+
+    __tablename__ = "nodes"
+
+    id: Mapped[str] = _id_column()
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    kind: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="local")
+    pool: Mapped[str] = mapped_column(String(NAME_LENGTH), default="default")
+    address: Mapped[str] = mapped_column(String(NAME_LENGTH), default="")
+    cpu_cores: Mapped[float] = mapped_column(Float, default=0.0)
+    memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    gpus: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    ready: Mapped[bool] = mapped_column(Boolean, default=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _updated_at()

@@ -45,7 +45,9 @@ WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
     "Running": frozenset(
         {"Completed", "Failed", "Degraded", "Stopping", "Deleting", "Pending", "Unknown"}
     ),
-    "Degraded": frozenset({"Running", "Completed", "Failed", "Stopping", "Deleting", "Unknown"}),
+    "Degraded": frozenset(
+        {"Running", "Completed", "Failed", "Stopping", "Deleting", "Pending", "Unknown"}
+    ),
     "Stopping": frozenset({"Stopped", "Failed", "Deleting"}),
     "Stopped": frozenset({"Resuming", "Deleting"}),
     "Resuming": frozenset({"Pending", "Failed", "Deleting"}),
@@ -194,18 +196,22 @@ def restart_pod(
     reason: str = "",
     message: str = "",
     now: datetime | None = None,
+    keep_binding: bool = False,
 ) -> None:
     """Reset ``pod`` to Pending for a new ``attempt`` of its gang (the one way out of an end).
 
-    Clears node, exit code and times of the previous attempt; the event
-    (type "PodRestarted") keeps the old phase for the history.
+    Clears exit code and times of the previous attempt, and the node and GPUs
+    unless ``keep_binding`` (a gang restarted by its backend in place keeps
+    the scheduler's binding; a preempted or resumed one is placed afresh).
+    The event (type "PodRestarted") keeps the old phase for the history.
     """
     at = _now(now)
     previous = pod.phase
     pod.phase = "Pending"
     pod.attempt = attempt
     pod.exit_code = None
-    pod.node = ""
+    if not keep_binding:
+        pod.node, pod.gpus = "", []
     pod.started_at = None
     pod.completed_at = None
     pod.updated_at = at

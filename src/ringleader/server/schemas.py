@@ -79,6 +79,8 @@ class PodOut(Wire):
     exit_code: int | None
     attempt: int
     ranks: list[int]
+    # The scheduler's binding: [{"index": 0, "share": 0.5, "memoryBytes": null}]
+    gpus: list[dict[str, Any]] = Field(default_factory=list)
     started_at: datetime | None = None
     completed_at: datetime | None = None
 
@@ -115,6 +117,8 @@ class WorkloadOut(Wire):
     pending_pods: int
     requested_gpus: float
     allocated_gpus: float
+    nodes: list[str] = Field(default_factory=list)  # where its running pods are
+    pending_reason: str | None = None  # why the scheduler has not placed it
     attempt: int
     spec: dict[str, Any]
 
@@ -135,3 +139,30 @@ class Accepted(Wire):
     name: str
     desired_phase: str
     actual_phase: str
+
+
+class NodeGpuOut(Wire):
+    index: int
+    memory_bytes: int
+    model: str | None = None
+    simulated: bool = False  # a stand-in: no such device (its pods run on the CPU)
+    allocated: float  # the sum of the shares bound on this device (1.0 = whole)
+
+
+class NodeOut(Wire):
+    name: str
+    kind: str  # local | simulated | ssh
+    simulated: bool  # pods "on" it run on the server's machine
+    pool: str
+    address: str
+    status: str  # Ready | NotReady
+    message: str
+    labels: dict[str, str]
+    cpu_cores: float
+    memory_bytes: int
+    gpus: list[NodeGpuOut]
+    gpu_count: int
+    allocated_gpus: float
+    allocated_cpu_cores: float
+    allocated_memory_bytes: int
+    pods: list[str]

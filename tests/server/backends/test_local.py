@@ -21,7 +21,7 @@ from ringleader.launch.detached import (
     parse_log_file_name,
     parse_log_line,
 )
-from ringleader.launch.plan import LaunchSpec
+from ringleader.launch.plan import LaunchSpec, NodeFacts, build_plan
 from ringleader.server.backends.base import BackendRequest, BackendStatus
 from ringleader.server.backends.local import LocalBackend, LocalPlan, LocalPod, pod_phase
 from ringleader.spec import WorkloadSpec
@@ -109,6 +109,7 @@ def test_pytorch_plan_is_a_master_and_n_workers_on_localhost() -> None:
                 "RINGLEADER_WORKLOAD_NAME": "mnist",
                 "RINGLEADER_PROJECT": "team-a",
                 "RUNAI_MPI_NUM_WORKERS": "2",
+                "RINGLEADER_CHECKPOINT_DIR": "/runs/w1/checkpoints",
             },
             on_rank0_success="stop-rest",  # cleanPodPolicy Running (the default)
         ),
@@ -126,8 +127,53 @@ def test_pytorch_plan_is_a_master_and_n_workers_on_localhost() -> None:
         "role": "worker",
         "index": 0,
         "ranks": [1],
+        "node": "",
     }
     assert LaunchFile.from_json(json.loads(json.dumps(launch.to_json()))) == launch
+
+
+def test_scheduler_bindings_become_each_ranks_devices_share_threads_and_node() -> None:
+    from ringleader.sched import GpuShare
+    from ringleader.server.backends.base import PodPlacement
+
+    request = make_request("/runs/w3", name="frac", workers=1, command="python t.py",
+                           environmentVariables=[{"name": "OMP_NUM_THREADS", "value": "3"}])  # fmt: skip
+    placements = {
+        "frac-master-0": PodPlacement("sim-0", "simulated", (GpuShare(2, 0.25),), cpu_cores=4.5),
+        "frac-worker-0": PodPlacement("sim-1", "simulated", (GpuShare(0), GpuShare(1)), 2),
+    }
+    request = BackendRequest(**{**request.__dict__, "placements": placements})
+    plan = LocalBackend(python=PY).plan(request)
+    assert plan.spec.rank_env == {
+        "0": {
+            "RINGLEADER_NODE": "sim-0",
+            "RINGLEADER_NODE_KIND": "simulated",
+            "CUDA_VISIBLE_DEVICES": "2",
+            "RINGLEADER_POD_GPUS": "1",
+            "RINGLEADER_GPU_FRACTION": "0.25",
+        },  # OMP_NUM_THREADS: the user's own 3 wins over the request's 4
+        "1": {
+            "RINGLEADER_NODE": "sim-1",
+            "RINGLEADER_NODE_KIND": "simulated",
+            "CUDA_VISIBLE_DEVICES": "0,1",
+            "RINGLEADER_POD_GPUS": "2",
+        },
+    }
+    assert [p.node for p in plan.pods] == ["sim-0", "sim-1"]
+    facts = [NodeFacts(cores=2, rundir="/runs/w3/agent")]
+    ranks = build_plan(plan.spec, facts, attempt=0, master_addr="127.0.0.1", master_port=1)
+    envs = [r.env for r in ranks.nodes[0].ranks]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["2", "0,1"]
+    assert [e["OMP_NUM_THREADS"] for e in envs] == ["3", "3"]
+
+
+def test_mpi_ranks_pick_their_own_binding_from_the_exported_map() -> None:
+    from ringleader.launch.mpi_rank import rank_environment
+
+    table = json.dumps({"0": {"CUDA_VISIBLE_DEVICES": "3"}, "1": {"CUDA_VISIBLE_DEVICES": "1"}})
+    env = rank_environment({"OMPI_COMM_WORLD_RANK": "1", "RINGLEADER_RANK_ENV": table})
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and "RINGLEADER_RANK_ENV" not in env
+    assert "CUDA_VISIBLE_DEVICES" not in rank_environment({"RINGLEADER_RANK_ENV": "[1]"})
 
 
 def test_mpi_plan_is_a_launcher_and_workers_with_slots() -> None:
@@ -157,6 +203,7 @@ def test_mpi_plan_is_a_launcher_and_workers_with_slots() -> None:
                 "RINGLEADER_WORKLOAD_NAME": "dist",
                 "RINGLEADER_PROJECT": "team-a",
                 "RUNAI_MPI_NUM_WORKERS": "2",
+                "RINGLEADER_CHECKPOINT_DIR": "/runs/w2/checkpoints",
             },
         ),
         framework="mpi",

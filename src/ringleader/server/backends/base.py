@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ringleader.sched import GpuShare
 from ringleader.spec import WorkloadSpec
 
 # Workload phases a backend may report (Run:ai names).
@@ -35,6 +36,17 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class PodPlacement:
+    """Where the scheduler bound one pod: the node, its kind (``local``,
+    ``simulated``, ``ssh``), and the GPU devices with each one's share."""
+
+    node: str
+    node_kind: str = "local"
+    gpus: tuple[GpuShare, ...] = ()
+    cpu_cores: float = 0.0
+
+
+@dataclass(frozen=True)
 class BackendRequest:
     """One admitted workload, as a backend sees it."""
 
@@ -44,6 +56,7 @@ class BackendRequest:
     spec: WorkloadSpec
     run_dir: str  # where this workload's files (logs, state) live on the server's machine
     attempt_offset: int = 0  # attempts already used before a suspend/resume
+    placements: dict[str, PodPlacement] = field(default_factory=dict)  # pod name -> binding
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,8 @@ from ringleader.launch.mpi import MPIRUN
 from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
 from ringleader.launch.procs import process_environ, start_ticks, terminate
+from ringleader.runtime.checkpoint import CHECKPOINT_DIR
+from ringleader.runtime.env import CPU_AFFINITY
 from ringleader.server.backends.base import (
     BackendRequest,
     BackendStatus,
@@ -67,6 +69,7 @@ from ringleader.server.backends.base import (
     LogLine,
     PodStatus,
 )
+from ringleader.server.backends.pod_env import assign_cores, pod_env
 from ringleader.spec import RUNNABLE_FRAMEWORKS, Framework
 
 # The detached supervisor's phase -> ours.  Anything else is Unknown.
@@ -102,6 +105,7 @@ class LocalPod:
     role: str  # master | worker | launcher
     index: int
     ranks: tuple[int, ...]  # -1: mpirun itself
+    node: str = ""  # the scheduler's node ("" before the scheduler: this machine)
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,10 @@ class LocalPlan:
 
 
 def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
-    return [LocalPod(p["name"], p["role"], int(p["index"]), tuple(p["ranks"])) for p in launch.pods]
+    return [
+        LocalPod(p["name"], p["role"], int(p["index"]), tuple(p["ranks"]), str(p.get("node") or ""))
+        for p in launch.pods
+    ]
 
 
 def pod_phase(rank_phases: list[str]) -> str:
@@ -181,9 +188,15 @@ class LocalBackend:
             if k not in SERVER_ONLY
         }
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
+        # The cores pods may be pinned to (this process's own CPU set).
+        self.cpus = (
+            tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+        )
 
     # ----- plan (pure) -----------------------------------------------------------
-    def plan(self, request: BackendRequest) -> LocalPlan:
+    def plan(self, request: BackendRequest, busy_cpus: frozenset[int] = frozenset()) -> LocalPlan:
+        """The launch for ``request`` (pure); ``busy_cpus``: cores other workloads'
+        pods are pinned to, so this one's pods pinned to cores of their own."""
         spec, dist = request.spec, request.spec.spec
         if spec.framework not in RUNNABLE_FRAMEWORKS:
             raise InvalidSpec(
@@ -216,6 +229,8 @@ class LocalBackend:
             "RINGLEADER_PROJECT": request.project,
             "RUNAI_MPI_NUM_WORKERS": str(workers),
         }
+        # Survives restarts, preemptions and resumes: the run dir is kept (runtime.checkpoint).
+        env.setdefault(CHECKPOINT_DIR, f"{run_dir}/checkpoints")
         layout = spec.pod_layout(request.name)
         if spec.framework == Framework.MPI:
             framework, slots = "mpi", dist.slots_per_worker or 1
@@ -224,7 +239,26 @@ class LocalBackend:
         else:
             framework, world = "pytorch", workers + 1
             ranks = [(rank,) for rank in range(world)]
-        pods = [LocalPod(n, role, i, r) for (n, role, i), r in zip(layout, ranks, strict=True)]
+        pods = [
+            LocalPod(n, role, i, r, request.placements[n].node if n in request.placements else "")
+            for (n, role, i), r in zip(layout, ranks, strict=True)
+        ]
+        cores = assign_cores(
+            {
+                name: where.cpu_cores
+                for name, where in request.placements.items()
+                if where.node_kind == "local"
+            },
+            self.cpus,
+            busy_cpus,
+        )
+        rank_env = {
+            str(rank): pod_env(request.placements[pod.name], env, cores.get(pod.name, ()))
+            for pod in pods
+            if pod.name in request.placements
+            for rank in pod.ranks
+            if rank >= 0
+        }
         launch = LaunchSpec(
             command=command,
             hosts=[Host("localhost", "127.0.0.1", world)],
@@ -235,6 +269,7 @@ class LocalBackend:
             max_restarts=max(0, dist.backoff_limit - request.attempt_offset),
             grace_s=self.grace_s,
             env=env,
+            rank_env=rank_env,
             on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
             if framework == "pytorch"
             else "wait",  # mpirun (the launcher pod) only ends after every rank
@@ -244,7 +279,8 @@ class LocalBackend:
     # ----- submit --------------------------------------------------------------------
     def submit(self, request: BackendRequest) -> str:
         run_dir = Path(request.run_dir).resolve()
-        plan = self.plan(dataclasses.replace(request, run_dir=str(run_dir)))
+        busy = pinned_cores(run_dir.parent, but=run_dir)
+        plan = self.plan(dataclasses.replace(request, run_dir=str(run_dir)), busy)
         state = read_json(run_dir / STATE_FILE)
         if state and is_detached_supervisor(state.get("pid"), run_dir):
             raise Conflict(f"a supervisor (pid {state['pid']}) already runs in {run_dir}")
@@ -320,7 +356,7 @@ class LocalBackend:
                     role=pod.role,
                     index=pod.index,
                     phase=phase,
-                    node=self.node,
+                    node=pod.node or self.node,
                     exit_code=None if phase == "Running" else pod_exit_code(infos),
                     attempt=attempt,
                     ranks=tuple(r for r in pod.ranks if r >= 0),
@@ -498,3 +534,19 @@ def _tail(path: Path, lines: int) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def pinned_cores(runs_dir: Path, but: Path) -> frozenset[int]:
+    """Cores that the pods of other live runs under ``runs_dir`` are pinned to."""
+    busy: set[int] = set()
+    for run in runs_dir.glob("*"):
+        if run == but:
+            continue
+        state = read_json(run / STATE_FILE)
+        launch = load_launch(run) if state and state.get("phase") not in FINAL_PHASES else None
+        if launch is None or not is_detached_supervisor(state.get("pid"), run):
+            continue
+        for env in launch.spec.rank_env.values():
+            cores = env.get(CPU_AFFINITY, "")
+            busy.update(int(c) for c in cores.split(",") if c.isdigit())
+    return frozenset(busy)

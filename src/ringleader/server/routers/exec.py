@@ -44,7 +44,7 @@ def resolve(websocket: WebSocket, workload_id: str, pod: str | None) -> ExecTarg
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing bearer token; get one with `ringleader token`")
     app = websocket.app
-    with app.state.sessions() as s:
+    with app.state.readers() as s:
         user = user_for_token(s, token)
         workload = svc.get(s, user, workload_id)
         names = [p.name for p in workload.pods]

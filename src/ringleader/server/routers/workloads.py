@@ -174,6 +174,7 @@ def pods(
             exit_code=p.exit_code,
             attempt=p.attempt,
             ranks=list(p.ranks or []),
+            gpus=list(p.gpus or []),
             started_at=p.started_at,
             completed_at=p.completed_at,
         )
@@ -253,7 +254,7 @@ def logs(
             raise InvalidSpec(
                 f"no such pod in workload {workload.name!r}; pods: {sorted(names)}", "pod"
             )
-    backend, sessions = request.app.state.backend, request.app.state.sessions
+    backend, sessions = request.app.state.backend, request.app.state.readers
     after = _since(since)
     s.close()  # no transaction stays open while streaming
 

@@ -14,6 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from collections.abc import Sequence
@@ -24,9 +25,11 @@ from sqlalchemy import ColumnElement, Select, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound
+from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server import phases
 from ringleader.server.images import resolve_image
 from ringleader.server.models import Pod, Project, ProjectMember, User, Workload
+from ringleader.server.scheduling import allocated, pod_requests
 from ringleader.server.schemas import WorkloadOut
 from ringleader.spec import RUNNABLE_FRAMEWORKS, SPEC_VERSION, WorkloadSpec
 
@@ -82,6 +85,12 @@ def submit(
             + " and ".join(f.value for f in RUNNABLE_FRAMEWORKS),
             "spec.distributedFramework",
         )
+    if body.spec.priority_class and body.spec.priority_class not in PRIORITY_CLASSES:
+        raise InvalidSpec(
+            f"unknown priority class {body.spec.priority_class!r}; choose one of "
+            + ", ".join(sorted(PRIORITY_CLASSES)),
+            "spec.priorityClass",
+        )
     stand_in = resolve_image(body.spec.image, container_runtime=container_runtime)
     if stand_in is not None and not body.spec.command:
         body = body.model_copy(
@@ -115,8 +124,7 @@ def submit(
         desired_phase="Running",
         phase="Creating",
     )
-    session.add(workload)
-    session.flush()
+    session.add(workload)  # one flush, at commit: the events reach it by relationship
     phases.record_event(session, workload, "Submitted", message=f"submitted by {user.name}")
     if stand_in is not None:
         phases.record_event(
@@ -202,14 +210,10 @@ def list_workloads(
     offset: int = 0,
     limit: int = 50,
 ) -> tuple[list[Workload], int]:
-    query = (
-        select(Workload)
-        .join(Project, Project.id == Workload.project_id)
-        .outerjoin(User, User.id == Workload.created_by)
-        .where(
-            Workload.deleted_at.is_(None), Workload.project_id.in_(visible_projects(session, user))
-        )
-    )
+    terms: list[ColumnElement[bool]] = [Workload.deleted_at.is_(None)]
+    if not user.is_admin:  # an admin sees every project: no IN, so the sort can use an index
+        terms.append(Workload.project_id.in_(visible_projects(session, user)))
+    used = {sort_by}
     for raw in filters:
         for item in raw.split(","):
             match = _FILTER.match(item.strip())
@@ -218,7 +222,14 @@ def list_workloads(
                     f"expected FIELD(==|!=|<=|>=|=@)VALUE with FIELD in {sorted(_FIELDS)}",
                     "filterBy",
                 )
-            query = query.where(_condition(match.group(1), match.group(2), match.group(3)))
+            terms.append(_condition(match.group(1), match.group(2), match.group(3)))
+            used.add(match.group(1))
+    query = select(Workload)
+    if "projectName" in used:  # join only for the fields that need it
+        query = query.join(Project, Project.id == Workload.project_id)
+    if "createdBy" in used:
+        query = query.outerjoin(User, User.id == Workload.created_by)
+    query = query.where(*terms)
     if sort_by not in _FIELDS:
         raise InvalidSpec(f"unknown field; choose one of {sorted(_FIELDS)}", "sortBy")
     if sort_order not in ("asc", "desc"):
@@ -226,7 +237,7 @@ def list_workloads(
     if not 0 <= offset <= MAX_OFFSET:
         raise InvalidSpec(f"must be between 0 and {MAX_OFFSET}", "offset")
     column = _FIELDS[sort_by]
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    total = session.scalar(query.with_only_columns(func.count(), maintain_column_froms=True)) or 0
     order = column.asc() if sort_order == "asc" else column.desc()
     page = query.order_by(order, Workload.id).offset(offset).limit(limit)
     # One query for the page's pods instead of one per workload (to_out counts them).
@@ -262,9 +273,14 @@ def request_resume(session: Session, workload: Workload) -> None:
 def to_out(workload: Workload, project_name: str) -> WorkloadOut:
     spec = WorkloadSpec.model_validate(workload.spec)
     pods: list[Pod] = list(workload.pods)
-    pod_count = spec.spec.num_workers + 1
+    requests = pod_requests(spec, workload.name)
+    pod_count = len(requests)
     running = sum(p.phase == "Running" for p in pods)
-    gpus_per_pod = spec.spec.compute.gpus
+    requested = math.fsum(
+        r.gpu_devices * (r.gpu_portion or 1.0) if r.gpu_memory_bytes is None else 0.0
+        for r in requests
+    )
+    pending = workload.phase == "Pending" and workload.phase_reason == "Unschedulable"
     return WorkloadOut(
         workload_id=workload.id,
         name=workload.name,
@@ -285,8 +301,10 @@ def to_out(workload: Workload, project_name: str) -> WorkloadOut:
         pending_pods=sum(p.phase == "Pending" for p in pods)
         if pods
         else (pod_count if workload.phase in ("Pending", "Creating") else 0),
-        requested_gpus=gpus_per_pod * pod_count,
-        allocated_gpus=gpus_per_pod * running,
+        requested_gpus=requested,
+        allocated_gpus=allocated(pods),
+        nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
+        pending_reason=workload.phase_message if pending else None,
         attempt=workload.attempt,
         spec=workload.spec,
     )

@@ -1,0 +1,115 @@
+"""``nodes list``, ``top node`` and ``top job``: capacity and what the scheduler allocated.
+
+Allocation is what the scheduler bound to pods (their requests), as in
+Run:ai's ``top node``; simulated nodes are marked so in every view.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from ringleader.cli.common import client, console, reports_errors
+
+nodes_app = typer.Typer(help="Nodes the scheduler places pods on.", no_args_is_help=True)
+top_app = typer.Typer(help="Allocation against capacity: nodes or jobs.", no_args_is_help=True)
+
+
+def size(value: float) -> str:
+    """Bytes as 512M / 64G / 1.5T: decimal, as ``--gpu-memory 40G`` reads them."""
+    for unit, factor in (("T", 10**12), ("G", 10**9), ("M", 10**6)):
+        if value >= factor:
+            return f"{value / factor:.3g}{unit}"
+    return f"{value:.0f}" if value else "0"
+
+
+def _kind(node: dict) -> str:
+    if node["simulated"]:
+        return "simulated"
+    stand_ins = any(g.get("simulated") for g in node["gpus"])
+    return f"{node['kind']} (simulated GPUs)" if stand_ins else node["kind"]
+
+
+@nodes_app.command("list")
+@reports_errors
+def nodes_list() -> None:
+    """Each node's resources and allocation (GPUs, CPU, memory), pool and status.
+
+    Example: ringleader nodes list
+    """
+    table = Table(
+        "NODE", "KIND", "POOL", "STATUS", "GPUs", "GPU MEMORY", "CPU", "MEMORY",
+        "GPUs ALLOCATED", "PODS", box=None,
+    )  # fmt: skip
+    for n in client().nodes():
+        memory = {g["memoryBytes"] for g in n["gpus"]}
+        table.add_row(
+            n["name"],
+            _kind(n),
+            n["pool"],
+            n["status"],
+            str(n["gpuCount"]),
+            "/".join(size(m) for m in sorted(memory)) or "-",
+            f"{n['cpuCores']:g}",
+            size(n["memoryBytes"]),
+            f"{n['allocatedGpus']:g}",
+            str(len(n["pods"])),
+        )
+    console.print(table)
+
+
+@top_app.command("node")
+@reports_errors
+def top_node() -> None:
+    """Allocation against capacity per node, and each GPU device's share in use.
+
+    Example: ringleader top node
+    """
+    table = Table(
+        "NODE", "KIND", "STATUS", "GPUs (allocated/total)", "DEVICES", "CPU (allocated/total)",
+        "MEMORY (allocated/total)", box=None,
+    )  # fmt: skip
+    for n in client().nodes():
+        devices = " ".join(f"{g['index']}:{g['allocated']:.2g}" for g in n["gpus"]) or "-"
+        table.add_row(
+            n["name"],
+            _kind(n),
+            n["status"],
+            f"{n['allocatedGpus']:g}/{n['gpuCount']}",
+            devices,
+            f"{n['allocatedCpuCores']:g}/{n['cpuCores']:g}",
+            f"{size(n['allocatedMemoryBytes'])}/{size(n['memoryBytes'])}",
+        )
+    console.print(table)
+
+
+@top_app.command("job")
+@reports_errors
+def top_job(
+    all_projects: bool = typer.Option(False, "-A", "--all-projects", help="Every project."),
+    project: str = typer.Option(None, "-p", "--project", help="Project (default: current)."),
+) -> None:
+    """Running and pending workloads with GPUs allocated against requested, and where.
+
+    Example: ringleader top job -A
+    """
+    c = client()
+    filters = [] if all_projects else [f"projectName=={project or c.project or 'default'}"]
+    table = Table(
+        "NAME", "PROJECT", "STATUS", "GPUs Allocated (Requested)", "PODs Running (Requested)",
+        "NODES", "PENDING REASON", box=None,
+    )  # fmt: skip
+    active = ("Pending", "Initializing", "Running", "Degraded", "Unknown")
+    for w in c.list_workloads(filters, limit=500)["workloads"]:
+        if w["actualPhase"] not in active:
+            continue
+        table.add_row(
+            w["name"],
+            w["projectName"],
+            w["actualPhase"],
+            f"{w['allocatedGpus']:g} ({w['requestedGpus']:g})",
+            f"{w['runningPods']} ({w['requestedPods']})",
+            ", ".join(w["nodes"]) or "-",
+            w["pendingReason"] or "",
+        )
+    console.print(table)

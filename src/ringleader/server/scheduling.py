@@ -1,0 +1,238 @@
+"""Between the database and the pure scheduler: rows -> ``Snapshot``, and the
+request a workload's spec makes for each pod.
+
+Nomenclature:
+- *holding* workload: one whose pods hold resources: admitted and not yet
+  ended (Initializing, Running, Degraded, Unknown) or being stopped or
+  deleted (its pods run until the backend has cancelled them);
+- *waiting* workload: Pending with desired phase Running: what a cycle places.
+
+Invariants: pure functions of the rows they are given (no session work
+here besides the reads in ``load_snapshot``); a pod bound to a node that no
+longer exists is left out of the snapshot (its capacity is gone anyway),
+so a changed inventory never makes a cycle fail.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from ringleader import sched
+from ringleader.sched.model import UNMANAGED, Strategy
+from ringleader.server import models
+from ringleader.spec import Compute, Framework, WorkloadSpec, parse_quantity
+
+HOLDING = ("Initializing", "Running", "Degraded", "Unknown", "Stopping", "Deleting")
+POD_HOLDING = ("Pending", "Running", "Unknown")
+MB = 10**6
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One cycle's input and the rows it came from (detached, read-only)."""
+
+    snapshot: sched.Snapshot
+    waiting: dict[str, models.Workload]  # id -> Pending workload to place
+    nodes: dict[str, models.Node]
+    names: dict[str, str]  # workload id -> name, for the scheduler's texts
+
+    def readable(self, text: str) -> str:
+        """``text`` with workload ids (the scheduler's names for them) as names."""
+        for workload_id, name in self.names.items():
+            if workload_id in text:
+                text = text.replace(workload_id, f"'{name}'")
+        return text
+
+
+def priority(spec: WorkloadSpec) -> int:
+    """Run:ai's default: interactive (build) workloads 100, training 50."""
+    dist = spec.spec
+    if dist.priority_class:
+        return sched.PRIORITY_CLASSES[dist.priority_class]
+    return sched.BUILD if dist.interactive else sched.TRAIN
+
+
+def preemptible(spec: WorkloadSpec) -> bool | None:
+    """Explicit ``preemptibility`` wins; otherwise it follows the priority."""
+    value = spec.spec.preemptibility
+    return None if value is None else value == "preemptible"
+
+
+def pod_request(name: str, compute: Compute, *, gpus: bool = True) -> sched.PodRequest:
+    """What one pod asks the scheduler for (``gpus=False``: CPU and memory only)."""
+    devices = compute.gpu_devices_request or 0
+    portion = memory = None
+    if gpus and compute.gpu_request_type == "memory" and compute.gpu_memory_request:
+        devices, memory = max(devices, 1), parse_quantity(compute.gpu_memory_request)
+    elif gpus and compute.gpu_portion_request is not None and compute.gpu_portion_request < 1:
+        devices, portion = max(devices, 1), compute.gpu_portion_request
+    elif gpus and compute.gpu_portion_request is not None:  # a portion of 1 is a whole device
+        devices = max(devices, 1)
+    return sched.PodRequest(
+        name=name,
+        cpu_cores=compute.cpu_core_request or 0.0,
+        memory_bytes=parse_quantity(compute.cpu_memory_request)
+        if compute.cpu_memory_request
+        else 0,
+        gpu_devices=devices if gpus else 0,
+        gpu_portion=portion,
+        gpu_memory_bytes=memory,
+    )
+
+
+def pod_requests(spec: WorkloadSpec, name: str) -> list[sched.PodRequest]:
+    """Every pod's request, in ``pod_layout`` order.  An MPI launcher only runs
+    mpirun: it asks for GPUs only when it has its own master spec."""
+    master = spec.master()
+    own_master = not spec.master_spec_same_as_worker and spec.master_spec is not None
+    requests = []
+    for pod, role, _ in spec.pod_layout(name):
+        if role == "worker":
+            requests.append(pod_request(pod, spec.spec.compute))
+        else:
+            gpus = spec.framework != Framework.MPI or own_master
+            requests.append(pod_request(pod, master.compute, gpus=gpus))
+    return requests
+
+
+def to_sched_node(row: models.Node) -> sched.Node:
+    return sched.Node(
+        name=row.name,
+        cpu_cores=row.cpu_cores,
+        memory_bytes=row.memory_bytes,
+        gpus=tuple(sched.Gpu(int(g["index"]), int(g.get("memoryBytes") or 0)) for g in row.gpus),
+        pool=row.pool,
+        labels=dict(row.labels or {}),
+        ready=row.ready,
+    )
+
+
+def _quota(entry: dict[str, Any] | None, resource: str) -> sched.Quota:
+    """A project API quota as the scheduler's; CPU and memory are unmanaged
+    until given a deserved amount or a limit (as in Run:ai); memory is in MB."""
+    if not entry:
+        return UNMANAGED if resource != "gpu" else sched.Quota()
+    deserved, limit = entry.get("deserved") or 0.0, entry.get("limit")
+    weight = entry.get("overQuotaWeight", 1.0)
+    if resource != "gpu" and not deserved and limit is None:
+        return sched.Quota(deserved=None, over_quota_weight=weight)
+    scale = MB if resource == "memory" else 1
+    return sched.Quota(
+        deserved=deserved * scale,
+        limit=None if limit is None else limit * scale,
+        over_quota_weight=weight,
+    )
+
+
+ALL_UNMANAGED = sched.PoolQuota(gpu=UNMANAGED)
+
+
+def to_sched_project(row: models.Project, pools: Iterable[str]) -> sched.Project:
+    """A project with no resources set at all is not limited by quota (any
+    amount is in quota, so its work never needs to be preemptible): the
+    default project on a fresh server just runs.  Once quotas are set for a
+    pool, Run:ai's rules apply: GPUs not given deserve 0 there."""
+    if not row.resources:
+        return sched.Project(name=row.name, quotas=dict.fromkeys(pools, ALL_UNMANAGED))
+    quotas = {
+        str(item.get("nodePool") or sched.DEFAULT_POOL): sched.PoolQuota(
+            gpu=_quota(item.get("gpu"), "gpu"),
+            cpu=_quota(item.get("cpu"), "cpu"),
+            memory=_quota(item.get("memory"), "memory"),
+        )
+        for item in row.resources or []
+    }
+    return sched.Project(name=row.name, quotas=quotas)
+
+
+def bindings(pods: Iterable[models.Pod], nodes: dict[str, models.Node]) -> list[sched.PodBinding]:
+    """The bindings of pods that hold resources on nodes that still exist."""
+    out = []
+    for pod in pods:
+        if pod.phase not in POD_HOLDING or pod.node not in nodes:
+            continue
+        indices = {int(g["index"]) for g in nodes[pod.node].gpus}
+        shares = tuple(
+            sched.GpuShare(int(g["index"]), float(g.get("share", 1.0)), g.get("memoryBytes"))
+            for g in pod.gpus or []
+            if int(g["index"]) in indices
+        )
+        out.append(sched.PodBinding(pod.name, pod.node, shares))
+    return out
+
+
+def to_sched_workload(
+    row: models.Workload, project: str, nodes: dict[str, models.Node]
+) -> sched.Workload | None:
+    """The scheduler's view of a row; None for a holding workload with nothing bound."""
+    spec = WorkloadSpec.model_validate(row.spec)
+    requests = pod_requests(spec, row.name)
+    common = {
+        "id": row.id,
+        "project": project,
+        "priority": priority(spec),
+        "preemptible": preemptible(spec),
+        "submitted_at": row.created_at.timestamp(),
+        "node_pools": tuple(spec.spec.node_pools),
+    }
+    if row.phase == "Pending":
+        return sched.Workload(pods=tuple(requests), **common)
+    bound = bindings(row.pods, nodes)
+    if not bound:
+        return None
+    names = {b.pod for b in bound}  # list only the pods that run (see sched.Workload)
+    pods = tuple(r for r in requests if r.name in names)
+    if len(pods) != len(bound):
+        return None  # pod names no longer match the spec: nothing to account for
+    return sched.Workload(pods=pods, bindings=tuple(bound), **common)
+
+
+def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
+    """Read nodes, projects and the holding and waiting workloads in one session."""
+    nodes = {n.name: n for n in session.scalars(select(models.Node))}
+    projects = list(session.scalars(select(models.Project)))
+    project_names = {p.id: p.name for p in projects}
+    rows = session.scalars(
+        select(models.Workload)
+        .options(selectinload(models.Workload.pods), selectinload(models.Workload.project))
+        .where(
+            models.Workload.deleted_at.is_(None),
+            models.Workload.phase.in_((*HOLDING, "Pending")),
+        )
+    ).all()
+    workloads: list[sched.Workload] = []
+    waiting: dict[str, models.Workload] = {}
+    for row in rows:
+        if row.phase == "Pending" and row.desired_phase != "Running":
+            continue
+        workload = to_sched_workload(row, project_names[row.project_id], nodes)
+        if workload is None:
+            continue
+        workloads.append(workload)
+        if row.phase == "Pending":
+            waiting[row.id] = row
+    pools = sorted({n.pool for n in nodes.values()})
+    snapshot = sched.Snapshot(
+        nodes=tuple(to_sched_node(n) for n in nodes.values()),
+        projects=tuple(to_sched_project(p, pools) for p in projects),
+        workloads=tuple(workloads),
+        strategy=strategy,
+    )
+    return Loaded(snapshot, waiting, nodes, {row.id: row.name for row in rows})
+
+
+def gpu_json(shares: Sequence[sched.GpuShare]) -> list[dict[str, Any]]:
+    return [{"index": g.index, "share": g.share, "memoryBytes": g.memory_bytes} for g in shares]
+
+
+def allocated(pods: Iterable[models.Pod]) -> float:
+    """GPUs held by ``pods`` (fractions as fractions), for lists and ``top``."""
+    return math.fsum(
+        float(g.get("share", 1.0)) for p in pods if p.phase in POD_HOLDING for g in p.gpus or []
+    )

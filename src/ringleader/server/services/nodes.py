@@ -1,0 +1,99 @@
+"""Nodes with their allocation: what ``nodes list``, ``top node`` and the API show.
+
+Allocation is what the scheduler bound (requests, not measured use): the
+pods that hold resources on each node, their GPUs (fractions as fractions,
+per device), CPU cores and memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from ringleader.errors import NotFound
+from ringleader.server.models import Node, Workload
+from ringleader.server.scheduling import HOLDING, POD_HOLDING, pod_requests
+from ringleader.server.schemas import NodeGpuOut, NodeOut
+from ringleader.spec import WorkloadSpec
+
+
+def list_nodes(session: Session) -> list[NodeOut]:
+    nodes = list(session.scalars(select(Node).order_by(Node.pool, Node.name)))
+    usage = _usage(session)
+    return [_out(n, usage.get(n.name)) for n in nodes]
+
+
+def get_node(session: Session, name: str) -> NodeOut:
+    node = session.scalar(select(Node).where(Node.name == name)) if "\x00" not in name else None
+    if node is None:
+        raise NotFound("node", name)
+    return _out(node, _usage(session).get(name))
+
+
+class _Usage:
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.memory = 0
+        self.gpu_shares: dict[int, float] = defaultdict(float)
+        self.pods: list[str] = []
+
+
+def _usage(session: Session) -> dict[str, _Usage]:
+    rows = session.scalars(
+        select(Workload)
+        .options(selectinload(Workload.pods))
+        .where(Workload.deleted_at.is_(None), Workload.phase.in_(HOLDING))
+    )
+    usage: dict[str, _Usage] = defaultdict(_Usage)
+    for workload in rows:
+        requests = {
+            r.name: r
+            for r in pod_requests(WorkloadSpec.model_validate(workload.spec), workload.name)
+        }
+        for pod in workload.pods:
+            if pod.phase not in POD_HOLDING or not pod.node:
+                continue
+            node = usage[pod.node]
+            node.pods.append(pod.name)
+            request = requests.get(pod.name)
+            if request is not None:
+                node.cpu += request.cpu_cores
+                node.memory += request.memory_bytes
+            for gpu in pod.gpus or []:
+                node.gpu_shares[int(gpu["index"])] += float(gpu.get("share", 1.0))
+    return usage
+
+
+def _out(node: Node, usage: _Usage | None) -> NodeOut:
+    usage = usage or _Usage()
+    gpus = [
+        NodeGpuOut(
+            index=int(g["index"]),
+            memory_bytes=int(g.get("memoryBytes") or 0),
+            model=g.get("model"),
+            simulated=bool(g.get("simulated")) or node.kind == "simulated",
+            allocated=round(usage.gpu_shares.get(int(g["index"]), 0.0), 6),
+        )
+        for g in node.gpus
+    ]
+    return NodeOut(
+        name=node.name,
+        kind=node.kind,
+        simulated=node.kind == "simulated",
+        pool=node.pool,
+        address=node.address,
+        status="Ready" if node.ready else "NotReady",
+        message=node.message,
+        labels=node.labels or {},
+        cpu_cores=node.cpu_cores,
+        memory_bytes=node.memory_bytes,
+        gpus=gpus,
+        gpu_count=len(gpus),
+        allocated_gpus=round(math.fsum(g.allocated for g in gpus), 6),
+        allocated_cpu_cores=usage.cpu,
+        allocated_memory_bytes=usage.memory,
+        pods=sorted(usage.pods),
+    )

@@ -1,0 +1,125 @@
+"""Rows and specs as the scheduler sees them; node inventories; the pod env (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ringleader import sched
+from ringleader.errors import InvalidSpec
+from ringleader.server.inventory import inventory_file, simulated_nodes
+from ringleader.server.models import Project
+from ringleader.server.scheduling import pod_requests, preemptible, priority, to_sched_project
+from ringleader.spec import WorkloadSpec
+
+
+def spec(**fields: object) -> WorkloadSpec:
+    body = {"name": "w", "projectId": "p", "spec": {"command": "true", "numWorkers": 2, **fields}}
+    return WorkloadSpec.model_validate(body)
+
+
+def test_portion_memory_and_whole_gpu_requests() -> None:
+    half = pod_requests(spec(compute={"gpuPortionRequest": 0.5, "gpuRequestType": "portion"}), "w")
+    assert [(r.gpu_devices, r.gpu_portion) for r in half] == [(1, 0.5)] * 3
+    memory = pod_requests(spec(compute={"gpuRequestType": "memory", "gpuMemoryRequest": "4G"}), "w")
+    assert {(r.gpu_devices, r.gpu_memory_bytes) for r in memory} == {(1, 4 * 10**9)}
+    whole = pod_requests(spec(compute={"gpuDevicesRequest": 2, "cpuCoreRequest": 1.5,
+                                       "cpuMemoryRequest": "1Gi"}), "w")  # fmt: skip
+    assert [(r.name, r.gpu_devices, r.gpu_portion, r.cpu_cores, r.memory_bytes) for r in whole] == [
+        ("w-master-0", 2, None, 1.5, 2**30),
+        ("w-worker-0", 2, None, 1.5, 2**30),
+        ("w-worker-1", 2, None, 1.5, 2**30),
+    ]
+
+
+def test_an_mpi_launcher_asks_for_no_gpu_unless_it_has_its_own_spec() -> None:
+    mpi = spec(distributedFramework="MPI", compute={"gpuDevicesRequest": 1})
+    assert [(r.name, r.gpu_devices) for r in pod_requests(mpi, "w")] == [
+        ("w-launcher", 0), ("w-worker-0", 1), ("w-worker-1", 1)
+    ]  # fmt: skip
+
+
+def test_priority_and_preemptibility_follow_run_ai_defaults() -> None:
+    assert (priority(spec()), preemptible(spec())) == (sched.TRAIN, None)
+    assert priority(spec(interactive=True)) == sched.BUILD  # non-preemptible by default
+    assert priority(spec(priorityClass="inference")) == sched.INFERENCE
+    assert preemptible(spec(preemptibility="non-preemptible")) is False
+
+
+def test_project_quotas_map_to_the_scheduler_and_no_quota_means_unlimited() -> None:
+    free = to_sched_project(Project(name="default", resources=[]), ["default", "a100"])
+    assert free.quota("a100").gpu.deserved is None  # any amount is in quota
+    team = Project(
+        name="team-a",
+        resources=[{"nodePool": "default", "gpu": {"deserved": 2, "limit": 4, "overQuotaWeight": 3},
+                    "cpu": {"deserved": 0, "limit": None}, "memory": {"deserved": 1000}}],
+    )  # fmt: skip
+    quota = to_sched_project(team, ["default"]).quota("default")
+    assert (quota.gpu.deserved, quota.gpu.limit, quota.gpu.over_quota_weight) == (2, 4, 3)
+    assert quota.cpu.deserved is None  # CPU quota off until set
+    assert quota.memory.deserved == 1000 * 10**6  # the API's memory is in MB
+    assert to_sched_project(team, ["default"]).quota("other").gpu.deserved == 0
+
+
+def test_simulated_node_groups() -> None:
+    nodes = simulated_nodes("2x8gpu, 1x4gpu:40G@l4")
+    assert [(n.name, n.pool, len(n.gpus)) for n in nodes] == [
+        ("sim-0", "default", 8), ("sim-1", "default", 8), ("sim-2", "l4", 4)
+    ]  # fmt: skip
+    assert nodes[2].gpus[0]["memoryBytes"] == 40 * 10**9 and nodes[0].kind == "simulated"
+    for bad in ("4x8", "0x8gpu", "x8gpu", "2x8gpu:lots"):
+        with pytest.raises(InvalidSpec, match="--simulate-nodes"):
+            simulated_nodes(bad)
+
+
+def test_a_yaml_inventory_names_the_line_of_a_bad_node(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "- name: big-1\n  gpus: 8\n  gpuMemory: 80G\n  pool: a100\n  labels: {rack: r1}\n"
+    )
+    (node,) = inventory_file(good)
+    assert (node.name, node.pool, len(node.gpus), node.labels) == (
+        "big-1",
+        "a100",
+        8,
+        {"rack": "r1"},
+    )
+    cases = {
+        "nodes:\n  - name: a\n  - name: B\n": ":3",  # a bad name, on line 3
+        "- name: a\n- name: b\n  colour: red\n": ":2",  # an unknown field
+        "- name: a\n  gpus: [1\n": ":",  # not YAML
+        "- name: a\n- name: a\n": "twice",
+    }
+    for text, where in cases.items():
+        path = tmp_path / "bad.yaml"
+        path.write_text(text)
+        with pytest.raises(InvalidSpec) as caught:
+            inventory_file(path)
+        assert where in str(caught.value) and str(path) in str(caught.value), text
+
+
+def test_pods_get_whole_cores_of_their_own_or_none() -> None:
+    from ringleader.server.backends.pod_env import assign_cores
+
+    wanted = {"a": 2.5, "b": 0.5, "c": 1, "d": 2}
+    assert assign_cores(wanted, (0, 1, 2, 3), frozenset({1})) == {"a": (0, 2), "c": (3,)}
+
+
+def test_a_rank_is_pinned_to_its_cores_where_the_os_allows() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from ringleader.launch.agent import pin
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+        assert pin(child.pid, str(mine[-1]))
+        assert os.sched_getaffinity(child.pid) == {mine[-1]}
+        assert not pin(child.pid, "9999")  # no such core here: left as it was
+        assert os.sched_getaffinity(child.pid) == {mine[-1]}
+    finally:
+        child.kill()
+        child.wait()
