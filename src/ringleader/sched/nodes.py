@@ -30,7 +30,7 @@ RankKey = tuple[float, float, float, str]
 class NodeState:
     """A node's free row and its devices' used shares, as they change."""
 
-    __slots__ = ("capacity", "free", "gpus", "name", "pool", "ready", "used")
+    __slots__ = ("capacity", "device_memory", "free", "gpus", "name", "pool", "ready", "used")
 
     def __init__(self, node: Node) -> None:
         self.name = node.name
@@ -41,6 +41,9 @@ class NodeState:
         count = float(len(self.gpus))
         self.free: list[float] = [*self.capacity, count, count]
         self.used: list[float] = [0.0] * len(self.gpus)
+        sizes = {g.memory_bytes for g in self.gpus}
+        # The size of every device when all have one size, else None.
+        self.device_memory: int | None = sizes.pop() if len(sizes) == 1 else None
 
 
 class NodeOrder:
@@ -64,16 +67,18 @@ class NodeOrder:
 
     def update(self, node: NodeState) -> None:
         """Move ``node`` to where its free row now puts it."""
-        old, new = self._keys[node.name], self._key(node)
+        name = node.name
+        old, new = self._keys[name], self._key(node)
         if old == new:
             return
-        self._move(old, new)
-        self._journal.record(lambda: self._move(new, old))
-        self._journal.set(self._keys, node.name, new)
+        self._move(name, old, new)
+        self._journal.record(lambda: self._move(name, new, old))
 
-    def _move(self, old: RankKey, new: RankKey) -> None:
+    def _move(self, name: str, old: RankKey, new: RankKey) -> None:
+        """Re-sort one node from ``old`` to ``new`` (its key, kept in step)."""
         del self._sorted[bisect_left(self._sorted, old)]
         insort(self._sorted, new)
+        self._keys[name] = new
 
     def best_first(self, share: float) -> Iterator[NodeState]:
         """Nodes with at least ``share`` of GPU free, best first (stop early)."""

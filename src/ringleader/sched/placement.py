@@ -29,19 +29,39 @@ from ringleader.sched.model import GpuShare, Node, PodBinding, PodRequest, Strat
 from ringleader.sched.nodes import CPU, EPS, MEMORY, SHARE, WHOLE, NodeOrder, NodeState
 
 
-@dataclass(frozen=True)
 class Grant:
-    node: NodeState
-    pod: PodRequest
-    devices: tuple[tuple[int, float], ...] = ()  # (device position, share)
+    """What one pod holds on one node.  Never changed once made; a plain
+    slotted class rather than a frozen dataclass because trials make and
+    read them by the thousand, and ``gpus`` is summed once, not per read."""
 
-    @property
-    def gpus(self) -> float:
-        return sum(share for _, share in self.devices)
+    __slots__ = ("devices", "gpus", "node", "pod")
 
-    def binding(self) -> PodBinding:
+    def __init__(
+        self, node: NodeState, pod: PodRequest, devices: tuple[tuple[int, float], ...] = ()
+    ) -> None:
+        self.node = node
+        self.pod = pod
+        self.devices = devices  # (device position, share)
+        self.gpus: float = sum(share for _, share in devices)
+
+    def binding(
+        self, cache: dict[tuple[int, float, int | None], GpuShare] | None = None
+    ) -> PodBinding:
+        """The pod's binding; equal ``GpuShare`` values come from ``cache`` when
+        given (they are frozen, and thousands of pods hold the same few)."""
         memory = self.pod.gpu_memory_bytes
-        shares = tuple(GpuShare(self.node.gpus[p].index, s, memory) for p, s in self.devices)
+        gpus = self.node.gpus
+        if cache is None:
+            shares = tuple(GpuShare(gpus[p].index, s, memory) for p, s in self.devices)
+        else:
+            found = []
+            for p, s in self.devices:
+                key = (gpus[p].index, s, memory)
+                share = cache.get(key)
+                if share is None:
+                    share = cache[key] = GpuShare(*key)
+                found.append(share)
+            shares = tuple(found)
         return PodBinding(self.pod.name, self.node.name, shares)
 
 
@@ -62,7 +82,9 @@ class Cluster:
         # Reasons worked out for the current state (shortage.explain), keyed by
         # request and reset whenever the journal's version moves on.
         self.explanations: dict[tuple[object, ...], str] = {}
-        self.explained_at: tuple[int, int] | None = None
+        self.explained_at: int | None = None
+        # GpuShare values handed out in bindings this cycle (see Grant.binding).
+        self.shares: dict[tuple[int, float, int | None], GpuShare] = {}
         self._ready = {pool: [n for n in nodes if n.ready] for pool, nodes in self.pools.items()}
         self.orders = {
             pool: NodeOrder(nodes, strategy, journal) for pool, nodes in self._ready.items()
@@ -92,19 +114,25 @@ class Cluster:
         self._change(grant, -1)
 
     def _change(self, grant: Grant, sign: int) -> None:
+        # Rows are saved whole (one journal entry each) and then changed in
+        # place, with the same arithmetic, in the same order, as ever.
         node, journal = grant.node, self.journal
         delta = [-sign * grant.pod.cpu_cores, -sign * float(grant.pod.memory_bytes), 0.0, 0.0]
-        for pos, share in grant.devices:
-            before = node.used[pos]
-            after = before + sign * share
-            journal.set(node.used, pos, after)
-            delta[SHARE] -= sign * share
-            delta[WHOLE] += (after <= EPS) - (before <= EPS)
-        rows = [node.free, self.pool_free[node.pool]] if node.ready else [node.free]
+        if grant.devices:
+            used = node.used
+            journal.save(used)
+            for pos, share in grant.devices:
+                before = used[pos]
+                after = before + sign * share
+                used[pos] = after
+                delta[SHARE] -= sign * share
+                delta[WHOLE] += (after <= EPS) - (before <= EPS)
+        rows = (node.free, self.pool_free[node.pool]) if node.ready else (node.free,)
         for row in rows:
+            journal.save(row)
             for i, change in enumerate(delta):
                 if change:
-                    journal.set(row, i, row[i] + change)
+                    row[i] = row[i] + change
         if node.ready:
             self.orders[node.pool].update(node)
 
@@ -119,19 +147,25 @@ class Shortfall:
 
 
 def place_gang(
-    cluster: Cluster, pool: str, pods: Sequence[PodRequest], strategy: Strategy
+    cluster: Cluster,
+    pool: str,
+    pods: Sequence[PodRequest],
+    strategy: Strategy,
+    order: Sequence[int] | None = None,
 ) -> list[Grant] | Shortfall:
     """Grants for every pod in ``pods``, taken in ``cluster``, or where it stopped.
 
-    Pods are placed largest first (first-fit decreasing), each on the best
-    node for ``strategy``.  On a shortfall the grants already taken stay
-    taken, so the caller can explain it from the state the gang left before
-    rolling the journal back.
+    Pods are placed largest first (first-fit decreasing, ``fill_order``;
+    a caller that placed this gang before passes the order it got), each on
+    the best node for ``strategy``.  On a shortfall the grants already taken
+    stay taken, so the caller can explain it from the state the gang left
+    before rolling the journal back.
     """
     largest = cluster.max_device_memory(pool)
     if not cluster.ready(pool) or pool_lacks(cluster.pool_free[pool], pods, largest):
         return Shortfall(None, 0)
-    order = sorted(range(len(pods)), key=lambda i: (pod_size(pods[i]), -i), reverse=True)
+    if order is None:
+        order = fill_order(pods)
     grants: list[Grant | None] = [None] * len(pods)
     for placed, i in enumerate(order):
         grant = best_grant(cluster.orders[pool], pods[i], largest, strategy)
@@ -140,6 +174,12 @@ def place_gang(
         cluster.take(grant)
         grants[i] = grant
     return [g for g in grants if g is not None]
+
+
+def fill_order(pods: Sequence[PodRequest]) -> list[int]:
+    """Positions of ``pods``, largest first; equal pods keep their order, so a
+    gang of one shape is taken in its own order."""
+    return sorted(range(len(pods)), key=lambda i: (pod_size(pods[i]), -i), reverse=True)
 
 
 def gang_needs(pods: Sequence[PodRequest], largest_device_memory: int) -> list[float]:
@@ -158,7 +198,12 @@ def gang_needs(pods: Sequence[PodRequest], largest_device_memory: int) -> list[f
 
 def pool_lacks(free: Sequence[float], pods: Sequence[PodRequest], device_memory: int) -> bool:
     need = gang_needs(pods, device_memory)
-    return any(need[i] > free[i] + EPS for i in range(4))
+    return (
+        need[0] > free[0] + EPS
+        or need[1] > free[1] + EPS
+        or need[2] > free[2] + EPS
+        or need[3] > free[3] + EPS
+    )
 
 
 def pod_size(pod: PodRequest) -> tuple[float, ...]:
@@ -201,6 +246,21 @@ def devices_for(
     if not pod.fractional:
         free = [pos for pos, used in enumerate(node.used) if used <= EPS]
         return tuple((pos, 1.0) for pos in free[:wanted]) if len(free) >= wanted else None
+    if pod.gpu_portion is not None or node.device_memory is not None:
+        # One share for every device of the node: a portion, or memory over
+        # the one device size; the same test and order as below, in fewer steps.
+        share = pod.gpu_portion
+        if share is None:
+            share = device_share(pod, node.device_memory or 0)
+        limit = 1 + EPS
+        if strategy == "binpack":
+            fits = [(-used, pos) for pos, used in enumerate(node.used) if used + share <= limit]
+        else:
+            fits = [(used, pos) for pos, used in enumerate(node.used) if used + share <= limit]
+        if len(fits) < wanted:
+            return None
+        fits.sort()
+        return tuple((pos, share) for _, pos in fits[:wanted])
     room = []
     for pos, (gpu, used) in enumerate(zip(node.gpus, node.used, strict=True)):
         share = device_share(pod, gpu.memory_bytes)

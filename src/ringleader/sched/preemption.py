@@ -71,10 +71,45 @@ def choose_victims(
     state.rollback(mark)
     if not found:
         return None
+    return _fewest(state, chosen, fits)
+
+
+def _fewest(
+    state: CycleState, chosen: list[Candidate], fits: Callable[[], bool]
+) -> list[Candidate]:
+    """Drop each candidate, oldest first, that ``fits()`` can do without.
+
+    Each trial is ``fits()`` after releasing the others in ``chosen`` order
+    from the state as it was, exactly as if done afresh, but the released
+    prefix before the candidate is kept between trials (each release with
+    the mark before it) and only rolled back as far as the next trial needs.
+    Candidates come in giving-up order, newest first, and are dropped oldest
+    first, so the next candidate is mostly the one just before the last:
+    each trial costs a release or two, not all of ``chosen`` again.
+    """
+    base = state.mark()
+    released: list[tuple[Candidate, int]] = []  # a prefix of chosen, with marks
     for candidate in sorted(chosen, key=lambda c: (c.workload.submitted_at, c.workload.id)):
-        fewer = [c for c in chosen if c is not candidate]
-        if fewer and _fits_without(state, fewer, fits):
-            chosen = fewer
+        if len(chosen) < 2:
+            break  # the last one left is never dropped
+        at = next(i for i, c in enumerate(chosen) if c is candidate)
+        keep = 0
+        while keep < min(at, len(released)) and released[keep][0] is chosen[keep]:
+            keep += 1
+        if keep < len(released):
+            state.rollback(released[keep][1])
+            del released[keep:]
+        for other in chosen[keep:at]:
+            released.append((other, state.mark()))
+            state.release(other.workload)
+        trial = state.mark()
+        for other in chosen[at + 1 :]:
+            state.release(other.workload)
+        dropped = fits()
+        state.rollback(trial)
+        if dropped:
+            chosen = [c for c in chosen if c is not candidate]
+    state.rollback(base)
     return chosen
 
 

@@ -22,8 +22,9 @@ only through the journal, so trials are undone exactly.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from ringleader.sched.journal import Journal
 from ringleader.sched.model import (
@@ -45,10 +46,41 @@ def add(a: Sequence[float], b: Sequence[float]) -> Amounts:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
-@dataclass(frozen=True)
 class QuotaMiss:
-    cause: PendingCause
-    reason: str
+    """Why a request does not fit a quota or limit.
+
+    The words are put together only when read: most misses are superseded
+    by a later pass's (or only counted), so a cycle that checks quotas tens
+    of thousands of times words only the few reasons a user will see.
+    ``reason`` is a string, or a function and the figures it needs, taken
+    when the miss was found (usage changes afterwards).
+    """
+
+    __slots__ = ("_args", "_reason", "cause")
+
+    def __init__(self, cause: PendingCause, reason: str | Callable[..., str], *args: Any) -> None:
+        self.cause = cause
+        self._reason = reason
+        self._args = args
+
+    @property
+    def reason(self) -> str:
+        if not isinstance(self._reason, str):
+            self._reason = self._reason(*self._args)
+            self._args = ()
+        return self._reason
+
+    def __repr__(self) -> str:
+        return f"QuotaMiss({self.cause!r}, {self.reason!r})"
+
+
+class _Terms(NamedTuple):
+    """A project's quota terms in one pool, as the checks read them."""
+
+    deserved: Amounts  # unmanaged: infinite
+    limits: Amounts | None  # None: no limit on any resource
+    department: str | None
+    caps: tuple[float | None, float | None, float | None] | None  # None: no cap at all
 
 
 class QuotaBook:
@@ -63,6 +95,30 @@ class QuotaBook:
         self.usage: dict[tuple[str, str], list[float]] = {}
         self.department_usage: dict[tuple[str, str], list[float]] = {}
         self.fair: dict[tuple[str, str], Amounts] = {}
+        # Per (project, pool), read off the frozen projects once: the checks
+        # below run for every trial of every workload.
+        self._terms: dict[tuple[str, str], _Terms] = {}
+
+    def _terms_of(self, project: str, pool: str) -> _Terms:
+        terms = self._terms.get((project, pool))
+        if terms is None:
+            owner = self.projects[project]
+            quota = owner.quota(pool)
+            gpu, cpu, memory = quota.gpu, quota.cpu, quota.memory
+            deserved = (_or_inf(gpu.deserved), _or_inf(cpu.deserved), _or_inf(memory.deserved))
+            limits = (_or_inf(gpu.limit), _or_inf(cpu.limit), _or_inf(memory.limit))
+            caps = None
+            if owner.department is not None:
+                of = self.departments[owner.department].limit(pool)
+                caps = (of.gpu, of.cpu, of.memory)
+            terms = _Terms(
+                deserved,
+                None if all(math.isinf(x) for x in limits) else limits,
+                owner.department,
+                None if caps is None or caps == (None, None, None) else caps,
+            )
+            self._terms[project, pool] = terms
+        return terms
 
     def used(self, project: str, pool: str) -> Amounts:
         row = self.usage.get((project, pool))
@@ -75,38 +131,42 @@ class QuotaBook:
         if department is not None:
             rows.append(self.department_usage.setdefault((department, pool), [0.0, 0.0, 0.0]))
         for row in rows:
+            self.journal.save(row)
             for i, value in enumerate(amounts):
                 if value:
-                    self.journal.set(row, i, row[i] + sign * value)
+                    row[i] = row[i] + sign * value
 
     def deserved(self, project: str, pool: str, resource: Resource) -> float:
-        value = self.projects[project].quota(pool).of(resource).deserved
-        return INF if value is None else value
+        """Deserved quota of one resource; unmanaged is infinite."""
+        return self._terms_of(project, pool).deserved[RESOURCES.index(resource)]
 
     def limit(self, project: str, pool: str, resource: Resource) -> float:
-        value = self.projects[project].quota(pool).of(resource).limit
-        return INF if value is None else value
+        """The project's limit of one resource; none is infinite."""
+        limits = self._terms_of(project, pool).limits
+        return INF if limits is None else limits[RESOURCES.index(resource)]
 
     def limit_miss(self, project: str, pool: str, request: Amounts) -> QuotaMiss | None:
         """The first project or department limit the request would pass."""
-        used = self.used(project, pool)
-        for i, resource in enumerate(RESOURCES):
-            limit = self.limit(project, pool, resource)
-            if request[i] and used[i] + request[i] > limit + EPS:
-                return QuotaMiss(
-                    "limit", _at_limit(f"project {project}", resource, used[i], limit, request[i])
-                )
-        department = self.projects[project].department
-        if department is None:
+        terms = self._terms_of(project, pool)
+        limits = terms.limits
+        if limits is not None:  # (no limit at all: nothing to pass)
+            used = self.usage.get((project, pool)) or ZERO
+            for i in range(3):
+                limit, wanted = limits[i], request[i]
+                if wanted and used[i] + wanted > limit + EPS:
+                    owner, resource = f"project {project}", RESOURCES[i]
+                    return QuotaMiss("limit", _at_limit, owner, resource, used[i], limit, wanted)
+        caps = terms.caps
+        if caps is None:  # no department, or one without caps here
             return None
-        caps = self.departments[department].limit(pool)
-        row = self.department_usage.get((department, pool), [0.0, 0.0, 0.0])
-        for i, resource in enumerate(RESOURCES):
-            cap = caps.of(resource)
-            if cap is not None and request[i] and row[i] + request[i] > cap + EPS:
+        department = terms.department
+        row = self.department_usage.get((department, pool)) or ZERO
+        for i in range(3):
+            cap, wanted = caps[i], request[i]
+            if cap is not None and wanted and row[i] + wanted > cap + EPS:
+                owner, resource = f"department {department}", RESOURCES[i]
                 return QuotaMiss(
-                    "department-limit",
-                    _at_limit(f"department {department}", resource, row[i], cap, request[i]),
+                    "department-limit", _at_limit, owner, resource, row[i], cap, wanted
                 )
         return None
 
@@ -115,29 +175,42 @@ class QuotaBook:
 
     def deserved_miss(self, project: str, pool: str, request: Amounts) -> QuotaMiss | None:
         """Why the request is not in quota (what non-preemptible work must be)."""
-        used = self.used(project, pool)
-        for i, resource in enumerate(RESOURCES):
-            deserved = self.deserved(project, pool, resource)
-            if request[i] and used[i] + request[i] > deserved + EPS:
-                return QuotaMiss(
-                    "quota",
-                    f"non-preemptible work must fit in deserved quota: project {project} "
-                    f"would use {amount(resource, used[i] + request[i])} of its "
-                    f"{amount(resource, deserved)} deserved {UNITS[resource]} in pool {pool}",
-                )
+        used = self.usage.get((project, pool)) or ZERO
+        row = self._terms_of(project, pool).deserved
+        for i in range(3):
+            deserved, wanted = row[i], request[i]
+            if wanted and used[i] + wanted > deserved + EPS:
+                total, resource = used[i] + wanted, RESOURCES[i]
+                return QuotaMiss("quota", _over_deserved, project, pool, resource, total, deserved)
         return None
 
     def within_fair_share(self, project: str, pool: str, request: Amounts) -> bool:
-        used, fair = self.used(project, pool), self.fair_share(project, pool)
+        used = self.usage.get((project, pool)) or ZERO
+        fair = self.fair.get((project, pool), ZERO)
         return all(not request[i] or used[i] + request[i] <= fair[i] + EPS for i in range(3))
 
     def above_fair_share(self, project: str, pool: str, request: Amounts) -> bool:
         """Holds more than its fair share of a resource ``request`` asks for."""
-        used, fair = self.used(project, pool), self.fair_share(project, pool)
+        used = self.usage.get((project, pool)) or ZERO
+        fair = self.fair.get((project, pool), ZERO)
         return any(request[i] and used[i] > fair[i] + EPS for i in range(3))
 
     def fair_share(self, project: str, pool: str) -> Amounts:
         return self.fair.get((project, pool), ZERO)
+
+
+def _over_deserved(
+    project: str, pool: str, resource: Resource, wanted: float, deserved: float
+) -> str:
+    return (
+        f"non-preemptible work must fit in deserved quota: project {project} "
+        f"would use {amount(resource, wanted)} of its "
+        f"{amount(resource, deserved)} deserved {UNITS[resource]} in pool {pool}"
+    )
+
+
+def _or_inf(value: float | None) -> float:
+    return INF if value is None else value
 
 
 def _at_limit(owner: str, resource: Resource, used: float, limit: float, wanted: float) -> str:

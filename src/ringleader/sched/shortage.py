@@ -122,10 +122,10 @@ def _shortage(nodes: Sequence[NodeState], pod: PodRequest) -> tuple[str, str]:
             continue
         figure = number if i == CPU else size
         need = counted(wanted, "CPU core") if i == CPU else f"{size(wanted)} of memory"
-        biggest = max(nodes, key=lambda n: n.capacity[i])
+        biggest = _first_max(nodes, [n.capacity[i] for n in nodes])
         if biggest.capacity[i] + EPS < wanted:
             return need, f"the largest node has {figure(biggest.capacity[i])} ({biggest.name})"
-        best = max(nodes, key=lambda n: n.free[i])
+        best = _first_max(nodes, [n.free[i] for n in nodes])
         if best.free[i] + EPS < wanted:
             return need, _most_free(figure(best.free[i]), best.name, best.free[i])
     needs = [_gpu_need(pod)] if pod.gpu_devices else []
@@ -142,37 +142,59 @@ def _most_free(figure: str, node: str, value: float) -> str:
     return f"the most free on any node is {figure} ({node})"
 
 
+def _first_max(nodes: Sequence[NodeState], values: list[float]) -> NodeState:
+    """The first node with the largest value, as ``max(nodes, key=...)`` picks
+    it, from the values listed in one pass (a walk over every node of a big
+    pool, so without a call per node)."""
+    return nodes[values.index(max(values))]
+
+
 def _gpu_offer(nodes: Sequence[NodeState], pod: PodRequest) -> str:
     """The best GPU offer when it falls short of the pod's need, else ''."""
-    largest = max(nodes, key=lambda n: len(n.gpus))
+    largest = _first_max(nodes, [len(n.gpus) for n in nodes])
     if len(largest.gpus) < pod.gpu_devices:
         if not largest.gpus:
             return "no node in the pool has GPUs"
         return f"the largest node has {len(largest.gpus)} ({largest.name})"
     if not pod.fractional:
-        best = max(nodes, key=lambda n: n.free[WHOLE])
+        best = _first_max(nodes, [n.free[WHOLE] for n in nodes])
         count = int(best.free[WHOLE])
         return "" if count >= pod.gpu_devices else _most_free(str(count), best.name, count)
-    rooms = [(_devices_with_room(n, pod), n) for n in nodes]
-    count, best = max(rooms, key=lambda r: r[0])
+    counts = [_devices_with_room(n, pod) for n in nodes]
+    count = max(counts)
+    best = nodes[counts.index(count)]
     if count >= pod.gpu_devices:
         return ""
     if pod.gpu_devices > 1:
         return f"the most GPUs with room for it on any node is {count} ({best.name})"
-    by_memory = pod.gpu_memory_bytes is not None
-    share, memory, name, index = max(
-        (
-            (1.0 - used, (1.0 - used) * g.memory_bytes, n.name, g.index)
+    # The device with the most free (memory, or share): the first of the
+    # largest in node and device order, found in one flat list of figures.
+    if pod.gpu_memory_bytes is not None:
+        figures = [
+            (1.0 - used) * g.memory_bytes
             for n in nodes
             for g, used in zip(n.gpus, n.used, strict=True)
-        ),
-        key=lambda f: f[1] if by_memory else f[0],
-    )
-    if by_memory:
-        return f"the most free GPU memory on any device is {size(memory)} ({name} GPU {index})"
-    return f"the largest free share of any GPU is {number(share)} ({name} GPU {index})"
+        ]
+    else:
+        figures = [1.0 - used for n in nodes for used in n.used]
+    at = figures.index(max(figures))
+    for n in nodes:
+        if at < len(n.gpus):
+            break
+        at -= len(n.gpus)
+    used, g = n.used[at], n.gpus[at]
+    if pod.gpu_memory_bytes is not None:
+        memory = (1.0 - used) * g.memory_bytes
+        return f"the most free GPU memory on any device is {size(memory)} ({n.name} GPU {g.index})"
+    return f"the largest free share of any GPU is {number(1.0 - used)} ({n.name} GPU {g.index})"
 
 
 def _devices_with_room(node: NodeState, pod: PodRequest) -> int:
+    if pod.gpu_portion is not None or node.device_memory is not None:
+        share = pod.gpu_portion
+        if share is None:
+            share = device_share(pod, node.device_memory or 0)
+        limit = 1 + EPS
+        return sum(used + share <= limit for used in node.used)
     pairs = zip(node.gpus, node.used, strict=True)
     return sum(used + device_share(pod, g.memory_bytes) <= 1 + EPS for g, used in pairs)

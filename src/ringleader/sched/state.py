@@ -10,7 +10,8 @@ Nomenclature:
   and the exact share is checked again once the device is known.
 
 Invariants: ``hold`` and ``release`` are the only ways usage changes, and
-both go through the journal, so ``mark``/``rollback`` undo trials exactly.
+both go through the journal, so ``mark``/``rollback`` undo trials exactly;
+``settle`` forgets what can no longer be undone, only when no trial is open.
 Running workloads are taken in workload-id order so float sums do not
 depend on the order of the snapshot.
 """
@@ -42,6 +43,7 @@ class CycleState:
                 self.hold(
                     workload, [self.cluster.grant_of(b, pods[b.pod]) for b in workload.bindings]
                 )
+        self.settle()
 
     def pools_for(self, workload: Workload) -> tuple[str, ...]:
         return workload.node_pools or tuple(self.all_pools)
@@ -49,12 +51,20 @@ class CycleState:
     def mark(self) -> int:
         return self.journal.mark()
 
+    def settle(self) -> None:
+        """What is held now is final: the journal forgets how it got here
+        (``Journal.forget``; only between trials, with no mark held)."""
+        self.journal.forget()
+
     def rollback(self, mark: int) -> None:
         self.journal.rollback(mark)
 
-    def hold(self, workload: Workload, grants: Sequence[Grant]) -> None:
+    def hold(self, workload: Workload, grants: Sequence[Grant], taken: bool = False) -> None:
+        """Give ``grants`` to the workload; ``taken``: they are already taken in
+        the cluster (a trial kept as it was), so only the books change."""
         for grant in grants:
-            self.cluster.take(grant)
+            if not taken:
+                self.cluster.take(grant)
             self.book.change(workload.project, grant.node.pool, grant_amounts(grant), +1)
         self.journal.set(self.holdings, workload.id, self.holdings[workload.id] + tuple(grants))
 
