@@ -148,7 +148,11 @@ def test_nodes_list_and_top_show_simulated_nodes_and_allocation(tmp_path: Any) -
         )  # fmt: skip
         assert submit.returncode == 0, submit.stderr
         deadline = time.monotonic() + 60
-        while "Running" not in (top := server.cli("top", "job", "-p", "team-a")).stdout:
+        while True:
+            top = server.cli("top", "job", "-p", "team-a")
+            rows = [line.split()[:3] for line in top.stdout.splitlines()]
+            if ["frac", "team-a", "Running"] in rows:
+                break
             assert time.monotonic() < deadline, top.stdout + top.stderr
             time.sleep(0.2)
         assert "0.5 (0.5)" in top.stdout and "sim-0" in top.stdout, top.stdout
@@ -164,6 +168,16 @@ def test_nodes_list_and_top_show_simulated_nodes_and_allocation(tmp_path: Any) -
         assert "0:0.5" in node_top.stdout and "0.5/4" in node_top.stdout, node_top.stdout
         described = server.cli("describe", "frac", "-p", "team-a")
         assert "0 (0.25)" in described.stdout and "GPUs: 0.5 allocated" in described.stdout
+        huge = server.cli("submit-dist", "pytorch", "huge", "--workers", "1", "-g", "5",
+                          "-p", "team-a", "--", "true")  # fmt: skip
+        assert huge.returncode == 0, huge.stderr
+        deadline = time.monotonic() + 30
+        while (
+            "would pass its GPU limit" not in (listed := server.cli("list", "-p", "team-a")).stdout
+        ):
+            assert time.monotonic() < deadline, listed.stdout + listed.stderr
+            time.sleep(0.2)
+        assert "PENDING REASON" in listed.stdout
     finally:
         server.kill()
         from tests.server.conftest import stop_workloads

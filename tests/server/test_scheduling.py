@@ -123,3 +123,13 @@ def test_a_rank_is_pinned_to_its_cores_where_the_os_allows() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_pods_gpu_share_is_its_portion_or_its_memory_over_the_device() -> None:
+    from ringleader.runtime.dist import gpu_share
+
+    assert gpu_share({}, 80 * 10**9) is None  # a whole device: no cap
+    assert gpu_share({"RINGLEADER_GPU_FRACTION": "0.25"}, 80 * 10**9) == 0.25
+    memory = {"RINGLEADER_GPU_MEMORY_BYTES": str(20 * 10**9), "RINGLEADER_GPU_FRACTION": "0.5"}
+    assert gpu_share(memory, 80 * 10**9) == 0.25  # memory wins, over this device's size
+    assert gpu_share({"RINGLEADER_GPU_MEMORY_BYTES": str(10**12)}, 80 * 10**9) == 1.0

@@ -254,8 +254,12 @@ def list_workloads(
         "PODs Running (Pending)",
         box=None,
     )
-    for w in c.list_workloads(filters, limit=500)["workloads"]:
-        table.add_row(
+    rows = c.list_workloads(filters, limit=500)["workloads"]
+    reasons = any(w.get("pendingReason") for w in rows)
+    if reasons:  # why the scheduler left some Pending, after Run:ai's columns
+        table.add_column("PENDING REASON", overflow="fold")
+    for w in rows:
+        cells = [
             w["name"],
             f"[{_phase_style(w['actualPhase'])}]{w['actualPhase']}[/]",
             age(w["createdAt"]),
@@ -266,7 +270,8 @@ def list_workloads(
             w["createdBy"] or "-",
             f"{w['allocatedGpus']:g} ({w['requestedGpus']:g})",
             f"{w['runningPods']} ({w['pendingPods']})",
-        )
+        ]
+        table.add_row(*cells, *([w.get("pendingReason") or ""] if reasons else []))
     console.print(table)
 
 

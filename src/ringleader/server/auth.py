@@ -87,16 +87,19 @@ def issue_token(session: Session, client_id: str, client_secret: str, ttl_s: int
 
 
 def user_for_token(session: Session, token: str) -> User:
-    row = session.scalar(select(Token).where(Token.token_hash == token_digest(token)))
+    """The token's user, in one query (every API call makes it)."""
+    row = session.execute(
+        select(User, Token.expires_at)
+        .join(Token, Token.user_id == User.id)
+        .where(Token.token_hash == token_digest(token))
+    ).first()
     if row is None:
         raise Unauthorized("invalid token")
-    if row.expires_at <= utcnow():
+    user, expires_at = row
+    if expires_at <= utcnow():
         raise Unauthorized(
             "token expired; get a new one with `ringleader token` or POST /api/v1/token"
         )
-    user = session.get(User, row.user_id)
-    if user is None:
-        raise Unauthorized("invalid token")
     return user
 
 

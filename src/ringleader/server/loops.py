@@ -43,6 +43,7 @@ POLLED = ("Initializing", "Running", "Degraded", "Unknown")
 ACTED_ON = ("Pending", "Resuming", "Stopping", "Deleting", *POLLED)
 LINGER = ("Completed", "Failed")  # ended, but some pods may still run (cleanPodPolicy None)
 MIN_TICK_GAP_S = 0.05
+RESCHEDULE_S = 2.0  # a cycle with nothing changed in the workloads, at most this often
 PREEMPTABLE_PHASES = ("Initializing", "Running", "Degraded", "Unknown")
 _POD_PHASE = {
     "Succeeded": "Succeeded",
@@ -67,6 +68,8 @@ class Loops:
         self.runs_dir = runs_dir
         self.interval_s = interval_s
         self.strategy = strategy
+        self._scheduled_over: frozenset[tuple[str, str]] = frozenset()
+        self._scheduled_at = 0.0
         self.wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -97,9 +100,9 @@ class Loops:
 
     # ----- one pass --------------------------------------------------------
     def tick(self) -> None:
-        lingering = (
-            select(Pod.id).where(Pod.workload_id == Workload.id, Pod.phase == "Running").exists()
-        )
+        # From the pods' phase index: scanning every ended workload for a running
+        # pod each tick cost tens of ms (and GIL) once thousands had ended.
+        lingering = Workload.id.in_(select(Pod.workload_id).where(Pod.phase == "Running"))
         with self.readers() as s:
             workloads = s.scalars(
                 select(Workload)
@@ -112,7 +115,14 @@ class Loops:
                     ),
                 )
             ).all()
-        if any(w.phase == "Pending" and w.desired_phase == "Running" for w in workloads):
+        waiting = any(w.phase == "Pending" and w.desired_phase == "Running" for w in workloads)
+        # A cycle over the same workloads in the same phases decides the same, so run
+        # one when something changed, else only every RESCHEDULE_S (quotas, nodes).
+        seen = frozenset((w.id, w.phase) for w in workloads)
+        if waiting and (
+            seen != self._scheduled_over or time.monotonic() - self._scheduled_at >= RESCHEDULE_S
+        ):
+            self._scheduled_over, self._scheduled_at = seen, time.monotonic()
             self.schedule()
         for w in workloads:  # detached copies: what the rows held when read
             if w.phase == "Pending":

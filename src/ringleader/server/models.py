@@ -224,7 +224,8 @@ class Workload(Base):
 
 class Pod(Base):
     __tablename__ = "pods"
-    __table_args__ = (UniqueConstraint("workload_id", "name"),)
+    # phase: the loops look up the running pods of ended workloads (migration 0004).
+    __table_args__ = (UniqueConstraint("workload_id", "name"), Index("ix_pods_phase", "phase"))
 
     id: Mapped[str] = _id_column()
     workload_id: Mapped[str] = mapped_column(ForeignKey("workloads.id", ondelete="CASCADE"))

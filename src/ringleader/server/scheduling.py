@@ -167,19 +167,49 @@ def bindings(pods: Iterable[models.Pod], nodes: dict[str, models.Node]) -> list[
     return out
 
 
+@dataclass(frozen=True)
+class Asks:
+    """What a workload's spec asks the scheduler for (a spec never changes)."""
+
+    requests: tuple[sched.PodRequest, ...]
+    priority: int
+    preemptible: bool | None
+    node_pools: tuple[str, ...]
+
+
+_ASKS: dict[str, Asks] = {}  # workload id -> Asks: parsing 10k specs per cycle is not free
+_ASKS_MAX = 100_000
+
+
+def asks(row: models.Workload) -> Asks:
+    found = _ASKS.get(row.id)
+    if found is None:
+        spec = WorkloadSpec.model_validate(row.spec)
+        found = Asks(
+            tuple(pod_requests(spec, row.name)),
+            priority(spec),
+            preemptible(spec),
+            tuple(spec.spec.node_pools),
+        )
+        if len(_ASKS) >= _ASKS_MAX:
+            _ASKS.clear()
+        _ASKS[row.id] = found
+    return found
+
+
 def to_sched_workload(
     row: models.Workload, project: str, nodes: dict[str, models.Node]
 ) -> sched.Workload | None:
     """The scheduler's view of a row; None for a holding workload with nothing bound."""
-    spec = WorkloadSpec.model_validate(row.spec)
-    requests = pod_requests(spec, row.name)
+    ask = asks(row)
+    requests = ask.requests
     common = {
         "id": row.id,
         "project": project,
-        "priority": priority(spec),
-        "preemptible": preemptible(spec),
+        "priority": ask.priority,
+        "preemptible": ask.preemptible,
         "submitted_at": row.created_at.timestamp(),
-        "node_pools": tuple(spec.spec.node_pools),
+        "node_pools": ask.node_pools,
     }
     if row.phase == "Pending":
         return sched.Workload(pods=tuple(requests), **common)

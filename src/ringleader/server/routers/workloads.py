@@ -10,6 +10,7 @@ from datetime import datetime
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ringleader.errors import InvalidSpec
@@ -64,7 +65,14 @@ def submit(
     workload = svc.submit(
         s, user, body, container_runtime=request.app.state.backend.capabilities.container_images
     )
-    s.commit()
+    try:
+        s.commit()
+    except IntegrityError:
+        s.rollback()
+        conflict = svc.name_taken(s, workload)
+        if conflict is not None:
+            raise conflict from None
+        raise
     request.app.state.loops.wake.set()
     return _accepted(workload)
 
