@@ -1038,7 +1038,14 @@ def serve(mode: str, port: int) -> None:
         Loops.start = lambda self: None  # type: ignore[method-assign]
     else:
         app.default_backend = HeldBackend  # type: ignore[assignment]
-    server(host="127.0.0.1", port=port, data_dir=None)
+    server(
+        host="127.0.0.1",
+        port=port,
+        data_dir=None,
+        simulate_nodes=None,
+        nodes_file=None,
+        placement="binpack",
+    )
 
 
 # ----- main -----------------------------------------------------------------------------------
