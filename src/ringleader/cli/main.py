@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from ringleader import __version__
-from ringleader.cli import auth, distributed, server, top, workloads
+from ringleader.cli import auth, cluster, distributed, server, top, workloads
 from ringleader.cli import exec as exec_cmd
 from ringleader.cli import launch as launch_cmd
 
@@ -48,6 +48,8 @@ app.command("bash")(exec_cmd.bash)
 app.add_typer(distributed.app, name="distributed")
 app.add_typer(top.nodes_app, name="nodes")
 app.add_typer(top.top_app, name="top")
+app.command("ssh-setup")(cluster.ssh_setup)
+app.command("hostfile")(cluster.hostfile)
 
 
 @app.command("version")

@@ -1,0 +1,1 @@
+"""Cluster operations: passwordless SSH set-up, and (next) doctor, sync, install, netbench."""
