@@ -69,6 +69,12 @@ class Unauthorized(RingleaderError):
     exit_code = 6
 
 
+class Forbidden(RingleaderError):
+    """Authenticated, but not allowed (e.g. quotas are set by admins only)."""
+
+    exit_code = 6
+
+
 class QuotaExceeded(RingleaderError):
     """The request would exceed a project's or department's limit."""
 

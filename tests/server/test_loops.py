@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from ringleader.server import auth, inventory
@@ -26,6 +27,7 @@ class SteadyBackend:
 
     def __init__(self) -> None:
         self.requests: list[BackendRequest] = []
+        self.cancelled: list[str] = []
         self.polls = 0
 
     def submit(self, request: BackendRequest) -> str:
@@ -41,25 +43,14 @@ class SteadyBackend:
         return BackendStatus("Running", pods=pods)
 
     def cancel(self, handle: str) -> None:
-        return None
+        self.cancelled.append(handle)
 
     def logs(self, handle: str, pod: str | None = None, tail: int | None = None) -> Any:
         return iter(())
 
 
 def test_steady_polls_write_nothing_and_bindings_reach_the_backend(tmp_path: Path) -> None:
-    url = default_database_url(tmp_path)
-    upgrade(url)
-    database = open_database(url)
-    with database.writer() as s, s.begin():
-        auth.bootstrap(s, tmp_path / "credentials.json", "http://x")
-        inventory.sync_nodes(s, inventory.simulated_nodes("1x2gpu"))
-        admin = s.scalar(select(User).where(User.name == "admin"))
-        body = {"name": "w", "projectId": "default",
-                "spec": {"command": "true", "numWorkers": 1, "compute": {"gpuDevicesRequest": 1}}}  # fmt: skip
-        workload_id = svc.submit(s, admin, WorkloadSpec.model_validate(body)).id
-    backend = SteadyBackend()
-    loops = Loops(database, backend, tmp_path / "runs")  # type: ignore[arg-type]
+    database, workload_id, backend, loops = _world(tmp_path, compute={"gpuDevicesRequest": 1})
     try:
         loops.tick()  # places it
         loops.tick()  # Running, pods Running
@@ -82,5 +73,80 @@ def test_steady_polls_write_nothing_and_bindings_reach_the_backend(tmp_path: Pat
             loops.tick()
         assert backend.polls == polls + 5
         assert state() == before  # nothing written: same stamp, same events
+    finally:
+        database.dispose()
+
+
+def _world(tmp_path: Path, **spec: Any) -> tuple[Any, str, SteadyBackend, Loops]:
+    """A migrated database with one simulated 2-GPU node, one submitted workload
+    ``w`` (its spec: ``spec``), a SteadyBackend and loops over them."""
+    url = default_database_url(tmp_path)
+    upgrade(url)
+    database = open_database(url)
+    with database.writer() as s, s.begin():
+        auth.bootstrap(s, tmp_path / "credentials.json", "http://x")
+        inventory.sync_nodes(s, inventory.simulated_nodes("1x2gpu"))
+        admin = s.scalar(select(User).where(User.name == "admin"))
+        body = {"name": "w", "projectId": "default",
+                "spec": {"command": "true", "numWorkers": 1, **spec}}  # fmt: skip
+        workload_id = svc.submit(s, admin, WorkloadSpec.model_validate(body)).id
+    backend = SteadyBackend()
+    return database, workload_id, backend, Loops(database, backend, tmp_path / "runs")  # type: ignore[arg-type]
+
+
+def test_a_workload_deleted_after_the_snapshot_is_not_started(tmp_path: Path) -> None:
+    from ringleader import sched
+    from ringleader.server.scheduling import load_snapshot
+
+    database, workload_id, backend, loops = _world(tmp_path)
+    try:
+        with database.reader() as s:
+            loaded = load_snapshot(s)
+        (placement,) = sched.schedule(loaded.snapshot).placements
+        with database.writer() as s, s.begin():  # the user deletes it meanwhile
+            svc.request_delete(s, s.get(Workload, workload_id))
+        loops._start(loaded.waiting[workload_id], placement, loaded.nodes)
+        assert backend.requests == []  # nothing started
+        with database.reader() as s:
+            assert s.get(Workload, workload_id).phase == "Deleting"
+    finally:
+        database.dispose()
+
+
+def test_a_start_that_cannot_be_recorded_is_cancelled(tmp_path: Path) -> None:
+    database, workload_id, backend, loops = _world(tmp_path)
+    real_act = loops._act
+    calls = []
+
+    def failing_record(workload: str, change: Any) -> None:
+        calls.append(change.__name__)
+        if change.__name__ == "record":
+            raise RuntimeError("database went away")
+        real_act(workload, change)
+
+    loops._act = failing_record  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RuntimeError, match="went away"):
+            loops.tick()
+        assert calls == ["claim", "record"]
+        assert backend.cancelled == [f"steady:{workload_id}"]  # no process left unowned
+    finally:
+        database.dispose()
+
+
+def test_one_unreadable_workload_does_not_stop_the_others_being_placed(tmp_path: Path) -> None:
+    database, good, backend, loops = _world(tmp_path)
+    try:
+        with database.writer() as s, s.begin():
+            bad = s.get(Workload, good)
+            clone = Workload(
+                name="old", project_id=bad.project_id, framework=bad.framework,
+                spec={**bad.spec, "name": "old", "spec": {**bad.spec["spec"],
+                      "priorityClass": "from-before-the-check"}},
+                phase="Pending", desired_phase="Running",
+            )  # fmt: skip
+            s.add(clone)
+        loops.tick()
+        assert [r.workload_id for r in backend.requests] == [good]
     finally:
         database.dispose()

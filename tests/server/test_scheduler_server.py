@@ -224,3 +224,33 @@ def test_this_machine_is_the_node_and_without_gpus_it_has_marked_stand_ins(api: 
         assert node["gpuCount"] == 8 and all(g["simulated"] for g in node["gpus"])
         assert "simulated GPUs stand in" in node["message"]
     assert api.get("/api/v1/nodes/nope").status_code == 404
+
+
+def test_only_admins_set_quotas_and_others_see_no_foreign_pods_on_nodes(sim_api: API) -> None:
+    from ringleader.server.auth import create_access_key
+    from ringleader.server.models import User
+
+    wid = submitted(sim_api.submit("admins", SHOW_ENV, compute={"gpuDevicesRequest": 1}))
+    sim_api.wait_phase(wid, {"Running"})
+    with sim_api.client.app.state.sessions() as s, s.begin():
+        bob = User(name="bob", is_admin=False)
+        s.add(bob)
+        s.flush()
+        key = create_access_key(s, bob)
+    token = sim_api.client.post(
+        "/api/v1/token",
+        json={"grantType": "client_credentials", "clientID": key.client_id,
+              "clientSecret": key.client_secret},
+    ).json()["accessToken"]  # fmt: skip
+    bob_headers = {"Authorization": f"Bearer {token}"}
+    body = {"name": "bobs", "resources": [{"nodePool": "default", "gpu": {"deserved": 4}}]}
+    made = sim_api.client.post("/api/v1/org-unit/projects", json=body, headers=bob_headers)
+    assert made.status_code == 403 and "admin" in made.json()["message"]
+    put = sim_api.client.put(
+        "/api/v1/org-unit/projects/default", json={"resources": []}, headers=bob_headers
+    )
+    assert put.status_code in (403, 404)  # not his project, and not an admin
+    (node,) = sim_api.client.get("/api/v1/nodes", headers=bob_headers).json()
+    assert node["allocatedGpus"] == 2.0 and node["pods"] == []  # amounts yes, names no
+    (mine,) = sim_api.get("/api/v1/nodes").json()
+    assert sorted(mine["pods"]) == ["admins-master-0", "admins-worker-0"]

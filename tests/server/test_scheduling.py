@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from ringleader import sched
 from ringleader.errors import InvalidSpec
 from ringleader.server.inventory import inventory_file, simulated_nodes
-from ringleader.server.models import Project
+from ringleader.server.models import Project, Workload
 from ringleader.server.scheduling import pod_requests, preemptible, priority, to_sched_project
 from ringleader.spec import WorkloadSpec
 
@@ -133,3 +134,54 @@ def test_a_pods_gpu_share_is_its_portion_or_its_memory_over_the_device() -> None
     memory = {"RINGLEADER_GPU_MEMORY_BYTES": str(20 * 10**9), "RINGLEADER_GPU_FRACTION": "0.5"}
     assert gpu_share(memory, 80 * 10**9) == 0.25  # memory wins, over this device's size
     assert gpu_share({"RINGLEADER_GPU_MEMORY_BYTES": str(10**12)}, 80 * 10**9) == 1.0
+
+
+def test_a_gpu_memory_request_alone_asks_for_device_memory() -> None:
+    (pod, *_) = pod_requests(spec(compute={"gpuMemoryRequest": "20G"}), "w")
+    assert (pod.gpu_devices, pod.gpu_memory_bytes, pod.gpu_portion) == (1, 20 * 10**9, None)
+
+
+def test_inventory_field_errors_name_the_field(tmp_path: Path) -> None:
+    for text, field in (
+        ("- name: a\n  gpus: eight\n", "gpus"),
+        ("- name: a\n  gpus: 2.9\n", "gpus"),
+        ("- name: a\n  memory: 0G\n", "memory"),
+        ("- name: a\n  pool: Bad Pool!\n", "pool"),
+    ):
+        path = tmp_path / "nodes.yaml"
+        path.write_text(text)
+        with pytest.raises(InvalidSpec, match=f"node a: {field}"):
+            inventory_file(path)
+
+
+def rows(phase: str, pod_phases: list[str]) -> Workload:
+    from ringleader.server.models import Pod
+
+    w = Workload(
+        id="w1",
+        name="w",
+        project_id="p",
+        phase=phase,
+        spec=spec(compute={"gpuDevicesRequest": 1}).model_dump(mode="json", by_alias=True),
+        framework="PyTorch",
+        created_at=datetime.now(timezone.utc),
+    )
+    names = ["w-master-0", "w-worker-0", "w-worker-1"]
+    w.pods = [
+        Pod(name=n, role="worker", index=i, node="sim-0", phase=ph, gpus=[{"index": i}])
+        for i, (n, ph) in enumerate(zip(names, pod_phases, strict=True))
+    ]
+    return w
+
+
+def test_a_gang_being_restarted_keeps_its_gpus_and_lingering_pods_keep_theirs() -> None:
+    from ringleader.server.models import Node
+    from ringleader.server.scheduling import to_sched_workload
+
+    nodes = {"sim-0": Node(name="sim-0", gpus=[{"index": i} for i in range(4)])}
+    restarting = to_sched_workload(rows("Running", ["Failed", "Stopped", "Pending"]), "p", nodes)
+    assert restarting is not None and len(restarting.bindings) == 3  # none of them is free
+    lingering = to_sched_workload(rows("Completed", ["Succeeded", "Running", "Failed"]), "p", nodes)
+    assert lingering is not None and [b.pod for b in lingering.bindings] == ["w-worker-0"]
+    assert lingering.preemptible is False  # done: what still runs is not preempted
+    assert to_sched_workload(rows("Stopped", ["Stopped"] * 3), "p", nodes) is None

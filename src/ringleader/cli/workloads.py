@@ -280,7 +280,7 @@ def gpu_text(gpus: list[dict]) -> str:
     parts = []
     for g in gpus:
         if g.get("memoryBytes"):
-            parts.append(f"{g['index']} ({g['memoryBytes'] / 2**30:.3g}G)")
+            parts.append(f"{g['index']} ({g['memoryBytes'] / 10**9:.3g}G)")
         elif g.get("share", 1) < 1:
             parts.append(f"{g['index']} ({g['share']:g})")
         else:

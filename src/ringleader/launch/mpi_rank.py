@@ -22,8 +22,9 @@ import sys
 import threading
 import time
 
-from ringleader.launch.agent import forward_lines
+from ringleader.launch.agent import forward_lines, pin
 from ringleader.launch.plan import RANK_ENV
+from ringleader.runtime.env import CPU_AFFINITY
 
 EXIT_MARKER = "RINGLEADER-RANK-EXIT "
 _OMPI_TO_TORCH = {
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m ringleader.launch.mpi_rank -- COMMAND...", file=sys.stderr)
         return 2
     env = rank_environment(dict(os.environ))
+    pin(os.getpid(), env.get(CPU_AFFINITY, ""))  # its binding, over mpirun's own; inherited
     try:
         child = subprocess.Popen(
             argv,

@@ -95,9 +95,13 @@ def _pick_backend_and_device(
     # Under the scheduler each pod sees only the devices bound to it (its own
     # CUDA_VISIBLE_DEVICES), so "a GPU per local rank" is per pod, not per machine.
     own_devices = POD_GPUS in os.environ
+    # A fraction means other ranks may sit on the same device, which NCCL refuses
+    # ("Duplicate GPU detected"): fractional gangs talk over gloo.
+    shared = bool(os.environ.get(GPU_FRACTION) or os.environ.get(GPU_MEMORY_BYTES))
     if backend is None:
-        backend = "nccl" if count > 0 and (own_devices or local_world <= count) else "gloo"
-    if backend == "nccl" and count > 0:
+        fits = own_devices or local_world <= count
+        backend = "nccl" if count > 0 and fits and not shared else "gloo"
+    if count > 0 and (backend == "nccl" or shared):  # shared: gloo, the model on its share
         index = local_rank % count
         torch.cuda.set_device(index)
         return backend, torch.device("cuda", index)

@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from ringleader import __version__
 from ringleader.errors import (
     Conflict,
+    Forbidden,
     InvalidSpec,
     NotFound,
     QuotaExceeded,
@@ -46,6 +47,7 @@ _STATUS: list[tuple[type[RingleaderError], int]] = [
     (Conflict, 409),
     (IllegalTransition, 409),
     (Unauthorized, 401),
+    (Forbidden, 403),
     (InvalidSpec, 422),
     (QuotaExceeded, 422),
 ]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Unauthorized
@@ -73,13 +73,22 @@ def create_access_key(session: Session, user: User) -> IssuedKey:
     return key
 
 
-def issue_token(session: Session, client_id: str, client_secret: str, ttl_s: int) -> IssuedToken:
-    """Trade an access key for a bearer token (Run:ai's client_credentials grant)."""
+def check_access_key(session: Session, client_id: str, client_secret: str) -> AccessKey:
+    """The access key these credentials name, or Unauthorized.
+
+    Slow on purpose (PBKDF2): call it on a reader session, so that guessing
+    secrets never holds the write lock.
+    """
     key = session.scalar(select(AccessKey).where(AccessKey.client_id == client_id))
     if key is None or not verify_secret(client_secret, key.secret_hash):
         raise Unauthorized("invalid clientID or clientSecret")
+    return key
+
+
+def record_token(session: Session, key: AccessKey, ttl_s: int) -> IssuedToken:
+    """A new bearer token for ``key``'s user (stored hashed); the key's last use."""
     now = utcnow()
-    key.last_used_at = now
+    session.execute(update(AccessKey).where(AccessKey.id == key.id).values(last_used_at=now))
     token = secrets.token_urlsafe(32)
     expires = now + timedelta(seconds=ttl_s)
     session.add(Token(user_id=key.user_id, token_hash=token_digest(token), expires_at=expires))

@@ -137,15 +137,13 @@ def _node_from(item: Any, where: str) -> NodeDecl:
     name = item.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name):
         raise InvalidSpec("name: lower-case letters, digits, - and . (e.g. gpu-node-1)", where)
-    try:
-        gpus = int(item.get("gpus", 0))
-        cpu = float(item.get("cpu", max(1, gpus) * SIMULATED_CPU_PER_GPU))
-        memory = _bytes(item.get("memory"), max(1, gpus) * SIMULATED_MEMORY_PER_GPU)
-        gpu_memory = _bytes(item.get("gpuMemory"), SIMULATED_GPU_MEMORY)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSpec(f"node {name}: {exc}", where) from None
-    if gpus < 0 or cpu <= 0 or memory <= 0 or gpu_memory <= 0:
-        raise InvalidSpec(f"node {name}: gpus >= 0, cpu, memory and gpuMemory > 0", where)
+    gpus = _field(item, "gpus", 0, _count, name, where)
+    cpu = _field(item, "cpu", max(1, gpus) * SIMULATED_CPU_PER_GPU, _positive, name, where)
+    memory = _field(item, "memory", max(1, gpus) * SIMULATED_MEMORY_PER_GPU, _bytes, name, where)
+    gpu_memory = _field(item, "gpuMemory", SIMULATED_GPU_MEMORY, _bytes, name, where)
+    pool = str(item.get("pool") or DEFAULT_POOL)
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", pool):
+        raise InvalidSpec(f"node {name}: pool: lower-case letters, digits and - (e.g. a100)", where)
     labels = item.get("labels") or {}
     if not isinstance(labels, dict):
         raise InvalidSpec(f"node {name}: labels is a mapping", where)
@@ -155,17 +153,39 @@ def _node_from(item: Any, where: str) -> NodeDecl:
         cpu_cores=cpu,
         memory_bytes=memory,
         gpus=tuple({"index": i, "memoryBytes": gpu_memory} for i in range(gpus)),
-        pool=str(item.get("pool") or DEFAULT_POOL),
+        pool=pool,
         labels={str(k): str(v) for k, v in labels.items()},
     )
 
 
-def _bytes(value: Any, default: int) -> int:
-    if value is None:
+def _field(item: dict[str, Any], key: str, default: Any, parse: Any, node: str, where: str) -> Any:
+    """``item[key]`` parsed, or ``default``; a bad value names the node and field."""
+    if key not in item:
         return default
-    if isinstance(value, (int, float)):
-        return int(value)
-    return parse_quantity(str(value))
+    try:
+        return parse(item[key])
+    except (TypeError, ValueError) as exc:
+        raise InvalidSpec(f"node {node}: {key}: {exc}", where) from None
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{value!r} is not a whole number >= 0")
+    return value
+
+
+def _positive(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{value!r} is not a number > 0")
+    return float(value)
+
+
+def _bytes(value: Any) -> int:
+    """Bytes from a number or a quantity (``80G``, ``24Gi``); must be > 0."""
+    amount = _positive(value) if isinstance(value, (int, float)) else parse_quantity(str(value))
+    if amount <= 0:
+        raise ValueError(f"{value!r} is not an amount > 0")
+    return int(amount)
 
 
 def local_node(name: str, stand_in_gpus: int = STAND_IN_GPUS) -> NodeDecl:

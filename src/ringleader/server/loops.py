@@ -136,6 +136,8 @@ class Loops:
                     self.backend.cancel(w.handle)
                 self._finish_stop(w.id, w.phase)
             elif w.phase == "Resuming":
+                if w.handle:  # pods left running by the last run (cleanPodPolicy None)
+                    self.backend.cancel(w.handle)
                 self._act(w.id, lambda s, w: phases.transition(s, w, "Pending", reason="Resumed"))
 
     def _act(self, workload_id: str, change: Callable[[Session, Workload], object]) -> None:
@@ -157,11 +159,13 @@ class Loops:
             return
         decisions = sched.schedule(loaded.snapshot)
         for preemption in decisions.preemptions:
-            self._preempt(preemption.workload, loaded.readable(preemption.reason))
+            if self._still_waiting(preemption.for_workload):  # not deleted since the snapshot
+                self._preempt(preemption.workload, loaded.readable(preemption.reason))
         for placement in decisions.placements:
             row = loaded.waiting.get(placement.workload)
             if row is not None:
                 self._start(row, placement, loaded.nodes)
+        notes = {}
         for pending in decisions.pending:
             row = loaded.waiting.get(pending.workload)
             reason = loaded.readable(pending.reason)
@@ -169,7 +173,29 @@ class Loops:
                 "Unschedulable",
                 reason,
             ):
-                self._act(row.id, lambda s, w, r=reason: _note_pending(s, w, r))
+                notes[row.id] = reason
+        if notes:
+            self._note_pending(notes)
+
+    def _note_pending(self, reasons: dict[str, str]) -> None:
+        """Why the scheduler left these Pending, in one write. The reason is kept
+        current (its counts change); an event marks only the first time."""
+        with self.sessions() as s, s.begin():
+            for w in s.scalars(select(Workload).where(Workload.id.in_(list(reasons)))):
+                if w.phase != "Pending":
+                    continue
+                if w.phase_reason != "Unschedulable":
+                    phases.record_event(
+                        s, w, "Unschedulable", reason="Unschedulable", message=reasons[w.id]
+                    )
+                w.phase_reason, w.phase_message = "Unschedulable", reasons[w.id]
+
+    def _still_waiting(self, workload_id: str) -> bool:
+        with self.readers() as s:
+            row = s.execute(
+                select(Workload.phase, Workload.desired_phase).where(Workload.id == workload_id)
+            ).first()
+        return row is not None and tuple(row) == ("Pending", "Running")
 
     def _preempt(self, workload_id: str, reason: str) -> None:
         with self.readers() as s:
@@ -210,6 +236,37 @@ class Loops:
             attempt_offset=w.attempt,
             placements=bound,
         )
+        claimed: list[bool] = []
+
+        def claim(s: Session, w: Workload) -> None:
+            """Bind the pods and leave Pending before anything starts, in one write:
+            a workload deleted or suspended since the snapshot is not started."""
+            if w.phase != "Pending" or w.desired_phase != "Running":
+                return
+            for pod in w.pods:  # a resumed or preempted workload's pods start over
+                if pod.phase in phases.POD_ENDED:
+                    phases.restart_pod(s, pod, attempt=w.attempt, reason="Rescheduled")
+            pods = {p.name: p for p in w.pods}
+            for name, role, index in spec.pod_layout(w.name):
+                pod = pods.get(name)
+                if pod is None:
+                    pod = Pod(workload_id=w.id, name=name, role=role, index=index, ranks=[])
+                    s.add(pod)
+                where = bound.get(name)
+                pod.node = where.node if where else ""
+                pod.gpus = gpu_json(where.gpus) if where else []
+            phases.transition(
+                s,
+                w,
+                "Initializing",
+                reason="Scheduled",
+                message=f"placed on {_where(bound)}; started by {self.backend.name}",
+            )
+            claimed.append(True)
+
+        self._act(w.id, claim)
+        if not claimed:
+            return
         Path(request.run_dir).mkdir(parents=True, exist_ok=True)
         try:
             handle = self.backend.submit(request)
@@ -224,30 +281,15 @@ class Loops:
             return
 
         def record(s: Session, w: Workload) -> None:
+            # Whatever the user did meanwhile (delete, suspend) the next tick does
+            # with this handle: the pods that just started are found and stopped.
             w.handle = handle
-            for pod in w.pods:  # a resumed or preempted workload's pods start over
-                if pod.phase in phases.POD_ENDED:
-                    phases.restart_pod(s, pod, attempt=w.attempt, reason="Rescheduled")
-            pods = {p.name: p for p in w.pods}
-            for name, role, index in spec.pod_layout(w.name):
-                pod = pods.get(name)
-                if pod is None:
-                    pod = Pod(workload_id=w.id, name=name, role=role, index=index, ranks=[])
-                    s.add(pod)
-                where = bound.get(name)
-                pod.node = where.node if where else ""
-                pod.gpus = gpu_json(where.gpus) if where else []
-            if w.phase == "Pending":
-                phases.transition(
-                    s,
-                    w,
-                    "Initializing",
-                    reason="Scheduled",
-                    message=f"placed on {_where(bound)}; started by {self.backend.name}",
-                )
-            # else deleted or suspended meanwhile: the next tick cancels it
 
-        self._act(w.id, record)
+        try:
+            self._act(w.id, record)
+        except Exception:  # started but not recorded: nothing could ever stop it
+            self.backend.cancel(handle)
+            raise
 
     def _apply_status(self, workload_id: str, status: BackendStatus) -> None:
         def apply(s: Session, w: Workload) -> None:
@@ -311,14 +353,6 @@ def status_changes(workload: Workload, status: BackendStatus) -> bool:
         ):
             return True
     return False
-
-
-def _note_pending(s: Session, w: Workload, reason: str) -> None:
-    """Record why the scheduler left ``w`` Pending (an event only when it changes)."""
-    if w.phase != "Pending" or (w.phase_reason, w.phase_message) == ("Unschedulable", reason):
-        return
-    w.phase_reason, w.phase_message = "Unschedulable", reason
-    phases.record_event(s, w, "Unschedulable", reason="Unschedulable", message=reason)
 
 
 def _where(bound: dict[str, PodPlacement]) -> str:

@@ -4,7 +4,11 @@ request a workload's spec makes for each pod.
 Nomenclature:
 - *holding* workload: one whose pods hold resources: admitted and not yet
   ended (Initializing, Running, Degraded, Unknown) or being stopped or
-  deleted (its pods run until the backend has cancelled them);
+  deleted (its pods run until the backend has cancelled them).  Every pod of
+  it with a node holds its binding, whatever the pod's phase: a gang that
+  the backend is restarting shows Failed pods for a moment and restarts on
+  the same devices.  An ended (Completed/Failed) workload still holds what
+  its Running pods have (cleanPodPolicy None), and is never preempted;
 - *waiting* workload: Pending with desired phase Running: what a cycle places.
 
 Invariants: pure functions of the rows they are given (no session work
@@ -15,7 +19,9 @@ so a changed inventory never makes a cycle fail.
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +35,10 @@ from ringleader.server import models
 from ringleader.spec import Compute, Framework, WorkloadSpec, parse_quantity
 
 HOLDING = ("Initializing", "Running", "Degraded", "Unknown", "Stopping", "Deleting")
-POD_HOLDING = ("Pending", "Running", "Unknown")
+LINGERING = ("Completed", "Failed")  # ended, but cleanPodPolicy None may leave pods running
 MB = 10**6
+log = logging.getLogger("ringleader.server.scheduling")
+_ID = re.compile(rf"\b[0-9a-f]{{{models.ID_LENGTH}}}\b")
 
 
 @dataclass(frozen=True)
@@ -44,10 +52,7 @@ class Loaded:
 
     def readable(self, text: str) -> str:
         """``text`` with workload ids (the scheduler's names for them) as names."""
-        for workload_id, name in self.names.items():
-            if workload_id in text:
-                text = text.replace(workload_id, f"'{name}'")
-        return text
+        return _ID.sub(lambda m: f"'{self.names[m[0]]}'" if m[0] in self.names else m[0], text)
 
 
 def priority(spec: WorkloadSpec) -> int:
@@ -68,7 +73,10 @@ def pod_request(name: str, compute: Compute, *, gpus: bool = True) -> sched.PodR
     """What one pod asks the scheduler for (``gpus=False``: CPU and memory only)."""
     devices = compute.gpu_devices_request or 0
     portion = memory = None
-    if gpus and compute.gpu_request_type == "memory" and compute.gpu_memory_request:
+    by_memory = compute.gpu_request_type == "memory" or (
+        compute.gpu_request_type is None and compute.gpu_portion_request is None
+    )  # a gpuMemoryRequest alone is a memory request
+    if gpus and by_memory and compute.gpu_memory_request:
         devices, memory = max(devices, 1), parse_quantity(compute.gpu_memory_request)
     elif gpus and compute.gpu_portion_request is not None and compute.gpu_portion_request < 1:
         devices, portion = max(devices, 1), compute.gpu_portion_request
@@ -151,11 +159,20 @@ def to_sched_project(row: models.Project, pools: Iterable[str]) -> sched.Project
     return sched.Project(name=row.name, quotas=quotas)
 
 
-def bindings(pods: Iterable[models.Pod], nodes: dict[str, models.Node]) -> list[sched.PodBinding]:
-    """The bindings of pods that hold resources on nodes that still exist."""
+def holds(workload: models.Workload, pod: models.Pod) -> bool:
+    """Whether ``pod`` holds its binding now (see the module doc)."""
+    if not pod.node:
+        return False
+    if workload.phase in HOLDING:
+        return True
+    return workload.phase in LINGERING and pod.phase == "Running"
+
+
+def bindings(workload: models.Workload, nodes: dict[str, models.Node]) -> list[sched.PodBinding]:
+    """The bindings its pods hold, on nodes that still exist."""
     out = []
-    for pod in pods:
-        if pod.phase not in POD_HOLDING or pod.node not in nodes:
+    for pod in workload.pods:
+        if not holds(workload, pod) or pod.node not in nodes:
             continue
         indices = {int(g["index"]) for g in nodes[pod.node].gpus}
         shares = tuple(
@@ -213,9 +230,11 @@ def to_sched_workload(
     }
     if row.phase == "Pending":
         return sched.Workload(pods=tuple(requests), **common)
-    bound = bindings(row.pods, nodes)
+    bound = bindings(row, nodes)
     if not bound:
         return None
+    if row.phase in LINGERING:  # done: what still runs is not the scheduler's to stop
+        common["preemptible"] = False
     names = {b.pod for b in bound}  # list only the pods that run (see sched.Workload)
     pods = tuple(r for r in requests if r.name in names)
     if len(pods) != len(bound):
@@ -228,12 +247,14 @@ def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
     nodes = {n.name: n for n in session.scalars(select(models.Node))}
     projects = list(session.scalars(select(models.Project)))
     project_names = {p.id: p.name for p in projects}
+    running_pods = select(models.Pod.workload_id).where(models.Pod.phase == "Running")
     rows = session.scalars(
         select(models.Workload)
         .options(selectinload(models.Workload.pods), selectinload(models.Workload.project))
         .where(
             models.Workload.deleted_at.is_(None),
-            models.Workload.phase.in_((*HOLDING, "Pending")),
+            models.Workload.phase.in_((*HOLDING, "Pending"))
+            | (models.Workload.phase.in_(LINGERING) & models.Workload.id.in_(running_pods)),
         )
     ).all()
     workloads: list[sched.Workload] = []
@@ -241,7 +262,11 @@ def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
     for row in rows:
         if row.phase == "Pending" and row.desired_phase != "Running":
             continue
-        workload = to_sched_workload(row, project_names[row.project_id], nodes)
+        try:
+            workload = to_sched_workload(row, project_names[row.project_id], nodes)
+        except (ValueError, KeyError) as exc:  # one bad row must not stop every placement
+            log.error("workload %s (%s) left out of scheduling: %r", row.name, row.id, exc)
+            continue
         if workload is None:
             continue
         workloads.append(workload)
@@ -261,8 +286,11 @@ def gpu_json(shares: Sequence[sched.GpuShare]) -> list[dict[str, Any]]:
     return [{"index": g.index, "share": g.share, "memoryBytes": g.memory_bytes} for g in shares]
 
 
-def allocated(pods: Iterable[models.Pod]) -> float:
-    """GPUs held by ``pods`` (fractions as fractions), for lists and ``top``."""
+def allocated(workload: models.Workload) -> float:
+    """GPUs its pods hold (fractions as fractions), for lists and ``top``."""
     return math.fsum(
-        float(g.get("share", 1.0)) for p in pods if p.phase in POD_HOLDING for g in p.gpus or []
+        float(g.get("share", 1.0))
+        for p in workload.pods
+        if holds(workload, p)
+        for g in p.gpus or []
     )

@@ -150,6 +150,7 @@ def test_scheduler_bindings_become_each_ranks_devices_share_threads_and_node() -
             "RINGLEADER_NODE_KIND": "simulated",
             "CUDA_VISIBLE_DEVICES": "2",
             "RINGLEADER_POD_GPUS": "1",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "RINGLEADER_GPU_FRACTION": "0.25",
         },  # OMP_NUM_THREADS: the user's own 3 wins over the request's 4
         "1": {
@@ -157,6 +158,7 @@ def test_scheduler_bindings_become_each_ranks_devices_share_threads_and_node() -
             "RINGLEADER_NODE_KIND": "simulated",
             "CUDA_VISIBLE_DEVICES": "0,1",
             "RINGLEADER_POD_GPUS": "2",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         },
     }
     assert [p.node for p in plan.pods] == ["sim-0", "sim-1"]

@@ -34,6 +34,9 @@ def pod_env(
         "RINGLEADER_NODE_KIND": placement.node_kind,
         "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in placement.gpus),
         POD_GPUS: str(len(placement.gpus)),
+        # nvidia-smi's indices (what the inventory lists) are PCI bus order; CUDA's
+        # default order differs on mixed machines.
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
     }
     shares = [g for g in placement.gpus if g.share < 1]
     if shares:

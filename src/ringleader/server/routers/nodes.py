@@ -18,11 +18,11 @@ def list_all(
     user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> list[NodeOut]:
     """Every node, its resources and what the scheduler has allocated on it."""
-    return nodes.list_nodes(s)
+    return nodes.list_nodes(s, user)
 
 
 @router.get("/{name}", response_model=NodeOut, response_model_by_alias=True)
 def get(
     name: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> NodeOut:
-    return nodes.get_node(s, name)
+    return nodes.get_node(s, user, name)

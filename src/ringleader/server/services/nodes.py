@@ -14,23 +14,24 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import NotFound
-from ringleader.server.models import Node, Workload
-from ringleader.server.scheduling import HOLDING, POD_HOLDING, pod_requests
+from ringleader.server.models import Node, Pod, User, Workload
+from ringleader.server.scheduling import HOLDING, LINGERING, holds, pod_requests
 from ringleader.server.schemas import NodeGpuOut, NodeOut
+from ringleader.server.services.workloads import visible_projects
 from ringleader.spec import WorkloadSpec
 
 
-def list_nodes(session: Session) -> list[NodeOut]:
+def list_nodes(session: Session, user: User) -> list[NodeOut]:
     nodes = list(session.scalars(select(Node).order_by(Node.pool, Node.name)))
-    usage = _usage(session)
+    usage = _usage(session, user)
     return [_out(n, usage.get(n.name)) for n in nodes]
 
 
-def get_node(session: Session, name: str) -> NodeOut:
+def get_node(session: Session, user: User, name: str) -> NodeOut:
     node = session.scalar(select(Node).where(Node.name == name)) if "\x00" not in name else None
     if node is None:
         raise NotFound("node", name)
-    return _out(node, _usage(session).get(name))
+    return _out(node, _usage(session, user).get(name))
 
 
 class _Usage:
@@ -41,11 +42,19 @@ class _Usage:
         self.pods: list[str] = []
 
 
-def _usage(session: Session) -> dict[str, _Usage]:
+def _usage(session: Session, user: User) -> dict[str, _Usage]:
+    """Allocation per node; pod names only of projects ``user`` may see (the
+    amounts count everyone's: capacity is shared)."""
+    visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
+    running_pods = select(Pod.workload_id).where(Pod.phase == "Running")
     rows = session.scalars(
         select(Workload)
         .options(selectinload(Workload.pods))
-        .where(Workload.deleted_at.is_(None), Workload.phase.in_(HOLDING))
+        .where(
+            Workload.deleted_at.is_(None),
+            Workload.phase.in_(HOLDING)
+            | (Workload.phase.in_(LINGERING) & Workload.id.in_(running_pods)),
+        )
     )
     usage: dict[str, _Usage] = defaultdict(_Usage)
     for workload in rows:
@@ -54,10 +63,11 @@ def _usage(session: Session) -> dict[str, _Usage]:
             for r in pod_requests(WorkloadSpec.model_validate(workload.spec), workload.name)
         }
         for pod in workload.pods:
-            if pod.phase not in POD_HOLDING or not pod.node:
+            if not holds(workload, pod):
                 continue
             node = usage[pod.node]
-            node.pods.append(pod.name)
+            if visible is None or workload.project_id in visible:
+                node.pods.append(pod.name)
             request = requests.get(pod.name)
             if request is not None:
                 node.cpu += request.cpu_cores

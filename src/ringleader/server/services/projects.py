@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ringleader.errors import Conflict
+from ringleader.errors import Conflict, Forbidden
 from ringleader.server.models import Project, ProjectMember, User, Workload
 from ringleader.server.schemas import NodePoolResources, ProjectIn, ProjectOut
 from ringleader.server.services.workloads import resolve_project, visible_projects
@@ -28,7 +28,14 @@ def to_out(project: Project) -> ProjectOut:
     )
 
 
+def require_admin(user: User, what: str) -> None:
+    """Quotas decide who may take GPUs from whom: only admins set them."""
+    if not user.is_admin:
+        raise Forbidden(f"only an admin can {what}")
+
+
 def create(session: Session, user: User, body: ProjectIn) -> Project:
+    require_admin(user, "create projects")
     if session.scalar(select(Project).where(Project.name == body.name)) is not None:
         raise Conflict(f"a project named {body.name!r} already exists")
     project = Project(name=body.name, resources=_resources(body.resources))
@@ -49,12 +56,14 @@ def list_projects(session: Session, user: User) -> list[Project]:
 
 
 def update(session: Session, user: User, key: str, resources: list[NodePoolResources]) -> Project:
+    require_admin(user, "set a project's quotas")
     project = resolve_project(session, user, key)
     project.resources = _resources(resources)
     return project
 
 
 def delete(session: Session, user: User, key: str) -> None:
+    require_admin(user, "delete projects")
     project = resolve_project(session, user, key)
     live = session.scalar(
         select(Workload.name)

@@ -326,7 +326,7 @@ def to_out(workload: Workload, project_name: str) -> WorkloadOut:
         if pods
         else (pod_count if workload.phase in ("Pending", "Creating") else 0),
         requested_gpus=requested,
-        allocated_gpus=allocated(pods),
+        allocated_gpus=allocated(workload),
         nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
         pending_reason=workload.phase_message if pending else None,
         attempt=workload.attempt,
