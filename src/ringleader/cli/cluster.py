@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -103,3 +104,79 @@ def hostfile(
         console.print(f"wrote {output} ({len(text.splitlines())} hosts)")
     else:
         sys.stdout.write(text)
+
+
+@reports_errors
+def doctor(
+    hosts: list[str] = typer.Argument(None, help="Hosts (or --hostfile); the first is the master."),
+    hostfile: str = typer.Option(None, "--hostfile", help="hosts.json or MPI hostfile."),
+    workdir: str = typer.Option(None, "--workdir", help="Working directory (default: here)."),
+    python: str = typer.Option(None, "--python", help="Interpreter (default: this one)."),
+    network_interface: str = typer.Option(
+        None, "--network-interface", help="The interface ranks must use (e.g. eth0)."
+    ),
+    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
+    min_free_gb: float = typer.Option(1.0, "--min-free-gb", help="Disk space needed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (for scripts)."),
+) -> None:
+    """Check every host before a run: one table, a row per host, the fix for each failure.
+
+    Login, working directory, interpreter, torch/ringleader versions, code
+    fingerprint, disk, GPUs, clock skew, the interface toward the master, and
+    TCP between every pair of hosts. Exit code 1 when any check fails.
+
+    Examples:
+
+      ringleader doctor --hostfile hosts.json
+
+      ringleader doctor 10.0.0.1 10.0.0.2 --network-interface eth0 --json
+    """
+    import os
+
+    from ringleader.cluster import doctor as doc
+    from ringleader.errors import InvalidSpec
+    from ringleader.hosts import load_hostfile
+    from ringleader.launch.ssh import SSHOptions
+
+    if hostfile and hosts:
+        raise InvalidSpec("give hosts or --hostfile, not both", "--hostfile")
+    targets = [(h.ssh, h.ssh) for h in load_hostfile(hostfile)] if hostfile else []
+    targets += [(h, h) for h in hosts or []]
+    if not targets:
+        raise InvalidSpec("no hosts: give them as arguments or with --hostfile", "HOSTS")
+    plan = doc.Plan(
+        hosts=targets,
+        workdir=os.path.abspath(workdir or os.getcwd()),
+        python=python or sys.executable,
+        interface=network_interface,
+        ssh=SSHOptions.from_env(ssh_config),
+        min_free_bytes=int(min_free_gb * 1e9),
+    )
+    reports = doc.run(plan)
+    if as_json:
+        out = [
+            {"host": r.host, "ok": r.ok,
+             "checks": {k: vars(c) for k, c in r.checks.items()}, "facts": r.facts}
+            for r in reports
+        ]  # fmt: skip
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    else:
+        _doctor_table(reports, doc.CHECKS)
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
+    table = Table("HOST", *(c.upper() for c in checks), box=None)
+    marks = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[dim]-[/]"}
+    for r in reports:
+        table.add_row(r.host, *(marks[r.checks[c].ok] for c in checks))
+    console.print(table)
+    for r in reports:
+        for name in checks:
+            check = r.checks[name]
+            if check.ok is False:
+                console.print(f"[red]{r.host}[/] {name}: {check.detail}\n  fix: {check.fix}")
+    if all(r.ok for r in reports):
+        first = reports[0].checks
+        console.print(f"all {len(reports)} hosts ready; code {first['code'].detail}")

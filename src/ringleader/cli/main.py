@@ -50,6 +50,7 @@ app.add_typer(top.nodes_app, name="nodes")
 app.add_typer(top.top_app, name="top")
 app.command("ssh-setup")(cluster.ssh_setup)
 app.command("hostfile")(cluster.hostfile)
+app.command("doctor")(cluster.doctor)
 
 
 @app.command("version")

@@ -1,0 +1,285 @@
+"""``ringleader doctor``: every preflight check on every host, each failure with its fix.
+
+Checks, per host (the first host is the master, as rank 0's host):
+- login: batch SSH login (keys, host key) -- everything else needs it;
+- workdir: the working directory exists there;
+- python: the same interpreter path, and the same version as here;
+- versions: the same torch and ringleader versions as here;
+- code: the working directory's fingerprint equals this machine's
+  (``probe.fingerprint``): "the code must be at the same path on all nodes",
+  checked instead of hoped;
+- disk: free space in the working directory (``min_free_bytes``);
+- gpus: what nvidia-smi lists (informational unless it fails);
+- clock: skew from this machine, within the SSH round trip;
+- interface: the interface and address the host uses toward the master (or
+  ``--network-interface``'s); loopback is unusable;
+- mesh: every host can open a TCP connection to every other host's address on
+  a fresh port (what the rendezvous and the collectives need).
+
+Invariants: one SSH connection per host and phase, hosts in parallel; the
+probe (``probe.py``) is passed as ``python -c`` with ``shlex.quote``; nothing
+is installed or changed on the hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ringleader.cluster import probe
+from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
+
+CHECKS = (
+    "login",
+    "workdir",
+    "python",
+    "versions",
+    "code",
+    "disk",
+    "gpus",
+    "clock",
+    "interface",
+    "mesh",
+)
+MAX_SKEW_S = 2.0
+PROBE = Path(probe.__file__).read_text()
+
+
+@dataclass
+class Check:
+    ok: bool | None  # None: not run (an earlier check failed)
+    detail: str = ""
+    fix: str = ""
+
+
+@dataclass
+class HostReport:
+    host: str
+    target: str  # what ssh is given
+    checks: dict[str, Check] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok is not False for c in self.checks.values())
+
+
+@dataclass(frozen=True)
+class Plan:
+    hosts: list[tuple[str, str]]  # (name shown, ssh target)
+    workdir: str
+    python: str
+    interface: str | None = None
+    ssh: SSHOptions = field(default_factory=SSHOptions)
+    min_free_bytes: int = 1 << 30
+
+
+def _remote(plan: Plan, target: str, *args: str) -> list[str]:
+    command = " ".join(shlex.quote(a) for a in (plan.python, "-c", PROBE, *args))
+    return ssh_argv(target, command, plan.ssh)
+
+
+def run(plan: Plan) -> list[HostReport]:
+    local = _local_facts(plan)
+    master = plan.hosts[0][1].rpartition("@")[2]
+    with ThreadPoolExecutor(max(1, len(plan.hosts))) as pool:
+        reports = list(pool.map(lambda h: _facts(plan, h, master, local), plan.hosts))
+    _mesh(plan, [r for r in reports if r.checks["interface"].ok])
+    for report in reports:
+        report.checks.setdefault("mesh", Check(None, "not run"))
+    return reports
+
+
+def _local_facts(plan: Plan) -> dict[str, Any]:
+    done = subprocess.run(
+        [
+            plan.python if os.path.exists(plan.python) else sys.executable,
+            "-c",
+            PROBE,
+            "facts",
+            plan.workdir,
+            "127.0.0.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return json.loads(done.stdout)
+
+
+def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]) -> HostReport:
+    name, target = host
+    report = HostReport(name, target)
+    args = ["facts", plan.workdir, master, *([plan.interface] if plan.interface else [])]
+    started = time.time()
+    done = subprocess.run(
+        _remote(plan, target, *args),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    ended = time.time()
+    checks = report.checks
+    if done.returncode == 255:  # ssh's own failure: nothing ran there
+        stage, detail, fix = classify_failure(target, done.stderr)
+        checks["login"] = Check(False, f"{stage}: {detail}", fix)
+        return _skip_rest(report)
+    checks["login"] = Check(True, "batch login works")
+    if done.returncode == 127 or not done.stdout.strip():
+        checks["python"] = Check(
+            False,
+            f"{plan.python} cannot run there ({_last(done.stderr)})",
+            f"install the same Python at {plan.python} on {name} (or give --python)",
+        )
+        return _skip_rest(report)
+    facts = report.facts = json.loads(done.stdout.strip().splitlines()[-1])
+    checks["workdir"] = (
+        Check(True, plan.workdir)
+        if facts["workdir"]
+        else Check(
+            False,
+            f"{plan.workdir} is missing",
+            f"`ringleader sync` (or rsync the directory to {name}:{plan.workdir})",
+        )
+    )
+    checks["python"] = _same(
+        "python",
+        f"{facts['python']} {facts['python_version']}",
+        f"{plan.python} {local['python_version']}",
+        f"use the same interpreter and version on {name}",
+    )
+    theirs = f"torch {facts['torch']}, ringleader {facts['ringleader']}"
+    ours = f"torch {local['torch']}, ringleader {local['ringleader']}"
+    checks["versions"] = _same(
+        "versions", theirs, ours, f"`ringleader install` (pip install the same versions on {name})"
+    )
+    if facts["workdir"]:
+        checks["code"] = _same(
+            "code",
+            f"{facts['code']} ({facts['files']} files)",
+            f"{local['code']} ({local['files']} files)",
+            f"`ringleader sync` to copy this directory to {name}",
+        )
+    else:
+        checks["code"] = Check(None, "no working directory")
+    free = facts["free_bytes"]
+    checks["disk"] = (
+        Check(True, f"{free / 1e9:.1f} GB free")
+        if free >= plan.min_free_bytes
+        else Check(False, f"{free / 1e9:.2f} GB free", f"free disk space on {name}")
+    )
+    checks["gpus"] = Check(True, "; ".join(facts["gpus"]) or "none")
+    skew = facts["time"] - (started + ended) / 2
+    bound = MAX_SKEW_S + (ended - started) / 2
+    checks["clock"] = (
+        Check(True, f"{skew:+.2f} s")
+        if abs(skew) <= bound
+        else Check(False, f"{skew:+.1f} s off", f"enable time sync (chrony/ntp) on {name}")
+    )
+    checks["interface"] = _interface(name, facts, plan)
+    return report
+
+
+def _interface(name: str, facts: dict[str, Any], plan: Plan) -> Check:
+    interface, address = facts["interface"], facts["address"]
+    if plan.interface and address is None:
+        return Check(
+            False,
+            f"no IPv4 address on {plan.interface}",
+            f"give --network-interface one that {name} has (see `ip -4 addr`)",
+        )
+    if address is None:
+        return Check(False, "no route to the master", f"check {name}'s network and routes")
+    if address.startswith("127.") or interface == "lo":
+        return Check(
+            False,
+            f"{interface or '?'} {address}: loopback, unreachable from others",
+            "pick the interface the hosts share with --network-interface",
+        )
+    return Check(True, f"{interface} {address}")
+
+
+def _mesh(plan: Plan, reports: list[HostReport]) -> None:
+    """Listen on a fresh port on every host, then connect from every host to every other."""
+    listeners: list[tuple[HostReport, subprocess.Popen[str], str]] = []
+    try:
+        for report in reports:
+            argv = _remote(plan, report.target, "listen", report.facts["address"])
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert proc.stdout is not None
+            port = proc.stdout.readline().strip()
+            listeners.append((report, proc, f"{report.facts['address']}:{port}"))
+        ready = {r.host: endpoint for r, _, endpoint in listeners if endpoint.split(":")[1]}
+
+        def connect(report: HostReport) -> None:
+            others = [ep for host, ep in ready.items() if host != report.host]
+            if not others:
+                report.checks["mesh"] = Check(True, "no other host")
+                return
+            done = subprocess.run(
+                _remote(plan, report.target, "connect", *others),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            results = json.loads(done.stdout.strip() or "{}")
+            failed = {ep: err for ep, err in results.items() if err}
+            by_endpoint = {ep: host for host, ep in ready.items()}
+            if failed or not results:
+                text = ", ".join(f"{by_endpoint[ep]} ({err})" for ep, err in failed.items())
+                report.checks["mesh"] = Check(
+                    False,
+                    f"cannot reach {text or 'the others'}",
+                    "open TCP ports between the hosts (firewall) or pick the shared "
+                    "interface with --network-interface",
+                )
+            else:
+                report.checks["mesh"] = Check(True, f"reaches all {len(results)} others")
+
+        with ThreadPoolExecutor(max(1, len(reports))) as pool:
+            list(pool.map(connect, reports))
+        for report in reports:
+            if report.host not in ready:
+                report.checks["mesh"] = Check(
+                    False, "could not listen on a fresh port", "check the host's network"
+                )
+    finally:
+        for _, proc, _ in listeners:
+            if proc.stdin:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _same(what: str, theirs: str, ours: str, fix: str) -> Check:
+    return Check(True, theirs) if theirs == ours else Check(False, f"{theirs} (here: {ours})", fix)
+
+
+def _skip_rest(report: HostReport) -> HostReport:
+    for check in CHECKS:
+        report.checks.setdefault(check, Check(None, "not run"))
+    return report
+
+
+def _last(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"

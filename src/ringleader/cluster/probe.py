@@ -1,0 +1,183 @@
+"""What ``doctor`` runs on each host: fed to the host's interpreter on stdin.
+
+Self-contained (standard library only, no ringleader import): it must run
+where ringleader is missing or differs, which is what it helps find.
+
+    python - facts WORKDIR MASTER_ADDRESS [INTERFACE]   -> one JSON line of facts
+    python - listen ADDRESS                             -> prints a port, accepts until EOF
+    python - connect ADDRESS:PORT...                    -> one JSON line: target -> error|null
+
+The code fingerprint is a SHA-256 over the working directory's files (git's
+list of tracked and unignored files when it is a git checkout, else every
+file but caches and virtual environments): relative path and content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".ruff_cache"}
+
+
+def files(workdir: str) -> list[str]:
+    if os.path.isdir(os.path.join(workdir, ".git")) and shutil.which("git"):
+        done = subprocess.run(
+            ["git", "-C", workdir, "ls-files", "-co", "--exclude-standard", "-z"],
+            capture_output=True,
+            timeout=60,
+        )
+        if done.returncode == 0:
+            names = [n for n in done.stdout.decode().split("\0") if n]
+            return sorted(n for n in names if os.path.isfile(os.path.join(workdir, n)))
+    found = []
+    for root, dirs, names in os.walk(workdir):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in names:
+            if not name.endswith((".pyc", ".pyo")):
+                found.append(os.path.relpath(os.path.join(root, name), workdir))
+    return sorted(found)
+
+
+def fingerprint(workdir: str) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    names = files(workdir)
+    for name in names:
+        digest.update(name.encode() + b"\0")
+        try:
+            with open(os.path.join(workdir, name), "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError:
+            digest.update(b"<unreadable>")
+        digest.update(b"\0")
+    return digest.hexdigest()[:16], len(names)
+
+
+def version(package: str) -> str | None:
+    try:
+        from importlib.metadata import PackageNotFoundError
+        from importlib.metadata import version as get
+
+        return get(package)
+    except PackageNotFoundError:
+        return None
+
+
+def addresses() -> dict[str, str]:
+    """IPv4 address -> interface name (from ``ip -o -4 addr``)."""
+    out = {}
+    try:
+        text = subprocess.run(
+            ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10
+        ).stdout
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[2] == "inet":
+            out[parts[3].split("/")[0]] = parts[1]
+    return out
+
+
+def route(master: str, interface: str | None) -> tuple[str | None, str | None]:
+    """(interface, address) this host uses toward ``master`` (or of ``interface``)."""
+    known = addresses()
+    if interface:
+        return interface, next((a for a, i in known.items() if i == interface), None)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((master, 9))  # no packet is sent: the kernel picks the route
+            address = sock.getsockname()[0]
+    except OSError:
+        return None, None
+    return known.get(address), address
+
+
+def gpus() -> list[str]:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    query = "--query-gpu=name,memory.total,driver_version"
+    try:
+        out = subprocess.run(
+            [smi, query, "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ["nvidia-smi failed"]
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]:
+    present = os.path.isdir(workdir)
+    code, count = fingerprint(workdir) if present else (None, 0)
+    disk = shutil.disk_usage(workdir if present else os.path.expanduser("~"))
+    name, address = route(master, interface)
+    return {
+        "python": sys.executable,
+        "python_version": ".".join(map(str, sys.version_info[:3])),
+        "torch": version("torch"),
+        "ringleader": version("ringleader"),
+        "workdir": present,
+        "code": code,
+        "files": count,
+        "free_bytes": disk.free,
+        "gpus": gpus(),
+        "time": time.time(),
+        "interface": name,
+        "address": address,
+    }
+
+
+def listen(address: str) -> None:
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind((address, 0))
+    server.listen(64)
+    print(server.getsockname()[1], flush=True)
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    sys.stdin.read()  # until the caller closes the connection
+
+
+def connect(targets: list[str]) -> dict[str, str | None]:
+    results: dict[str, str | None] = {}
+    for target in targets:
+        host, _, port = target.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=3):
+                results[target] = None
+        except OSError as exc:
+            results[target] = exc.strerror or str(exc)
+    return results
+
+
+def main(argv: list[str]) -> int:
+    mode, args = argv[0], argv[1:]
+    if mode == "facts":
+        print(json.dumps(facts(args[0], args[1], args[2] if len(args) > 2 else None)))
+    elif mode == "listen":
+        listen(args[0])
+    elif mode == "connect":
+        print(json.dumps(connect(args)))
+    else:
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

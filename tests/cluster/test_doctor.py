@@ -1,0 +1,94 @@
+"""``ringleader doctor`` on real SSH hosts (network namespaces sharing this filesystem):
+passes on a healthy trio, and names the host and the fix for each kind of failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
+    TestHostNetwork,
+    make_test_hosts_fixture,
+)
+
+MakeHosts = Callable[..., TestHostNetwork]
+
+
+def project(tmp_path: Path) -> Path:
+    """A small code directory to check (not a git checkout: every file counts)."""
+    code = tmp_path / "proj"
+    (code / "pkg").mkdir(parents=True)
+    (code / "train.py").write_text("print('train')\n")
+    (code / "pkg" / "model.py").write_text("LAYERS = 3\n")
+    return code
+
+
+def doctor(net: TestHostNetwork, code: Path, *hosts: str, extra: tuple[str, ...] = ()) -> Any:
+    argv = [sys.executable, "-m", "ringleader", "doctor", *hosts, "--workdir", str(code),
+            "--ssh-config", str(net.ssh_config), "--min-free-gb", "0.01", "--json", *extra]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=os.environ)
+    elapsed = time.monotonic() - started
+    assert done.stdout, done.stderr
+    report = {r["host"]: r for r in json.loads(done.stdout)}
+    return done.returncode, report, elapsed
+
+
+def failed(report: dict[str, Any]) -> dict[str, list[str]]:
+    return {
+        host: sorted(k for k, c in r["checks"].items() if c["ok"] is False)
+        for host, r in report.items()
+        if not r["ok"]
+    }
+
+
+def test_a_healthy_trio_passes_every_check(make_test_hosts: MakeHosts, tmp_path: Path) -> None:
+    net = make_test_hosts(3)
+    code = project(tmp_path)
+    rc, report, elapsed = doctor(net, code, *(h.address for h in net.hosts))
+    assert rc == 0 and failed(report) == {}, report
+    first = report[net.hosts[0].address]
+    assert first["checks"]["interface"]["detail"] == f"eth0 {net.hosts[0].address}"
+    assert first["checks"]["mesh"]["detail"] == "reaches all 2 others"
+    assert first["facts"]["files"] == 2
+    assert elapsed < 10, f"doctor took {elapsed:.1f} s for 3 hosts"  # the issue's bound
+
+
+def test_each_failure_names_the_host_and_the_fix(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    code = project(tmp_path)
+    hidden_file = code / "pkg" / "model.py"
+    net = make_test_hosts(3, hidden_dirs={1: [code], 2: [hidden_file]})
+    hosts = [h.address for h in net.hosts]
+    rc, report, _ = doctor(net, code, *hosts, net.unreachable_address)
+    assert rc == 1
+    assert failed(report) == {
+        hosts[1]: ["workdir"],  # the directory is missing there
+        hosts[2]: ["code"],  # one file differs: another fingerprint
+        net.unreachable_address: ["login"],
+    }, report
+    assert "ringleader sync" in report[hosts[1]]["checks"]["workdir"]["fix"]
+    assert "ringleader sync" in report[hosts[2]]["checks"]["code"]["fix"]
+    assert "reachable" in report[net.unreachable_address]["checks"]["login"]["fix"]
+
+
+def test_a_missing_interpreter_and_an_unusable_interface(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    net = make_test_hosts(2)
+    code = project(tmp_path)
+    hosts = [h.address for h in net.hosts]
+    rc, report, _ = doctor(net, code, *hosts, extra=("--python", "/opt/no-such/python3"))
+    assert rc == 1 and failed(report) == {h: ["python"] for h in hosts}
+    assert "/opt/no-such/python3" in report[hosts[0]]["checks"]["python"]["fix"]
+
+    rc, report, _ = doctor(net, code, *hosts, extra=("--network-interface", "lo"))
+    assert rc == 1 and failed(report) == {h: ["interface"] for h in hosts}
+    assert "loopback" in report[hosts[0]]["checks"]["interface"]["detail"]
