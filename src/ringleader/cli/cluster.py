@@ -134,16 +134,9 @@ def doctor(
     import os
 
     from ringleader.cluster import doctor as doc
-    from ringleader.errors import InvalidSpec
-    from ringleader.hosts import load_hostfile
     from ringleader.launch.ssh import SSHOptions
 
-    if hostfile and hosts:
-        raise InvalidSpec("give hosts or --hostfile, not both", "--hostfile")
-    targets = [(h.ssh, h.ssh) for h in load_hostfile(hostfile)] if hostfile else []
-    targets += [(h, h) for h in hosts or []]
-    if not targets:
-        raise InvalidSpec("no hosts: give them as arguments or with --hostfile", "HOSTS")
+    targets = [(h, h) for h in pick_hosts(hosts, hostfile)]
     plan = doc.Plan(
         hosts=targets,
         workdir=os.path.abspath(workdir or os.getcwd()),
@@ -155,10 +148,14 @@ def doctor(
     reports = doc.run(plan)
     if as_json:
         out = [
-            {"host": r.host, "ok": r.ok,
-             "checks": {k: vars(c) for k, c in r.checks.items()}, "facts": r.facts}
+            {
+                "host": r.host,
+                "ok": r.ok,
+                "checks": {k: vars(c) for k, c in r.checks.items()},
+                "facts": r.facts,
+            }
             for r in reports
-        ]  # fmt: skip
+        ]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         _doctor_table(reports, doc.CHECKS)
@@ -180,3 +177,107 @@ def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
     if all(r.ok for r in reports):
         first = reports[0].checks
         console.print(f"all {len(reports)} hosts ready; code {first['code'].detail}")
+
+
+def pick_hosts(hosts: list[str] | None, hostfile: str | None) -> list[str]:
+    """Hosts from the arguments, ``--hostfile``, or ``./hosts.json`` when present."""
+    from ringleader.errors import InvalidSpec
+    from ringleader.hosts import load_hostfile
+
+    if hostfile and hosts:
+        raise InvalidSpec("give hosts or --hostfile, not both", "--hostfile")
+    if hosts:
+        return list(hosts)
+    if not hostfile and Path("hosts.json").is_file():
+        hostfile = "hosts.json"
+        err_console.print("hosts from ./hosts.json")
+    if not hostfile:
+        raise InvalidSpec("no hosts: give them as arguments or with --hostfile", "HOSTS")
+    return [h.ssh for h in load_hostfile(hostfile)]
+
+
+def _outcomes(outcomes: list, what: str) -> None:
+    table = Table("HOST", "RESULT", what.upper(), box=None)
+    for o in outcomes:
+        table.add_row(o.host, "[green]ok[/]" if o.ok else "[red]failed[/]", o.detail)
+    console.print(table)
+    for o in outcomes:
+        if not o.ok and o.fix:
+            err_console.print(f"[red]{o.host}[/]: fix: {o.fix}", soft_wrap=True)
+    if not all(o.ok for o in outcomes):
+        raise typer.Exit(1)
+
+
+@reports_errors
+def sync(
+    directory: str = typer.Argument(".", help="Directory to copy (default: here)."),
+    hosts: list[str] = typer.Option(None, "-H", "--host", help="A host (repeat)."),
+    hostfile: str = typer.Option(None, "--hostfile", help="hosts.json or MPI hostfile."),
+    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
+) -> None:
+    """Copy DIR to the same path on every host with rsync, in parallel.
+
+    Honours .gitignore files and a .ringleaderignore (one rsync pattern per
+    line); files deleted here are deleted there. Exit 1 if any host failed.
+
+    Examples:
+
+      ringleader sync --hostfile hosts.json
+
+      ringleader sync ~/proj -H 10.0.0.2 -H 10.0.0.3
+    """
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from ringleader.cluster import sync as cs
+    from ringleader.launch.ssh import SSHOptions
+
+    targets = pick_hosts(hosts, hostfile)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        console=console,
+        transient=True,
+    ) as bars:
+        tasks = {h: bars.add_task(h, total=100) for h in targets}
+        outcomes = cs.sync(
+            Path(directory).expanduser(),
+            targets,
+            SSHOptions.from_env(ssh_config),
+            lambda host, percent: bars.update(tasks[host], completed=percent),
+        )
+    _outcomes(outcomes, "synced")
+
+
+@reports_errors
+def install(
+    pip_args: list[str] = typer.Argument(None, help="pip install arguments (after --)."),
+    requirements: str = typer.Option(None, "-r", "--requirement", help="requirements file."),
+    hosts: list[str] = typer.Option(None, "-H", "--host", help="A host (repeat)."),
+    hostfile: str = typer.Option(None, "--hostfile", help="hosts.json or MPI hostfile."),
+    python: str = typer.Option(None, "--python", help="Interpreter (default: this one)."),
+    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
+) -> None:
+    """pip install into the same interpreter on every host, in parallel; a table of outcomes.
+
+    The requirements file is read on each host at the same path: `ringleader
+    sync` it first. Exit 1 if any host failed.
+
+    Examples:
+
+      ringleader install -r requirements.txt --hostfile hosts.json
+
+      ringleader install -H 10.0.0.2 -- torch==2.13.0 --index-url https://...
+    """
+    import os
+
+    from ringleader.cluster import sync as cs
+    from ringleader.launch.ssh import SSHOptions
+
+    args = list(pip_args or [])
+    if requirements:
+        args = ["-r", os.path.abspath(requirements), *args]
+    outcomes = cs.install(
+        python or sys.executable, args, pick_hosts(hosts, hostfile), SSHOptions.from_env(ssh_config)
+    )
+    _outcomes(outcomes, "pip")

@@ -51,6 +51,8 @@ app.add_typer(top.top_app, name="top")
 app.command("ssh-setup")(cluster.ssh_setup)
 app.command("hostfile")(cluster.hostfile)
 app.command("doctor")(cluster.doctor)
+app.command("sync")(cluster.sync)
+app.command("install", context_settings={"allow_extra_args": True})(cluster.install)
 
 
 @app.command("version")

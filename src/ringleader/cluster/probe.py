@@ -14,6 +14,7 @@ file but caches and virtual environments): relative path and content.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -28,9 +29,17 @@ SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cach
 
 
 def files(workdir: str) -> list[str]:
+    """What ``sync`` copies: git's tracked and unignored files, or every file but
+    caches; both without what ``.ringleaderignore`` names."""
+    ignore = os.path.join(workdir, ".ringleaderignore")
+    patterns = []
+    if os.path.isfile(ignore):
+        with open(ignore) as handle:
+            patterns = [ln.strip() for ln in handle if ln.strip() and not ln.startswith("#")]
     if os.path.isdir(os.path.join(workdir, ".git")) and shutil.which("git"):
+        argv = ["git", "-C", workdir, "ls-files", "-co", "--exclude-standard", "-z"]
         done = subprocess.run(
-            ["git", "-C", workdir, "ls-files", "-co", "--exclude-standard", "-z"],
+            [*argv, *(["--exclude-from", ignore] if patterns else [])],
             capture_output=True,
             timeout=60,
         )
@@ -41,9 +50,22 @@ def files(workdir: str) -> list[str]:
     for root, dirs, names in os.walk(workdir):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in names:
-            if not name.endswith((".pyc", ".pyo")):
-                found.append(os.path.relpath(os.path.join(root, name), workdir))
+            relative = os.path.relpath(os.path.join(root, name), workdir)
+            if not name.endswith((".pyc", ".pyo")) and not ignored(relative, patterns):
+                found.append(relative)
     return sorted(found)
+
+
+def ignored(relative: str, patterns: list[str]) -> bool:
+    """A rough reading of rsync/git patterns: ``data/`` a directory, ``*.log`` a name."""
+    parts = relative.split(os.sep)
+    for pattern in patterns:
+        bare = pattern.strip("/")
+        if pattern.endswith("/") and any(fnmatch.fnmatch(p, bare) for p in parts[:-1]):
+            return True
+        if fnmatch.fnmatch(parts[-1], bare) or fnmatch.fnmatch(relative, bare):
+            return True
+    return False
 
 
 def fingerprint(workdir: str) -> tuple[str, int]:

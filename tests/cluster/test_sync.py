@@ -1,0 +1,97 @@
+"""``ringleader sync`` and ``install`` on real SSH hosts (network namespaces): the
+directory reaches a host that lacks it, minus what .gitignore and .ringleaderignore
+exclude, so ``doctor`` then finds the same code everywhere; pip runs per host and one
+host's failure is reported without hiding the others."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
+    TestHostNetwork,
+    make_test_hosts_fixture,
+)
+
+MakeHosts = Callable[..., TestHostNetwork]
+
+
+def cli(net: TestHostNetwork, *args: str) -> subprocess.CompletedProcess[str]:
+    command, *rest = args  # the option before any `--`
+    argv = [sys.executable, "-m", "ringleader", command, "--ssh-config", str(net.ssh_config), *rest]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+
+def git_project(tmp_path: Path) -> Path:
+    code = tmp_path / "proj"
+    (code / "data").mkdir(parents=True)
+    (code / "train.py").write_text("print('train')\n")
+    (code / "run.log").write_text("noise\n")
+    (code / "data" / "big.bin").write_bytes(b"0" * 1000)
+    (code / ".gitignore").write_text("*.log\n")
+    (code / ".ringleaderignore").write_text("# not for the hosts\ndata/\n")
+    subprocess.run(["git", "init", "-q", str(code)], check=True)
+    subprocess.run(["git", "-C", str(code), "add", "train.py", ".gitignore"], check=True)
+    return code
+
+
+def test_sync_copies_to_the_same_path_and_doctor_then_agrees(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    code = git_project(tmp_path)
+    net = make_test_hosts(2, hidden_dirs={1: [code]})
+    hosts = [h.address for h in net.hosts]
+    doctor = [*("doctor", *hosts, "--workdir", str(code), "--min-free-gb", "0.01", "--json")]
+    before = cli(net, *doctor)
+    assert before.returncode == 1 and "is missing" in before.stdout
+
+    done = cli(net, "sync", str(code), "-H", hosts[0], "-H", hosts[1])
+    assert done.returncode == 0, done.stdout + done.stderr
+    listing = net.ssh(1, f"cd {code} && find . -type f | sort").stdout.split()
+    assert "./train.py" in listing and "./.gitignore" in listing
+    assert "./run.log" not in listing and "./data/big.bin" not in listing  # both ignored
+
+    after = cli(net, *doctor)
+    assert after.returncode == 0, after.stdout
+    codes = {r["checks"]["code"]["detail"] for r in json.loads(after.stdout)}
+    assert len(codes) == 1  # one fingerprint everywhere
+
+    (code / "train.py").write_text("print('train v2')\n")  # an edit here reaches there
+    assert cli(net, "sync", str(code), "-H", hosts[1]).returncode == 0
+    assert net.ssh(1, f"cat {code}/train.py").stdout == "print('train v2')\n"
+
+
+def wheel(directory: Path) -> Path:
+    """A tiny pure-Python wheel (no build step, no index needed)."""
+    path = directory / "rltiny-0.1-py3-none-any.whl"
+    info = "rltiny-0.1.dist-info"
+    with zipfile.ZipFile(path, "w") as whl:
+        whl.writestr("rltiny/__init__.py", "VERSION = '0.1'\n")
+        whl.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: rltiny\nVersion: 0.1\n")
+        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                     "Tag: py3-none-any\n")  # fmt: skip
+        whl.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_install_runs_pip_on_every_host_and_reports_each(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    package = wheel(wheels)
+    net = make_test_hosts(2, hidden_dirs={1: [wheels]})  # host 1 cannot see the wheel
+    target = tmp_path / "site"
+    hosts = [h.address for h in net.hosts]
+    done = cli(net, "install", "-H", hosts[0], "-H", hosts[1], "-H", net.unreachable_address,
+               "--", "--no-index", "--no-deps", "--target", str(target), str(package))  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    rows = {line.split()[0]: line.split()[1] for line in done.stdout.splitlines()[1:] if line}
+    assert rows == {hosts[0]: "ok", hosts[1]: "failed", net.unreachable_address: "failed"}
+    assert "Successfully installed rltiny-0.1" in done.stdout
+    assert (target / "rltiny" / "__init__.py").is_file()
+    assert f"{net.unreachable_address}: fix:" in done.stderr
