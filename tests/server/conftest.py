@@ -48,6 +48,26 @@ class API:
             path, headers={**self.headers, **kw.pop("headers", {})}, **kw
         )
 
+    def new_user(self, name: str) -> dict[str, str]:
+        """A non-admin user with an access key; returns its Authorization header."""
+        from ringleader.server.auth import create_access_key
+        from ringleader.server.models import User
+
+        with self.client.app.state.sessions() as s, s.begin():
+            user = User(name=name, is_admin=False)
+            s.add(user)
+            s.flush()
+            key = create_access_key(s, user)
+        token = self.client.post(
+            "/api/v1/token",
+            json={
+                "grantType": "client_credentials",
+                "clientID": key.client_id,
+                "clientSecret": key.client_secret,
+            },
+        ).json()["accessToken"]
+        return {"Authorization": f"Bearer {token}"}
+
     def project_id(self, name: str = "default") -> str:
         return self.get(f"/api/v1/org-unit/projects/{name}").json()["id"]
 

@@ -285,24 +285,8 @@ def test_projects_crud(api: API) -> None:
 
 
 def test_other_users_see_only_their_projects(api: API) -> None:
-    from ringleader.server.auth import create_access_key
-    from ringleader.server.models import User
-
     wid = api.submit("private", "true").json()["workloadId"]
-    with api.client.app.state.sessions() as s, s.begin():
-        bob = User(name="bob", is_admin=False)
-        s.add(bob)
-        s.flush()
-        key = create_access_key(s, bob)
-    token = api.client.post(
-        "/api/v1/token",
-        json={
-            "grantType": "client_credentials",
-            "clientID": key.client_id,
-            "clientSecret": key.client_secret,
-        },
-    ).json()
-    bob_headers = {"Authorization": f"Bearer {token['accessToken']}"}
+    bob_headers = api.new_user("bob")
     assert api.client.get(f"/api/v1/workloads/{wid}", headers=bob_headers).status_code == 404
     assert api.client.get("/api/v1/workloads", headers=bob_headers).json()["total"] == 0
     body = {"name": "x", "projectId": "default", "spec": {"command": "true", "numWorkers": 1}}

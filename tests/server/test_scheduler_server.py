@@ -227,22 +227,9 @@ def test_this_machine_is_the_node_and_without_gpus_it_has_marked_stand_ins(api: 
 
 
 def test_only_admins_set_quotas_and_others_see_no_foreign_pods_on_nodes(sim_api: API) -> None:
-    from ringleader.server.auth import create_access_key
-    from ringleader.server.models import User
-
     wid = submitted(sim_api.submit("admins", SHOW_ENV, compute={"gpuDevicesRequest": 1}))
     sim_api.wait_phase(wid, {"Running"})
-    with sim_api.client.app.state.sessions() as s, s.begin():
-        bob = User(name="bob", is_admin=False)
-        s.add(bob)
-        s.flush()
-        key = create_access_key(s, bob)
-    token = sim_api.client.post(
-        "/api/v1/token",
-        json={"grantType": "client_credentials", "clientID": key.client_id,
-              "clientSecret": key.client_secret},
-    ).json()["accessToken"]  # fmt: skip
-    bob_headers = {"Authorization": f"Bearer {token}"}
+    bob_headers = sim_api.new_user("bob")
     body = {"name": "bobs", "resources": [{"nodePool": "default", "gpu": {"deserved": 4}}]}
     made = sim_api.client.post("/api/v1/org-unit/projects", json=body, headers=bob_headers)
     assert made.status_code == 403 and "admin" in made.json()["message"]

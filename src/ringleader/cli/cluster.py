@@ -1,4 +1,7 @@
-"""``ssh-setup``: passwordless SSH to hosts, as the guides do by hand, checked."""
+"""Cluster commands: ``ssh-setup``, ``hostfile``, ``doctor``, ``sync``, ``install``.
+
+They parse and print; the work is in ``ringleader.cluster`` and ``ringleader.hosts``.
+"""
 
 from __future__ import annotations
 
@@ -46,7 +49,6 @@ def ssh_setup(
     console.print(f"{'created' if created else 'using'} key {private} ({key_type}, no passphrase)")
     setup = ss.Setup(
         key=private,
-        key_type=key_type,
         ssh_config=ssh_config,
         known_hosts=Path(known_hosts).expanduser() if known_hosts else None,
         accept_new=accept_new,

@@ -64,12 +64,7 @@ def server(
         typer.echo(f"error: --placement: {placement!r} is not binpack or spread", err=True)
         raise typer.Exit(2)
     try:
-        nodes = inventory.simulated_nodes(simulate_nodes) if simulate_nodes else None
-        if nodes_file:
-            nodes = (nodes or []) + inventory.inventory_file(Path(nodes_file))
-            names = [n.name for n in nodes]
-            if len(set(names)) != len(names):
-                raise InvalidSpec("a node name is declared twice", "--nodes-file")
+        nodes = inventory.declared_nodes(simulate_nodes, Path(nodes_file) if nodes_file else None)
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

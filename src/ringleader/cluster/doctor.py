@@ -152,7 +152,6 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
         )
     )
     checks["python"] = _same(
-        "python",
         f"{facts['python']} {facts['python_version']}",
         f"{plan.python} {local['python_version']}",
         f"use the same interpreter and version on {name}",
@@ -160,11 +159,10 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
     theirs = f"torch {facts['torch']}, ringleader {facts['ringleader']}"
     ours = f"torch {local['torch']}, ringleader {local['ringleader']}"
     checks["versions"] = _same(
-        "versions", theirs, ours, f"`ringleader install` (pip install the same versions on {name})"
+        theirs, ours, f"`ringleader install` (pip install the same versions on {name})"
     )
     if facts["workdir"]:
         checks["code"] = _same(
-            "code",
             f"{facts['code']} ({facts['files']} files)",
             f"{local['code']} ({local['files']} files)",
             f"`ringleader sync` to copy this directory to {name}",
@@ -270,7 +268,7 @@ def _mesh(plan: Plan, reports: list[HostReport]) -> None:
                 proc.wait()
 
 
-def _same(what: str, theirs: str, ours: str, fix: str) -> Check:
+def _same(theirs: str, ours: str, fix: str) -> Check:
     return Check(True, theirs) if theirs == ours else Check(False, f"{theirs} (here: {ours})", fix)
 
 

@@ -51,7 +51,6 @@ class HostResult:
 @dataclass(frozen=True)
 class Setup:
     key: Path  # the private key; the public one is key + ".pub"
-    key_type: str = "ed25519"
     ssh_config: str | None = None  # ssh -F
     known_hosts: Path | None = None  # default: the file ssh uses for the target
     accept_new: bool = False

@@ -58,6 +58,20 @@ class NodeDecl:
     message: str = ""
 
 
+def declared_nodes(simulate: str | None, nodes_file: Path | None) -> list[NodeDecl] | None:
+    """The server's ``--simulate-nodes`` and ``--nodes-file`` together; None for neither
+    (this machine is then the node)."""
+    if not simulate and not nodes_file:
+        return None
+    nodes = simulated_nodes(simulate) if simulate else []
+    if nodes_file:
+        nodes += inventory_file(nodes_file)
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise InvalidSpec("a node name is declared twice", "--nodes-file")
+    return nodes
+
+
 def simulated_nodes(text: str) -> list[NodeDecl]:
     """``4x8gpu`` -> sim-0..sim-3 with 8 GPUs of 80G each; groups are
     comma-separated, ``:40G`` sets each GPU's memory, ``@pool`` the node pool
@@ -96,13 +110,16 @@ def inventory_file(path: Path) -> list[NodeDecl]:
         text = path.read_text()
     except OSError as exc:
         raise InvalidSpec(f"cannot read {path}: {exc.strerror}", str(path)) from None
-    try:
-        document = yaml.compose(text)
-        data = yaml.safe_load(text)
+    loader = yaml.SafeLoader(text)
+    try:  # one parse: the node tree for line numbers, then the data from it
+        document = loader.get_single_node()
+        data = loader.construct_document(document) if document is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise InvalidSpec(f"not valid YAML: {getattr(exc, 'problem', exc)}", where) from None
+    finally:
+        loader.dispose()
     items = data.get("nodes") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise InvalidSpec("expected a list of nodes (or a mapping with `nodes:`)", str(path))

@@ -35,16 +35,15 @@ from ringleader.server.backends.base import Backend, BackendRequest, BackendStat
 from ringleader.server.db import Database
 from ringleader.server.models import Node as NodeRow
 from ringleader.server.models import Pod, Workload
-from ringleader.server.scheduling import gpu_json, load_snapshot, pod_requests
+from ringleader.server.scheduling import LINGERING, asks, gpu_json, lingering, load_snapshot
 from ringleader.spec import WorkloadSpec
 
 log = logging.getLogger("ringleader.server.loops")
 POLLED = ("Initializing", "Running", "Degraded", "Unknown")
 ACTED_ON = ("Pending", "Resuming", "Stopping", "Deleting", *POLLED)
-LINGER = ("Completed", "Failed")  # ended, but some pods may still run (cleanPodPolicy None)
 MIN_TICK_GAP_S = 0.05
 RESCHEDULE_S = 2.0  # a cycle with nothing changed in the workloads, at most this often
-PREEMPTABLE_PHASES = ("Initializing", "Running", "Degraded", "Unknown")
+POD_LIVE = ("Pending", "Running", "Unknown")  # what a stop or a preemption stops
 _POD_PHASE = {
     "Succeeded": "Succeeded",
     "Failed": "Failed",
@@ -100,9 +99,6 @@ class Loops:
 
     # ----- one pass --------------------------------------------------------
     def tick(self) -> None:
-        # From the pods' phase index: scanning every ended workload for a running
-        # pod each tick cost tens of ms (and GIL) once thousands had ended.
-        lingering = Workload.id.in_(select(Pod.workload_id).where(Pod.phase == "Running"))
         with self.readers() as s:
             workloads = s.scalars(
                 select(Workload)
@@ -111,7 +107,7 @@ class Loops:
                     Workload.deleted_at.is_(None),
                     or_(
                         Workload.phase.in_(ACTED_ON),
-                        Workload.phase.in_(LINGER) & Workload.handle.is_not(None) & lingering,
+                        lingering() & Workload.handle.is_not(None),
                     ),
                 )
             ).all()
@@ -127,7 +123,7 @@ class Loops:
         for w in workloads:  # detached copies: what the rows held when read
             if w.phase == "Pending":
                 continue  # the scheduling cycle above placed it or said why not
-            elif (w.phase in POLLED or w.phase in LINGER) and w.handle:
+            elif (w.phase in POLLED or w.phase in LINGERING) and w.handle:
                 status = self.backend.poll(w.handle)
                 if status_changes(w, status):  # most polls change nothing: no write
                     self._apply_status(w.id, status)
@@ -204,10 +200,10 @@ class Loops:
             self.backend.cancel(handle)
 
         def back_to_pending(s: Session, w: Workload) -> None:
-            if w.phase not in PREEMPTABLE_PHASES:
+            if w.phase not in POLLED:
                 return  # it ended or the user acted meanwhile
             for pod in w.pods:
-                if pod.phase in ("Pending", "Running", "Unknown"):
+                if pod.phase in POD_LIVE:
                     phases.transition_pod(s, pod, "Stopped", reason="Preempted")
             phases.record_event(s, w, "Preempted", reason="Preempted", message=reason)
             phases.transition(s, w, "Pending", reason="Preempted", message=reason)
@@ -217,7 +213,7 @@ class Loops:
     def _start(self, w: Workload, placement: sched.Placement, nodes: dict[str, NodeRow]) -> None:
         """Start a placed workload on the backend, then record its pods' bindings."""
         spec = WorkloadSpec.model_validate(w.spec)
-        requests = {r.name: r for r in pod_requests(spec, w.name)}
+        requests = {r.name: r for r in asks(w).requests}
         bound = {
             b.pod: PodPlacement(
                 node=b.node,
@@ -293,7 +289,7 @@ class Loops:
 
     def _apply_status(self, workload_id: str, status: BackendStatus) -> None:
         def apply(s: Session, w: Workload) -> None:
-            if w.phase not in POLLED and w.phase not in LINGER:
+            if w.phase not in POLLED and w.phase not in LINGERING:
                 return  # the user asked for something else meanwhile
             w.attempt = max(w.attempt, status.attempt)
             pods = {p.name: p for p in w.pods}
@@ -317,7 +313,7 @@ class Loops:
     def _finish_stop(self, workload_id: str, phase: str) -> None:
         def finish(s: Session, w: Workload) -> None:
             for pod in w.pods:
-                if pod.phase in ("Pending", "Running", "Unknown"):
+                if pod.phase in POD_LIVE:
                     phases.transition_pod(s, pod, "Stopped")
             if phase == "Stopping" and w.phase == "Stopping":
                 phases.transition(s, w, "Stopped", reason="Suspended")

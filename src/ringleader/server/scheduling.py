@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader import sched
@@ -159,6 +159,17 @@ def to_sched_project(row: models.Project, pools: Iterable[str]) -> sched.Project
     return sched.Project(name=row.name, quotas=quotas)
 
 
+def lingering() -> ColumnElement[bool]:
+    """Ended workloads with a pod still running (found through the pods' phase index)."""
+    running = select(models.Pod.workload_id).where(models.Pod.phase == "Running")
+    return models.Workload.phase.in_(LINGERING) & models.Workload.id.in_(running)
+
+
+def holding() -> ColumnElement[bool]:
+    """Live workloads whose pods hold resources (see the module doc)."""
+    return models.Workload.deleted_at.is_(None) & (models.Workload.phase.in_(HOLDING) | lingering())
+
+
 def holds(workload: models.Workload, pod: models.Pod) -> bool:
     """Whether ``pod`` holds its binding now (see the module doc)."""
     if not pod.node:
@@ -247,18 +258,14 @@ def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
     nodes = {n.name: n for n in session.scalars(select(models.Node))}
     projects = list(session.scalars(select(models.Project)))
     project_names = {p.id: p.name for p in projects}
-    running_pods = select(models.Pod.workload_id).where(models.Pod.phase == "Running")
+    waiting = models.Workload.deleted_at.is_(None) & (models.Workload.phase == "Pending")
     rows = session.scalars(
         select(models.Workload)
         .options(selectinload(models.Workload.pods), selectinload(models.Workload.project))
-        .where(
-            models.Workload.deleted_at.is_(None),
-            models.Workload.phase.in_((*HOLDING, "Pending"))
-            | (models.Workload.phase.in_(LINGERING) & models.Workload.id.in_(running_pods)),
-        )
+        .where(holding() | waiting)
     ).all()
     workloads: list[sched.Workload] = []
-    waiting: dict[str, models.Workload] = {}
+    to_place: dict[str, models.Workload] = {}
     for row in rows:
         if row.phase == "Pending" and row.desired_phase != "Running":
             continue
@@ -271,7 +278,7 @@ def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
             continue
         workloads.append(workload)
         if row.phase == "Pending":
-            waiting[row.id] = row
+            to_place[row.id] = row
     pools = sorted({n.pool for n in nodes.values()})
     snapshot = sched.Snapshot(
         nodes=tuple(to_sched_node(n) for n in nodes.values()),
@@ -279,7 +286,7 @@ def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
         workloads=tuple(workloads),
         strategy=strategy,
     )
-    return Loaded(snapshot, waiting, nodes, {row.id: row.name for row in rows})
+    return Loaded(snapshot, to_place, nodes, {row.id: row.name for row in rows})
 
 
 def gpu_json(shares: Sequence[sched.GpuShare]) -> list[dict[str, Any]]:

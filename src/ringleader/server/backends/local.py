@@ -279,7 +279,10 @@ class LocalBackend:
     # ----- submit --------------------------------------------------------------------
     def submit(self, request: BackendRequest) -> str:
         run_dir = Path(request.run_dir).resolve()
-        busy = pinned_cores(run_dir.parent, but=run_dir)
+        # Other runs' pinned cores matter only to a pod that will be pinned: scanning
+        # every run directory costs a read per run ever made.
+        pins = any(p.node_kind == "local" and p.cpu_cores >= 1 for p in request.placements.values())
+        busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
         plan = self.plan(dataclasses.replace(request, run_dir=str(run_dir)), busy)
         state = read_json(run_dir / STATE_FILE)
         if state and is_detached_supervisor(state.get("pid"), run_dir):

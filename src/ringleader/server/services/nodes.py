@@ -14,11 +14,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import NotFound
-from ringleader.server.models import Node, Pod, User, Workload
-from ringleader.server.scheduling import HOLDING, LINGERING, holds, pod_requests
+from ringleader.server.models import Node, User, Workload
+from ringleader.server.scheduling import asks, holding, holds
 from ringleader.server.schemas import NodeGpuOut, NodeOut
 from ringleader.server.services.workloads import visible_projects
-from ringleader.spec import WorkloadSpec
 
 
 def list_nodes(session: Session, user: User) -> list[NodeOut]:
@@ -46,22 +45,10 @@ def _usage(session: Session, user: User) -> dict[str, _Usage]:
     """Allocation per node; pod names only of projects ``user`` may see (the
     amounts count everyone's: capacity is shared)."""
     visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
-    running_pods = select(Pod.workload_id).where(Pod.phase == "Running")
-    rows = session.scalars(
-        select(Workload)
-        .options(selectinload(Workload.pods))
-        .where(
-            Workload.deleted_at.is_(None),
-            Workload.phase.in_(HOLDING)
-            | (Workload.phase.in_(LINGERING) & Workload.id.in_(running_pods)),
-        )
-    )
+    rows = session.scalars(select(Workload).options(selectinload(Workload.pods)).where(holding()))
     usage: dict[str, _Usage] = defaultdict(_Usage)
     for workload in rows:
-        requests = {
-            r.name: r
-            for r in pod_requests(WorkloadSpec.model_validate(workload.spec), workload.name)
-        }
+        requests = {r.name: r for r in asks(workload).requests}
         for pod in workload.pods:
             if not holds(workload, pod):
                 continue
