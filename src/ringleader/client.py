@@ -272,6 +272,13 @@ class Client:
     def nodes(self) -> list[dict[str, Any]]:
         return self.request("GET", "/api/v1/nodes").json()
 
+    def add_node(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Register an SSH host; the server probes it first (up to ~30 s)."""
+        return self.request("POST", "/api/v1/nodes", json=body, timeout=60.0).json()
+
+    def remove_node(self, name: str) -> None:
+        self.request("DELETE", f"/api/v1/nodes/{name}")
+
 
 def _port_taken(url: str) -> bool:
     parsed = httpx.URL(url)

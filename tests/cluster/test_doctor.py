@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
     TestHostNetwork,
     make_test_hosts_fixture,
@@ -36,7 +38,8 @@ def doctor(net: TestHostNetwork, code: Path, *hosts: str, extra: tuple[str, ...]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=os.environ)
     elapsed = time.monotonic() - started
     assert done.stdout, done.stderr
-    report = {r["host"]: r for r in json.loads(done.stdout)}
+    out = json.loads(done.stdout)
+    report = {r["host"]: r for r in out["hosts"]}
     return done.returncode, report, elapsed
 
 
@@ -51,13 +54,42 @@ def failed(report: dict[str, Any]) -> dict[str, list[str]]:
 def test_a_healthy_trio_passes_every_check(make_test_hosts: MakeHosts, tmp_path: Path) -> None:
     net = make_test_hosts(3)
     code = project(tmp_path)
-    rc, report, elapsed = doctor(net, code, *(h.address for h in net.hosts))
+    hosts = [h.address for h in net.hosts]
+    rc, report, elapsed = doctor(net, code, *hosts, extra=("--no-bandwidth",))
     assert rc == 0 and failed(report) == {}, report
     first = report[net.hosts[0].address]
     assert first["checks"]["interface"]["detail"] == f"eth0 {net.hosts[0].address}"
     assert first["checks"]["mesh"]["detail"] == "reaches all 2 others"
     assert first["facts"]["files"] == 2
     assert elapsed < 10, f"doctor took {elapsed:.1f} s for 3 hosts"  # the bound
+
+
+def test_bandwidth_is_measured_across_the_hosts_after_the_checks(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    net = make_test_hosts(3)
+    code = project(tmp_path)
+    hosts = [h.address for h in net.hosts]
+    argv = [sys.executable, "-m", "ringleader", "doctor", *hosts, "--workdir", str(code),
+            "--ssh-config", str(net.ssh_config), "--min-free-gb", "0.01", "--sizes", "4K,1M"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "allreduce over gloo, 3 ranks" in done.stdout
+    rows = [ln.split() for ln in done.stdout.splitlines() if ln.strip().startswith(("4K", "1M"))]
+    assert [r[0] for r in rows] == ["4K", "1M"]
+    assert [r[1] for r in rows] == ["5.333K", "1.333M"]  # 2(N-1)K/N for N = 3
+    assert all(float(r[-1]) > 0 for r in rows)  # bus bandwidth, GB/s
+
+    out = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300)
+    measured = json.loads(out.stdout)["bandwidth"]
+    assert out.returncode == 0 and not measured["error"]
+    assert [(r["bytes"], r["ranks"]) for r in measured["rows"]] == [(4096, 3), (2**20, 3)]
+    for r in measured["rows"]:
+        assert r["busbw"] == pytest.approx(r["algbw"] * 4 / 3)
+        assert r["busbw"] == pytest.approx(r["moved"] / r["seconds"])
+
+    bad = subprocess.run([*argv, "--sizes", "2X"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--sizes" in bad.stderr
 
 
 def test_each_failure_names_the_host_and_the_fix(

@@ -50,13 +50,20 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
 )
 
-from ringleader.errors import Conflict
+from ringleader.errors import Conflict, HostUnreachable
 from ringleader.server.app import create_app
 from ringleader.server.backends.base import BackendRequest, BackendStatus, Capabilities, LogLine
 from ringleader.server.config import ServerConfig
 from tests.server.conftest import API
 
 MAX_EXAMPLES = 40
+
+
+def probe_answer(target: str, python: str, ssh: object) -> dict[str, Any]:
+    """POST /api/v1/nodes without SSH: an unreachable host, or a small node."""
+    if target.startswith("0"):
+        raise HostUnreachable(target, "connect", "connection refused", "is sshd running?")
+    return {"cpu_cores": 4, "memory_bytes": 2**33, "gpus": [], "ringleader": "0.1.0"}
 
 
 class NullBackend:
@@ -180,6 +187,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     config = ServerConfig(data_dir=home, database_url=url, loop_interval_s=0.05)
     app = create_app(config, backend=NullBackend())
+    app.state.probe_node = probe_answer
     with TestClient(app) as client:
         api = API(client, home)
         submitted = api.submit("seed", "true", workers=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -79,13 +80,21 @@ def _confirm(target: str, fingerprints: list[str]) -> bool:
 
 @reports_errors
 def hostfile(
-    source: str = typer.Argument(..., help="hosts.json (MLX form) or an MPI hostfile."),
+    source: str = typer.Argument(
+        None, help="hosts.json (MLX form) or an MPI hostfile (default: ./hosts.json)."
+    ),
     output: str = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
     slots: int = typer.Option(
         None, "--slots", help="Slots per host (default: from the file, else 1)."
     ),
+    from_nodes: bool = typer.Option(
+        False,
+        "--from-nodes",
+        help="The server's SSH nodes instead of a file (slots: each node's GPUs, else 1).",
+    ),
 ) -> None:
-    """Write the MPI hostfile (`ADDRESS slots=N` per line) for a hosts.json.
+    """Write the MPI hostfile (`ADDRESS slots=N` per line) for a hosts.json or the
+    server's node inventory.
 
     The conversion the guides do by hand; errors name file:line.
 
@@ -94,13 +103,28 @@ def hostfile(
       ringleader hostfile hosts.json -o hostfile
 
       ringleader hostfile hosts.json --slots 8 | mpirun --hostfile /dev/stdin ...
+
+      ringleader hostfile --from-nodes -o hostfile
     """
     from ringleader.errors import InvalidSpec
-    from ringleader.hosts import load_hostfile, to_mpi_hostfile, with_slots
+    from ringleader.hosts import Host, load_hostfile, to_mpi_hostfile, with_slots
 
     if slots is not None and slots < 1:
         raise InvalidSpec("must be at least 1", "--slots")
-    text = to_mpi_hostfile(with_slots(load_hostfile(source), slots))
+    if from_nodes and source:
+        raise InvalidSpec("give a file or --from-nodes, not both", "--from-nodes")
+    if from_nodes:
+        from ringleader.cli.common import client
+
+        nodes = [n for n in client().nodes() if n["kind"] == "ssh"]
+        if not nodes:
+            raise InvalidSpec("the server has no SSH nodes: `ringleader nodes add`", "--from-nodes")
+        hosts = [Host(n["ssh"], n["address"], max(1, n["gpuCount"])) for n in nodes]
+    else:
+        if not source and not Path("hosts.json").is_file():
+            raise InvalidSpec("no hosts.json here: give a file or --from-nodes", "SOURCE")
+        hosts = load_hostfile(source or "hosts.json")
+    text = to_mpi_hostfile(with_slots(hosts, slots))
     if output:
         Path(output).write_text(text)
         console.print(f"wrote {output} ({len(text.splitlines())} hosts)")
@@ -119,26 +143,46 @@ def doctor(
     ),
     ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
     min_free_gb: float = typer.Option(1.0, "--min-free-gb", help="Disk space needed."),
+    bandwidth: bool = typer.Option(
+        True,
+        "--bandwidth/--no-bandwidth",
+        help="Then measure allreduce bus bandwidth over gloo across the hosts (when every"
+        " check passed).",
+    ),
+    sizes: str = typer.Option(
+        "1M,16M,64M", "--sizes", help="Allreduce sizes for the bandwidth test, comma-separated."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (for scripts)."),
 ) -> None:
     """Check every host before a run: one table, a row per host, the fix for each failure.
 
     Login, working directory, interpreter, torch/ringleader versions, code
     fingerprint, disk, GPUs, clock skew, the interface toward the master, and
-    TCP between every pair of hosts. Exit code 1 when any check fails.
+    TCP between every pair of hosts; then a gloo allreduce across all of them,
+    with the bus bandwidth for each size. Exit code 1 when anything fails.
 
     Examples:
 
       ringleader doctor --hostfile hosts.json
 
       ringleader doctor 10.0.0.1 10.0.0.2 --network-interface eth0 --json
+
+      ringleader doctor --sizes 1K,1M,256M
     """
     import os
 
+    from ringleader.cluster import busbw
     from ringleader.cluster import doctor as doc
+    from ringleader.errors import InvalidSpec
     from ringleader.launch.ssh import SSHOptions
 
-    targets = [(h, h) for h in pick_hosts(hosts, hostfile)]
+    size_list = [s for s in sizes.split(",") if s.strip()]
+    try:
+        [busbw.parse_size(s) for s in size_list]
+    except ValueError as exc:
+        raise InvalidSpec(str(exc), "--sizes") from None
+    picked = pick_host_list(hosts, hostfile)
+    targets = [(h.ssh, h.ssh) for h in picked]
     plan = doc.Plan(
         hosts=targets,
         workdir=os.path.abspath(workdir or os.getcwd()),
@@ -148,21 +192,66 @@ def doctor(
         min_free_bytes=int(min_free_gb * 1e9),
     )
     reports = doc.run(plan)
+    measured = None
+    if bandwidth and all(r.ok for r in reports) and size_list:
+        measured = busbw.run_across(
+            [(h.ssh, h.address) for h in picked],
+            size_list,
+            plan.workdir,
+            ssh_config=plan.ssh.config_file,
+            interface=network_interface,
+        )
     if as_json:
-        out = [
-            {
-                "host": r.host,
-                "ok": r.ok,
-                "checks": {k: vars(c) for k, c in r.checks.items()},
-                "facts": r.facts,
-            }
-            for r in reports
-        ]
+        out = {
+            "ok": all(r.ok for r in reports) and not (measured and measured.error),
+            "hosts": [
+                {
+                    "host": r.host,
+                    "ok": r.ok,
+                    "checks": {k: vars(c) for k, c in r.checks.items()},
+                    "facts": r.facts,
+                }
+                for r in reports
+            ],
+            "bandwidth": vars(measured) if measured else None,
+        }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         _doctor_table(reports, doc.CHECKS)
-    if not all(r.ok for r in reports):
+        if measured:
+            _bandwidth_table(measured, len(picked))
+    if not all(r.ok for r in reports) or (measured and measured.error):
         raise typer.Exit(1)
+
+
+def _bandwidth_table(measured: Any, ranks: int) -> None:
+    if measured.error:
+        console.print(f"[red]allreduce across the {ranks} hosts failed[/]:\n{measured.error}")
+        console.print(
+            "  fix: check the interface (--network-interface), firewalls between the hosts, "
+            "and that torch imports on each"
+        )
+        return
+    table = Table(
+        "SIZE", "EACH RANK MOVES 2(N-1)K/N", "TIME", "ALGBW GB/s", "BUS BW GB/s",
+        title=f"allreduce over gloo, {ranks} ranks (one per host)", box=None,
+    )  # fmt: skip
+    for row in measured.rows:
+        table.add_row(
+            _bytes(row["bytes"]),
+            _bytes(row["moved"]),
+            f"{row['seconds'] * 1e3:.2f} ms",
+            f"{row['algbw'] / 1e9:.3f}",
+            f"{row['busbw'] / 1e9:.3f}",
+        )
+    console.print(table)
+
+
+def _bytes(count: float) -> str:
+    for unit, size in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if count >= size:
+            return f"{count / size:.4g}{unit}"
+    return f"{count:.0f}"
 
 
 def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
@@ -182,20 +271,25 @@ def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
 
 
 def pick_hosts(hosts: list[str] | None, hostfile: str | None) -> list[str]:
+    """Hosts' ssh targets from the arguments, ``--hostfile``, or ``./hosts.json``."""
+    return [h.ssh for h in pick_host_list(hosts, hostfile)]
+
+
+def pick_host_list(hosts: list[str] | None, hostfile: str | None) -> list[Any]:
     """Hosts from the arguments, ``--hostfile``, or ``./hosts.json`` when present."""
     from ringleader.errors import InvalidSpec
-    from ringleader.hosts import load_hostfile
+    from ringleader.hosts import Host, load_hostfile
 
     if hostfile and hosts:
         raise InvalidSpec("give hosts or --hostfile, not both", "--hostfile")
     if hosts:
-        return list(hosts)
+        return [Host(h, h.rsplit("@", 1)[-1].strip("[]")) for h in hosts]
     if not hostfile and Path("hosts.json").is_file():
         hostfile = "hosts.json"
         err_console.print("hosts from ./hosts.json")
     if not hostfile:
         raise InvalidSpec("no hosts: give them as arguments or with --hostfile", "HOSTS")
-    return [h.ssh for h in load_hostfile(hostfile)]
+    return load_hostfile(hostfile)
 
 
 def _outcomes(outcomes: list, what: str) -> None:

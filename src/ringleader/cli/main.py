@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from ringleader import __version__
-from ringleader.cli import auth, cluster, distributed, server, top, workloads
+from ringleader.cli import auth, cluster, distributed, nodes, server, top, workloads
 from ringleader.cli import exec as exec_cmd
 from ringleader.cli import launch as launch_cmd
 
@@ -46,6 +46,9 @@ app.command("resume")(workloads.resume)
 app.command("exec")(exec_cmd.exec_command)
 app.command("bash")(exec_cmd.bash)
 app.add_typer(distributed.app, name="distributed")
+top.nodes_app.command("add")(nodes.add)
+top.nodes_app.command("import")(nodes.import_hosts)
+top.nodes_app.command("remove")(nodes.remove)
 app.add_typer(top.nodes_app, name="nodes")
 app.add_typer(top.top_app, name="top")
 app.command("ssh-setup")(cluster.ssh_setup)

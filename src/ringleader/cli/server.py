@@ -36,6 +36,18 @@ def server(
     placement: str = typer.Option(
         "binpack", "--placement", help="How the scheduler picks nodes: binpack or spread."
     ),
+    local_node: bool = typer.Option(
+        True,
+        "--local-node/--no-local-node",
+        help="Whether this machine is a node (off: workloads run only on nodes added with"
+        " `ringleader nodes add`).",
+    ),
+    ssh_config: str = typer.Option(
+        None,
+        "--ssh-config",
+        help="ssh config file for SSH nodes (probes, heartbeats, launches; also"
+        " $RINGLEADER_SSH_CONFIG).",
+    ),
 ) -> None:
     """Run the control plane: REST API, scheduler and reconcile loops, local backend.
 
@@ -51,6 +63,8 @@ def server(
       ringleader server --simulate-nodes 4x8gpu        # try quotas, fractions, preemption
 
       ringleader server --nodes-file nodes.yaml --placement spread
+
+      ringleader server --no-local-node          # then: ringleader nodes import hosts.json
     """
     from pathlib import Path
 
@@ -68,7 +82,10 @@ def server(
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if ssh_config:  # the workloads' supervisors read it from their environment
+        os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
     config = ServerConfig(
+        local_node=local_node,
         data_dir=Path(data_dir) if data_dir else home_dir(),
         host=host,
         port=port,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from ringleader.cli.common import client, console, reports_errors
+from ringleader.cli.common import client, console, err_console, reports_errors
 
 nodes_app = typer.Typer(help="Nodes the scheduler places pods on.", no_args_is_help=True)
 top_app = typer.Typer(help="Allocation against capacity: nodes or jobs.", no_args_is_help=True)
@@ -41,7 +41,8 @@ def nodes_list() -> None:
         "NODE", "KIND", "POOL", "STATUS", "GPUs", "GPU MEMORY", "CPU", "MEMORY",
         "GPUs ALLOCATED", "PODS", box=None,
     )  # fmt: skip
-    for n in client().nodes():
+    nodes = client().nodes()
+    for n in nodes:
         memory = {g["memoryBytes"] for g in n["gpus"]}
         table.add_row(
             n["name"],
@@ -56,6 +57,9 @@ def nodes_list() -> None:
             str(len(n["pods"])),
         )
     console.print(table)
+    for n in nodes:
+        if n["status"] != "Ready":
+            err_console.print(f"[yellow]{n['name']}[/] is NotReady: {n['message']}", soft_wrap=True)
 
 
 @top_app.command("node")

@@ -6,6 +6,10 @@ where ringleader is missing or differs, which is what it helps find.
     python - facts WORKDIR MASTER_ADDRESS [INTERFACE]   -> one JSON line of facts
     python - listen ADDRESS                             -> prints a port, accepts until EOF
     python - connect ADDRESS:PORT...                    -> one JSON line: target -> error|null
+    python - node                                       -> one JSON line: the node's resources
+    python - heartbeat SECONDS [N]                      -> the node line, then a beat every
+                                                           SECONDS (the node line again every
+                                                           N beats) until the reader goes away
 
 The code fingerprint is a SHA-256 over the working directory's files (git's
 list of tracked and unignored files when it is a git checkout, else every
@@ -158,6 +162,73 @@ def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]
     }
 
 
+def gpu_devices() -> list[dict[str, object]]:
+    """``[{"index", "model", "memoryBytes"}]`` from nvidia-smi; [] without it."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    query = "--query-gpu=index,name,memory.total"
+    try:
+        out = subprocess.run(
+            [smi, query, "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    devices: list[dict[str, object]] = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit():
+            mib = float(parts[2]) if parts[2].replace(".", "", 1).isdigit() else 0.0
+            memory = int(mib * 2**20)
+            devices.append({"index": int(parts[0]), "model": parts[1], "memoryBytes": memory})
+    return devices
+
+
+def memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    return int(pages * size)
+
+
+def node() -> dict[str, object]:
+    """What a node offers the scheduler, and what it runs, for ``nodes add``."""
+    import platform
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_cores": cores or 1,
+        "memory_bytes": memory_bytes(),
+        "gpus": gpu_devices(),
+        "os": platform.platform(),
+        "python": sys.executable,
+        "python_version": ".".join(map(str, sys.version_info[:3])),
+        "torch": version("torch"),
+        "ringleader": version("ringleader"),
+    }
+
+
+def heartbeat(every_s: float, reprobe: int) -> None:
+    """The node line, then ``beat`` lines until the pipe breaks (the watcher left)."""
+    try:
+        beats = 0
+        while True:
+            print(json.dumps(node()) if beats % reprobe == 0 else "beat", flush=True)
+            beats += 1
+            time.sleep(every_s)
+    except (BrokenPipeError, OSError):
+        return
+
+
 def listen(address: str) -> None:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind((address, 0))
@@ -196,6 +267,10 @@ def main(argv: list[str]) -> int:
         listen(args[0])
     elif mode == "connect":
         print(json.dumps(connect(args)))
+    elif mode == "node":
+        print(json.dumps(node()))
+    elif mode == "heartbeat":
+        heartbeat(float(args[0]), int(args[1]) if len(args) > 1 else 30)
     else:
         return 2
     return 0

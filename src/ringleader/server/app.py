@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import math
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,16 +32,19 @@ from ringleader.errors import (
     RingleaderError,
     Unauthorized,
 )
+from ringleader.launch.ssh import SSHOptions
 from ringleader.server import auth, inventory
 from ringleader.server.backends.base import Backend
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import open_database
+from ringleader.server.heartbeats import NodeMonitor
 from ringleader.server.loops import Loops
 from ringleader.server.migrate import upgrade
 from ringleader.server.phases import IllegalTransition
 from ringleader.server.routers import auth as auth_routes
 from ringleader.server.routers import exec as exec_routes
 from ringleader.server.routers import nodes, projects, workloads
+from ringleader.server.ssh_nodes import probe_node
 
 _STATUS: list[tuple[type[RingleaderError], int]] = [
     (NotFound, 404),
@@ -114,13 +118,22 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             )
             declared = config.nodes
             if declared is None:
-                declared = [inventory.local_node(getattr(app.state.backend, "node", "localhost"))]
+                here = inventory.local_node(getattr(app.state.backend, "node", "localhost"))
+                declared = [here] if config.local_node else []
             inventory.sync_nodes(session, declared)
         interval = config.loop_interval_s
-        app.state.loops = Loops(
+        loops = app.state.loops = Loops(
             database, app.state.backend, config.runs_dir, interval, config.placement
         )
-        app.state.loops.start()
+        monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, loops.wake.set)
+
+        def nodes_changed() -> None:
+            monitor.refresh()
+            loops.wake.set()
+
+        app.state.nodes_changed = nodes_changed
+        loops.start()
+        monitor.start()
         # Everything made so far (the app, its routes, SQLAlchemy's mappers) lives as
         # long as the server: out of the collector's sight, a full collection no longer
         # walks it, which made every ~75th request wait ~90 ms.
@@ -129,12 +142,17 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         try:
             yield
         finally:
-            app.state.loops.stop()
+            monitor.stop()
+            loops.stop()
             database.dispose()
 
     app = FastAPI(title="ringleader", version=__version__, lifespan=lifespan)
     app.state.config = config
     app.state.backend = backend or default_backend()
+    app.state.ssh = SSHOptions.from_env(config.ssh_config)
+    # What SSH nodes are probed with: the interpreter the backend starts agents with.
+    app.state.node_python = getattr(app.state.backend, "python", sys.executable)
+    app.state.probe_node = probe_node  # replaceable in tests that must not open SSH
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]

@@ -35,6 +35,10 @@ class ServerConfig:
     # None: this machine is the one node; else declared (simulated) nodes.
     nodes: list[NodeDecl] | None = None
     placement: Strategy = "binpack"  # or "spread"
+    # With no declared nodes: is this machine a node?  Off for a head node that
+    # only places work on registered SSH nodes.
+    local_node: bool = True
+    ssh_config: str | None = None  # ssh -F for probes and heartbeats (else $RINGLEADER_SSH_CONFIG)
 
     @property
     def runs_dir(self) -> Path:

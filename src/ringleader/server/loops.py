@@ -9,7 +9,13 @@ between).  Every phase change goes through ``phases.transition``.
              nodes, projects and workloads -> preempt (backend.cancel ->
              Pending, Preempted event), place (backend.submit with the pods'
              bindings -> Initializing), or note why not (Unschedulable)
-- reconcile: Initializing/Running/Degraded/Unknown -> backend.poll -> phases, pods
+- reconcile: Initializing/Running/Degraded/Unknown -> backend.poll -> phases, pods;
+             a Failed gang whose restarts are the server's (SSH nodes) goes
+             back to Pending while attempts are left, so the scheduler places
+             it on nodes that answer
+- node lost: Initializing/Running/... with a live pod on a NotReady node ->
+             backend.cancel -> Pending (an attempt used; NodeLost event), or
+             Failed once backoffLimit is spent: fail fast, never hang
 - stop:      Stopping -> backend.cancel -> Stopped
 - delete:    Deleting -> backend.cancel -> Deleted (row kept, deleted_at set)
 - resume:    Resuming -> Pending (a fresh start; attempts continue counting)
@@ -100,6 +106,7 @@ class Loops:
     # ----- one pass --------------------------------------------------------
     def tick(self) -> None:
         with self.readers() as s:
+            lost_nodes = frozenset(s.scalars(select(NodeRow.name).where(NodeRow.ready.is_(False))))
             workloads = s.scalars(
                 select(Workload)
                 .options(selectinload(Workload.pods))
@@ -123,6 +130,9 @@ class Loops:
         for w in workloads:  # detached copies: what the rows held when read
             if w.phase == "Pending":
                 continue  # the scheduling cycle above placed it or said why not
+            lost = sorted({p.node for p in w.pods if p.node in lost_nodes and p.phase in POD_LIVE})
+            if lost and w.phase in POLLED:
+                self._node_lost(w, lost)
             elif (w.phase in POLLED or w.phase in LINGERING) and w.handle:
                 status = self.backend.poll(w.handle)
                 if status_changes(w, status):  # most polls change nothing: no write
@@ -210,6 +220,29 @@ class Loops:
 
         self._act(workload_id, back_to_pending)
 
+    def _node_lost(self, w: Workload, lost: list[str]) -> None:
+        """Its pods on ``lost`` nodes cannot be reached: stop the rest of the gang
+        everywhere, then restart it through the scheduler or fail it."""
+        if w.handle:
+            self.backend.cancel(w.handle)
+        with self.readers() as s:
+            why = {
+                n.name: n.message for n in s.scalars(select(NodeRow).where(NodeRow.name.in_(lost)))
+            }
+        reason = "; ".join(f"node {n} is NotReady ({why.get(n) or 'gone'})" for n in lost)
+
+        def requeue(s: Session, w: Workload) -> None:
+            if w.phase not in POLLED:
+                return  # the user acted meanwhile
+            for pod in w.pods:
+                if pod.phase in POD_LIVE:
+                    ended = "Failed" if pod.node in lost else "Stopped"
+                    phases.transition_pod(s, pod, ended, reason="NodeLost")
+            phases.record_event(s, w, "NodeLost", reason="NodeLost", message=reason)
+            restart_or_fail(s, w, reason, "NodeLost")
+
+        self._act(w.id, requeue)
+
     def _start(self, w: Workload, placement: sched.Placement, nodes: dict[str, NodeRow]) -> None:
         """Start a placed workload on the backend, then record its pods' bindings."""
         spec = WorkloadSpec.model_validate(w.spec)
@@ -220,6 +253,8 @@ class Loops:
                 node_kind=nodes[b.node].kind if b.node in nodes else "local",
                 gpus=b.gpus,
                 cpu_cores=requests[b.pod].cpu_cores if b.pod in requests else 0.0,
+                ssh=nodes[b.node].ssh if b.node in nodes else "",
+                address=nodes[b.node].address if b.node in nodes else "",
             )
             for b in placement.pods
         }
@@ -293,6 +328,14 @@ class Loops:
                 return  # the user asked for something else meanwhile
             w.attempt = max(w.attempt, status.attempt)
             pods = {p.name: p for p in w.pods}
+            if status.phase == "Failed" and status.server_restarts and w.phase in POLLED:
+                for ps in status.pods:
+                    pod = pods.get(ps.name)
+                    if pod is not None and pod.phase in POD_LIVE:
+                        ended = "Failed" if ps.phase == "Failed" else "Stopped"
+                        phases.transition_pod(s, pod, ended, exit_code=ps.exit_code)
+                restart_or_fail(s, w, status.message or "the gang failed", "Failed")
+                return
             for ps in status.pods:
                 pod = pods.get(ps.name)
                 if pod is None:
@@ -321,6 +364,26 @@ class Loops:
                 phases.transition(s, w, "Deleted", reason="Deleted")
 
         self._act(workload_id, finish)
+
+
+def backoff_limit(w: Workload) -> int:
+    return WorkloadSpec.model_validate(w.spec).spec.backoff_limit
+
+
+def restart_or_fail(s: Session, w: Workload, reason: str, cause: str) -> None:
+    """A gang whose restarts are the server's ended an attempt: back to the
+    scheduler with the next attempt, or Failed once ``backoffLimit`` is spent."""
+    limit = backoff_limit(w)
+    first, _, rest = reason.partition("\n")  # one line, then the root-cause text
+    if w.attempt < limit:
+        w.attempt += 1
+        message = (
+            f"{first}; restarting on the nodes that answer (attempt {w.attempt + 1} of {limit + 1})"
+        )
+        phases.transition(s, w, "Pending", reason=cause, message=message)
+    else:
+        message = f"{first}; no restarts left (backoffLimit {limit})" + (rest and f"\n{rest}")
+        phases.transition(s, w, "Failed", reason=cause, message=message)
 
 
 def status_changes(workload: Workload, status: BackendStatus) -> bool:

@@ -270,6 +270,8 @@ class Node(Base):
     ``simulated`` one (pods run here; for trying the scheduler without GPUs),
     or a registered SSH host.  Capacity is what the scheduler may allocate;
     ``gpus`` is ``[{"index": 0, "memoryBytes": 85899345920, "model": "..."}]``.
+    An SSH node has ``ssh`` (the login target) and ``facts`` (what its last
+    probe found: OS, interpreter, torch and ringleader versions, when).
     """
 
     __tablename__ = "nodes"
@@ -285,5 +287,7 @@ class Node(Base):
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     ready: Mapped[bool] = mapped_column(Boolean, default=True)
     message: Mapped[str] = mapped_column(Text, default="")
+    ssh: Mapped[str] = mapped_column(String(NAME_LENGTH), default="", server_default="")
+    facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = _updated_at()

@@ -149,6 +149,21 @@ class NodeGpuOut(Wire):
     allocated: float  # the sum of the shares bound on this device (1.0 = whole)
 
 
+HOST_PATTERN = r"^(?:[A-Za-z0-9_.-]+@)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$"
+
+
+class NodeIn(Wire):
+    """An SSH host to register: probed over SSH before it is stored."""
+
+    ssh: str = Field(min_length=1, max_length=255, pattern=HOST_PATTERN)  # user@host
+    name: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
+    address: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.:-]+$")
+    pool: str = Field(
+        "default", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    )
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class NodeOut(Wire):
     name: str
     kind: str  # local | simulated | ssh
@@ -166,3 +181,5 @@ class NodeOut(Wire):
     allocated_cpu_cores: float
     allocated_memory_bytes: int
     pods: list[str]
+    ssh: str = ""  # the login target of an SSH node
+    facts: dict[str, Any] = Field(default_factory=dict)  # its last probe: OS, versions

@@ -169,6 +169,47 @@ def test_scheduler_bindings_become_each_ranks_devices_share_threads_and_node() -
     assert [e["OMP_NUM_THREADS"] for e in envs] == ["3", "3"]
 
 
+def test_pods_on_ssh_nodes_become_the_launchs_hosts_and_restarts_the_servers() -> None:
+    from ringleader.server.backends.base import PodPlacement
+
+    request = make_request("/runs/w4", name="far", workers=3, command="python t.py",
+                           backoffLimit=4)  # fmt: skip
+    placements = {
+        "far-master-0": PodPlacement("gpu1", "ssh", cpu_cores=1, ssh="me@gpu1", address="10.0.0.1"),
+        "far-worker-0": PodPlacement("gpu1", "ssh", cpu_cores=1, ssh="me@gpu1", address="10.0.0.1"),
+        "far-worker-1": PodPlacement("gpu2", "ssh", ssh="gpu2", address="10.0.0.2"),
+        "far-worker-2": PodPlacement("gpu1", "ssh", ssh="me@gpu1", address="10.0.0.1"),
+    }
+    request = BackendRequest(**{**request.__dict__, "placements": placements})
+    plan = LocalBackend(python=PY).plan(request)
+    # Ranks fill hosts in order: consecutive pods on one node are one host.
+    assert plan.spec.hosts == [
+        Host("me@gpu1", "10.0.0.1", 2), Host("gpu2", "10.0.0.2", 1), Host("me@gpu1", "10.0.0.1", 1)
+    ]  # fmt: skip
+    assert [p.node for p in plan.pods] == ["gpu1", "gpu1", "gpu2", "gpu1"]
+    assert plan.spec.max_restarts == 0  # a restart goes back to the scheduler
+    assert "RINGLEADER_CPU_AFFINITY" not in plan.spec.rank_env["0"]  # not this machine's cores
+    assert plan.spec.rank_env["2"]["RINGLEADER_NODE_KIND"] == "ssh"
+
+
+def test_probe_answers_become_capacity_and_readiness() -> None:
+    from ringleader.server.ssh_nodes import node_state
+
+    facts = {
+        "hostname": "gpu1", "cpu_cores": 64, "memory_bytes": 512 * 2**30, "os": "Linux",
+        "gpus": [{"index": 0, "model": "H100", "memoryBytes": 80 * 2**30}, {"bogus": 1}],
+        "python": PY, "python_version": "3.11.7", "torch": "2.13.0", "ringleader": "0.1.0",
+    }  # fmt: skip
+    state = node_state(facts, PY, probed_at=1.0)
+    assert (state.cpu_cores, state.memory_bytes, state.ready, state.message) == (
+        64, 512 * 2**30, True, ""
+    )  # fmt: skip
+    assert state.gpus == [{"index": 0, "model": "H100", "memoryBytes": 80 * 2**30}]
+    assert state.facts["torch"] == "2.13.0" and state.facts["probed_at"] == 1.0
+    missing = node_state({**facts, "ringleader": None}, PY, probed_at=1.0)
+    assert not missing.ready and "ringleader install" in missing.message and PY in missing.message
+
+
 def test_mpi_ranks_pick_their_own_binding_from_the_exported_map() -> None:
     from ringleader.launch.mpi_rank import rank_environment
 

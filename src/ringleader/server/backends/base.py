@@ -38,12 +38,15 @@ class Capabilities:
 @dataclass(frozen=True)
 class PodPlacement:
     """Where the scheduler bound one pod: the node, its kind (``local``,
-    ``simulated``, ``ssh``), and the GPU devices with each one's share."""
+    ``simulated``, ``ssh``), and the GPU devices with each one's share; an
+    SSH node's login target and the address other nodes reach it at."""
 
     node: str
     node_kind: str = "local"
     gpus: tuple[GpuShare, ...] = ()
     cpu_cores: float = 0.0
+    ssh: str = ""
+    address: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class BackendStatus:
     attempt: int = 0
     pods: list[PodStatus] = field(default_factory=list)
     exit_code: int | None = None
+    # Restarts are the server's to make (a gang on SSH nodes goes back to the
+    # scheduler, which places it on nodes that answer): a Failed with attempts
+    # left becomes Pending again instead of ending the workload.
+    server_restarts: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from ringleader.server.backends.base import (
     Capabilities,
     ExecTarget,
     LogLine,
+    PodPlacement,
     PodStatus,
 )
 from ringleader.server.backends.pod_env import assign_cores, pod_env
@@ -215,7 +216,8 @@ class LocalBackend:
             command = hold_argv(self.python, command)
         workers = dist.num_workers
         world_size = workers * (dist.slots_per_worker or 1) + (spec.framework != Framework.MPI)
-        if world_size > self.max_ranks:
+        remote = any(p.node_kind == "ssh" for p in request.placements.values())
+        if world_size > self.max_ranks and not remote:
             raise InvalidSpec(
                 f"{world_size} ranks do not fit on this machine: the local backend runs at most "
                 f"{self.max_ranks} ({os.cpu_count()} CPU cores)",
@@ -261,12 +263,15 @@ class LocalBackend:
         }
         launch = LaunchSpec(
             command=command,
-            hosts=[Host("localhost", "127.0.0.1", world)],
+            hosts=gang_hosts(pods, request.placements)
+            if remote
+            else [Host("localhost", "127.0.0.1", world)],
             run_id=f"rl-{request.workload_id}",
             cwd=master.working_dir or dist.working_dir or f"{run_dir}/work",
             python=self.python,
             framework=framework,
-            max_restarts=max(0, dist.backoff_limit - request.attempt_offset),
+            # On SSH nodes a restart goes back to the scheduler (see server_restarts).
+            max_restarts=0 if remote else max(0, dist.backoff_limit - request.attempt_offset),
             grace_s=self.grace_s,
             env=env,
             rank_env=rank_env,
@@ -341,10 +346,15 @@ class LocalBackend:
             state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
             if state.get("phase") not in FINAL_PHASES:
                 state = self._bury(run_dir, launch, state, "Failed", _died(state))
-        return self._status(state, pods_from_launch(launch), launch.spec.on_rank0_success)
+        remote = any(not h.is_local for h in launch.spec.hosts)
+        return self._status(state, pods_from_launch(launch), launch.spec.on_rank0_success, remote)
 
     def _status(
-        self, state: dict[str, Any], pods: list[LocalPod], on_rank0_success: str = "wait"
+        self,
+        state: dict[str, Any],
+        pods: list[LocalPod],
+        on_rank0_success: str = "wait",
+        remote: bool = False,
     ) -> BackendStatus:
         native = str(state.get("phase"))
         attempt = int(state.get("attempt") or 0)
@@ -386,6 +396,7 @@ class LocalBackend:
             attempt=attempt,
             pods=pod_states,
             exit_code=state.get("exit_code"),
+            server_restarts=remote,
         )
 
     # ----- cancel --------------------------------------------------------------------
@@ -450,6 +461,12 @@ class LocalBackend:
         pods = {p.name: p for p in pods_from_launch(launch)}
         if pod not in pods:
             raise NotFound("pod", pod)
+        remote = {h.name for h in launch.spec.hosts if not h.is_local}
+        if _ssh_host(launch, pods[pod]) in remote:
+            raise Conflict(
+                f"pod {pod} runs on SSH node {pods[pod].node}: exec into pods on SSH nodes is "
+                f"not supported yet; log in there (ssh {pods[pod].node}) and cd {launch.spec.cwd}"
+            )
         found = pod_process(launch.spec.run_id, pods[pod].ranks[0])
         if found is None:
             raise Conflict(
@@ -482,6 +499,29 @@ class LocalBackend:
         for handle, proc in list(self._children.items()):
             if proc.poll() is not None:
                 self._children.pop(handle, None)
+
+
+def gang_hosts(pods: list[LocalPod], placements: Mapping[str, PodPlacement]) -> list[Host]:
+    """The launch's hosts for a gang placed on SSH nodes: each pod's node in rank
+    order, consecutive pods on one node as one host with their ranks as slots.
+
+    A pod on this machine's own node (local or simulated) runs here; the
+    supervisor then gives the others this machine's address toward them.
+    """
+    hosts: list[Host] = []
+    for pod in pods:
+        ranks = [r for r in pod.ranks if r >= 0]
+        if not ranks:
+            continue  # mpirun itself (the MPI launcher pod) runs here
+        where = placements.get(pod.name)
+        if where is not None and where.node_kind == "ssh":
+            host = Host(where.ssh or where.node, where.address or where.node, len(ranks))
+        else:
+            host = Host("localhost", "127.0.0.1", len(ranks))
+        if hosts and (hosts[-1].ssh, hosts[-1].address) == (host.ssh, host.address):
+            host = Host(host.ssh, host.address, hosts.pop().slots + host.slots)
+        hosts.append(host)
+    return hosts
 
 
 def job_processes_gone(run_id: str, grace_s: float) -> None:
@@ -523,6 +563,16 @@ def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
         return None
     _, pid, env = min(found, key=lambda item: item[:2])
     return pid, env
+
+
+def _ssh_host(launch: LaunchFile, pod: LocalPod) -> str:
+    """The launch host that runs ``pod``'s first rank ("" for mpirun)."""
+    rank = pod.ranks[0]
+    for host in launch.spec.hosts:
+        if 0 <= rank < host.slots:
+            return host.name
+        rank -= host.slots
+    return ""
 
 
 def _died(state: dict[str, Any]) -> str:

@@ -1,14 +1,18 @@
-"""/api/v1/nodes: the nodes pods are placed on, with capacity and allocation."""
+"""/api/v1/nodes: the nodes pods are placed on, with capacity and allocation;
+admins register SSH hosts (probed first) and remove them."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+import time
+
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
-from ringleader.server.schemas import NodeOut
+from ringleader.server.schemas import NodeIn, NodeOut
 from ringleader.server.services import nodes
+from ringleader.server.ssh_nodes import node_state
 
 router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
 
@@ -26,3 +30,37 @@ def get(
     name: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> NodeOut:
     return nodes.get_node(s, user, name)
+
+
+@router.post("", status_code=201, response_model=NodeOut, response_model_by_alias=True)
+def add(
+    body: NodeIn,
+    request: Request,
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> NodeOut:
+    """Register an SSH host: probed over SSH (cores, memory, GPUs, interpreter,
+    versions) with the server's own keys before anything is stored."""
+    nodes.check_new_node(s, user, body)
+    s.rollback()  # no transaction (nor SQLite's write lock) held while the probe waits
+    state = request.app.state
+    python = state.node_python
+    facts = state.probe_node(body.ssh, python, state.ssh)
+    node = nodes.add_node(s, body, node_state(facts, python, time.time()))
+    s.commit()
+    request.app.state.nodes_changed()
+    return nodes.get_node(s, user, node.name)
+
+
+@router.delete("/{name}", status_code=204)
+def remove(
+    name: str,
+    request: Request,
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> Response:
+    """Unregister an SSH node no live workload holds."""
+    nodes.remove_node(s, user, name)
+    s.commit()
+    request.app.state.nodes_changed()
+    return Response(status_code=204)

@@ -1,8 +1,13 @@
-"""Nodes with their allocation: what ``nodes list``, ``top node`` and the API show.
+"""Nodes with their allocation: what ``nodes list``, ``top node`` and the API show;
+and the registration of SSH nodes (``nodes add``, ``nodes remove``).
 
 Allocation is what the scheduler bound (requests, not measured use): the
 pods that hold resources on each node, their GPUs (fractions as fractions,
 per device), CPU cores and memory.
+
+Only admins register or remove nodes (they decide where everyone's code
+runs).  Local and simulated nodes come from the server's flags and are not
+removed through the API.
 """
 
 from __future__ import annotations
@@ -13,11 +18,72 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from ringleader.errors import NotFound
-from ringleader.server.models import Node, User, Workload
+from ringleader.errors import Conflict, NotFound
+from ringleader.server.models import Node, Pod, User, Workload
 from ringleader.server.scheduling import asks, holding, holds
-from ringleader.server.schemas import NodeGpuOut, NodeOut
+from ringleader.server.schemas import NodeGpuOut, NodeIn, NodeOut
+from ringleader.server.services.projects import require_admin
 from ringleader.server.services.workloads import visible_projects
+from ringleader.server.ssh_nodes import NodeState
+
+
+def node_name(body: NodeIn) -> str:
+    """The name given, else the ssh target's host part (``user@gpu1`` -> ``gpu1``)."""
+    return body.name or body.ssh.rsplit("@", 1)[-1].strip("[]")
+
+
+def check_new_node(session: Session, user: User, body: NodeIn) -> None:
+    """Before the probe: may ``user`` add it, and is its name free?"""
+    require_admin(user, "register nodes")
+    name = node_name(body)
+    if session.scalar(select(Node.kind).where(Node.name == name)) is not None:
+        raise Conflict(f"a node named {name!r} is already registered; `nodes remove` it first")
+
+
+def add_node(session: Session, body: NodeIn, state: NodeState) -> Node:
+    """Store a probed SSH node (the name's uniqueness is the index's at commit)."""
+    node = Node(
+        name=node_name(body),
+        kind="ssh",
+        pool=body.pool,
+        ssh=body.ssh,
+        address=body.address or body.ssh.rsplit("@", 1)[-1].strip("[]"),
+        cpu_cores=state.cpu_cores,
+        memory_bytes=state.memory_bytes,
+        gpus=state.gpus,
+        labels=dict(body.labels),
+        ready=state.ready,
+        message=state.message,
+        facts=state.facts,
+    )
+    session.add(node)
+    session.flush()
+    return node
+
+
+def remove_node(session: Session, user: User, name: str) -> None:
+    """Unregister an SSH node that no live workload holds."""
+    require_admin(user, "remove nodes")
+    node = session.scalar(select(Node).where(Node.name == name)) if "\x00" not in name else None
+    if node is None:
+        raise NotFound("node", name)
+    if node.kind != "ssh":
+        raise Conflict(
+            f"node {name!r} is {node.kind}: it comes from the server's flags "
+            "(--simulate-nodes, --nodes-file, --no-local-node), not from `nodes add`"
+        )
+    held = session.scalars(
+        select(Workload.name)
+        .join(Pod, Pod.workload_id == Workload.id)
+        .where(holding(), Pod.node == name)
+        .distinct()
+    ).all()
+    if held:
+        raise Conflict(
+            f"node {name!r} runs workloads {', '.join(sorted(held))}: "
+            "delete or suspend them first (or wait until they end)"
+        )
+    session.delete(node)
 
 
 def list_nodes(session: Session, user: User) -> list[NodeOut]:
@@ -93,4 +159,6 @@ def _out(node: Node, usage: _Usage | None) -> NodeOut:
         allocated_cpu_cores=usage.cpu,
         allocated_memory_bytes=usage.memory,
         pods=sorted(usage.pods),
+        ssh=node.ssh,
+        facts=node.facts or {},
     )

@@ -1,0 +1,141 @@
+"""``nodes add``, ``nodes import`` and ``nodes remove``: register SSH hosts with the server.
+
+The server probes each host over SSH with its own keys (so ``ssh-setup`` must
+have been run as the server's user) and stores what it found; ``nodes list``
+(in ``cli/top.py``) shows them with their allocation and Ready/NotReady.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from ringleader.cli.common import client, console, err_console, reports_errors
+from ringleader.cli.top import size
+from ringleader.errors import Conflict, RingleaderError
+
+
+def _body(ssh: str, name: str | None, address: str | None, pool: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"ssh": ssh, "pool": pool}
+    if name:
+        body["name"] = name
+    if address:
+        body["address"] = address
+    return body
+
+
+def _facts_row(node: dict[str, Any]) -> list[str]:
+    facts = node.get("facts") or {}
+    return [
+        node["status"],
+        f"{node['cpuCores']:g}",
+        size(node["memoryBytes"]),
+        str(node["gpuCount"]),
+        f"{facts.get('python') or '-'} {facts.get('python_version') or ''}".strip(),
+        facts.get("torch") or "-",
+        facts.get("ringleader") or "-",
+    ]
+
+
+def _report(results: list[tuple[str, dict[str, Any] | None, str]]) -> int:
+    """Print one row per host; the number of hosts that failed."""
+    table = Table(
+        "NODE", "RESULT", "STATUS", "CPU", "MEMORY", "GPUs", "PYTHON", "TORCH", "RINGLEADER",
+        box=None,
+    )  # fmt: skip
+    failed = 0
+    for name, node, problem in results:
+        if node is not None:
+            table.add_row(name, "[green]added[/]", *_facts_row(node))
+        elif problem.startswith("already"):
+            table.add_row(name, "already registered", *["-"] * 7)
+        else:
+            failed += 1
+            table.add_row(name, "[red]failed[/]", *["-"] * 7)
+    console.print(table)
+    for name, node, problem in results:
+        if node is None and not problem.startswith("already"):
+            err_console.print(f"[red]{name}[/]: {problem}", soft_wrap=True)
+        elif node is not None and node["status"] != "Ready":
+            err_console.print(f"[yellow]{name}[/] is NotReady: {node['message']}", soft_wrap=True)
+    return failed
+
+
+@reports_errors
+def add(
+    host: str = typer.Argument(..., help="The host: a name or address (also its node name)."),
+    ssh: str = typer.Option(None, "--ssh", help="Login target, user@host (default: HOST)."),
+    address: str = typer.Option(
+        None, "--address", help="Address other nodes reach it at (default: the ssh host)."
+    ),
+    pool: str = typer.Option("default", "--pool", help="Node pool."),
+) -> None:
+    """Register an SSH host as a node, probed over SSH by the server first.
+
+    The probe finds CPU cores, memory, GPUs and their memory, OS, Python and the
+    torch and ringleader versions.
+
+    The server logs in with its own keys: run `ringleader ssh-setup HOST` first as
+    the user the server runs as. Admins only.
+
+    Examples:
+
+      ringleader nodes add gpu1
+
+      ringleader nodes add gpu2 --ssh ubuntu@10.0.0.12 --address 192.168.100.12 --pool a100
+    """
+    name = host if ssh else None
+    node = client().add_node(_body(ssh or host, name, address, pool))
+    if _report([(node["name"], node, "")]):
+        raise typer.Exit(1)
+
+
+@reports_errors
+def import_hosts(
+    source: str = typer.Argument(..., help="hosts.json (MLX form) or an MPI hostfile."),
+    pool: str = typer.Option("default", "--pool", help="Node pool for all of them."),
+) -> None:
+    """Register every host of a hosts.json or MPI hostfile, probed in parallel.
+
+    Hosts already registered are left as they are, so importing twice is safe.
+    Exit code 1 if any host could not be added; the others are added anyway.
+
+    Example: ringleader nodes import hosts.json
+    """
+    from ringleader.hosts import load_hostfile
+
+    hosts = load_hostfile(source)
+    api = client()
+
+    def one(host: Any) -> tuple[str, dict[str, Any] | None, str]:
+        try:
+            return host.name, api.add_node(_body(host.ssh, host.name, host.address, pool)), ""
+        except Conflict as exc:
+            return host.name, None, f"already registered ({exc})"
+        except RingleaderError as exc:
+            return host.name, None, str(exc)
+
+    with ThreadPoolExecutor(max(1, min(16, len(hosts)))) as workers:
+        results = list(workers.map(one, hosts))
+    if _report(results):
+        raise typer.Exit(1)
+
+
+@reports_errors
+def remove(
+    names: list[str] = typer.Argument(..., help="Node names, as `nodes list` shows them."),
+) -> None:
+    """Unregister SSH nodes that no live workload holds.
+
+    A node that live workloads hold is refused (409) until they are deleted,
+    suspended or done.
+
+    Example: ringleader nodes remove gpu1 gpu2
+    """
+    api = client()
+    for name in names:
+        api.remove_node(name)
+        console.print(f"node {name} removed")
