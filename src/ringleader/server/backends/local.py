@@ -1,5 +1,11 @@
 """The local backend: each workload is a detached supervisor on this machine.
 
+It is also the SSH backend: when the scheduler bound pods to registered SSH
+nodes, the supervisor's launch has those nodes as its hosts
+(``gang_hosts``), so the launcher's agents start there over SSH and their
+output comes back here; restarts then go back to the server's scheduler
+(``BackendStatus.server_restarts``) so a lost node is not tried again.
+
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
   resolved path is the *handle*.  Its files are described in
@@ -155,7 +161,7 @@ class LocalBackend:
 
     name = "local"
     capabilities = Capabilities(
-        multi_node=False, gpu_isolation=False, suspend=True, container_images=False
+        multi_node=True, gpu_isolation=False, suspend=True, container_images=False
     )
 
     def __init__(
