@@ -124,3 +124,34 @@ def test_a_missing_interpreter_and_an_unusable_interface(
     rc, report, _ = doctor(net, code, *hosts, extra=("--network-interface", "lo"))
     assert rc == 1 and failed(report) == {h: ["interface"] for h in hosts}
     assert "loopback" in report[hosts[0]]["checks"]["interface"]["detail"]
+
+
+def test_a_host_with_a_different_python_is_named_with_the_fix(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    """``--python`` names a virtual environment (this one's packages) whose
+    ``bin/python`` starts this venv's Python everywhere but inside one host's network
+    namespace, where it starts the system's Python: another interpreter, without torch."""
+    net = make_test_hosts(2)
+    code = project(tmp_path)
+    other = net.hosts[1].address
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text((Path(sys.prefix) / "pyvenv.cfg").read_text())
+    (venv / "lib").symlink_to(Path(sys.prefix) / "lib")
+    python = venv / "bin" / "python"
+    python.write_text(
+        "#!/bin/bash\n"
+        f"if PATH=$PATH:/usr/sbin:/sbin ip -o -4 addr show | grep -q ' {other}/'; then\n"
+        '  exec /usr/bin/python3 "$@"\n'
+        "fi\n"
+        f'exec -a "$0" {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    hosts = [h.address for h in net.hosts]
+    rc, report, _ = doctor(net, code, *hosts, extra=("--python", str(python), "--no-bandwidth"))
+    assert rc == 1 and failed(report) == {other: ["python", "versions"]}, report
+    check = report[other]["checks"]["python"]
+    assert check["detail"].startswith("/usr/bin/python3") and f"(here: {python} " in check["detail"]
+    assert other in check["fix"] and "same interpreter" in check["fix"]
+    assert "ringleader install" in report[other]["checks"]["versions"]["fix"]
