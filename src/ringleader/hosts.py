@@ -33,6 +33,11 @@ from ringleader.errors import InvalidSpec
 _HOSTNAME = re.compile(r"^(?:[A-Za-z0-9_.-]+@)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$")
 
 
+def ssh_host(target: str) -> str:
+    """The host part of an ssh target: ``user@gpu1`` -> ``gpu1``, ``[::1]`` -> ``::1``."""
+    return target.rsplit("@", 1)[-1].strip("[]")
+
+
 @dataclass(frozen=True)
 class Host:
     """One machine of the gang and how many ranks it runs."""
@@ -44,7 +49,7 @@ class Host:
     @property
     def name(self) -> str:
         """Short name for prefixes and tables: the ssh target without the user."""
-        return self.ssh.rsplit("@", 1)[-1].strip("[]")
+        return ssh_host(self.ssh)
 
     @property
     def is_local(self) -> bool:
@@ -69,7 +74,7 @@ def _check_slots(raw: object, where: str) -> int:
 
 def _make_host(ssh: str, address: str | None, slots: int, where: str) -> Host:
     _check_name(ssh, where)
-    address = address or ssh.rsplit("@", 1)[-1].strip("[]")
+    address = address or ssh_host(ssh)
     _check_name(address, where)
     return Host(ssh=ssh, address=address, slots=slots)
 

@@ -115,6 +115,11 @@ def hosts_json(net: TestHostNetwork, path: Path, *extra: str) -> Path:
     return path
 
 
+def import_hosts(server: Server, net: TestHostNetwork, tmp_path: Path) -> None:
+    done = server.cli("nodes", "import", str(hosts_json(net, tmp_path / "h.json")))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_nodes_import_probes_each_host_and_names_the_one_that_fails(
     cluster: tuple[Server, TestHostNetwork], tmp_path: Path
 ) -> None:
@@ -174,7 +179,7 @@ def test_workload_runs_across_the_hosts_and_suspend_and_delete_stop_it_everywher
 ) -> None:
     server, net = cluster
     (tmp_path / "train.py").write_text(TRAIN)
-    assert server.cli("nodes", "import", str(hosts_json(net, tmp_path / "h.json"))).returncode == 0
+    import_hosts(server, net, tmp_path)
 
     wid = server.submit("trio", tmp_path, "python train.py --hold")
     wait_until(
@@ -211,7 +216,7 @@ def test_a_host_going_away_fails_fast_and_the_gang_restarts_on_the_others(
 ) -> None:
     server, net = cluster
     (tmp_path / "train.py").write_text(TRAIN)
-    assert server.cli("nodes", "import", str(hosts_json(net, tmp_path / "h.json"))).returncode == 0
+    import_hosts(server, net, tmp_path)
 
     wid = server.submit("survivor", tmp_path, "python train.py --hold", backoffLimit=2)
     wait_until(
@@ -250,7 +255,7 @@ def test_a_crashing_gang_on_ssh_nodes_is_restarted_by_the_scheduler_until_backof
         "import os, sys, time\nprint('rank', os.environ['RANK'], 'up', flush=True)\n"
         "sys.exit(3) if os.environ['RANK'] == '0' else time.sleep(60)\n"
     )
-    assert server.cli("nodes", "import", str(hosts_json(net, tmp_path / "h.json"))).returncode == 0
+    import_hosts(server, net, tmp_path)
     wid = server.submit("crashy", tmp_path, "python crash.py", workers=1, backoffLimit=1)
     done = server.wait_phase(wid, {"Completed", "Failed"}, timeout=120)
     assert done["actualPhase"] == "Failed" and done["attempt"] == 1

@@ -178,7 +178,8 @@ def doctor(
 
     size_list = [s for s in sizes.split(",") if s.strip()]
     try:
-        [busbw.parse_size(s) for s in size_list]
+        for size in size_list:
+            busbw.parse_size(size)
     except ValueError as exc:
         raise InvalidSpec(str(exc), "--sizes") from None
     picked = pick_host_list(hosts, hostfile)
@@ -278,12 +279,12 @@ def pick_hosts(hosts: list[str] | None, hostfile: str | None) -> list[str]:
 def pick_host_list(hosts: list[str] | None, hostfile: str | None) -> list[Any]:
     """Hosts from the arguments, ``--hostfile``, or ``./hosts.json`` when present."""
     from ringleader.errors import InvalidSpec
-    from ringleader.hosts import Host, load_hostfile
+    from ringleader.hosts import Host, load_hostfile, ssh_host
 
     if hostfile and hosts:
         raise InvalidSpec("give hosts or --hostfile, not both", "--hostfile")
     if hosts:
-        return [Host(h, h.rsplit("@", 1)[-1].strip("[]")) for h in hosts]
+        return [Host(h, ssh_host(h)) for h in hosts]
     if not hostfile and Path("hosts.json").is_file():
         hostfile = "hosts.json"
         err_console.print("hosts from ./hosts.json")

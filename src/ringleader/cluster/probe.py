@@ -127,18 +127,26 @@ def route(master: str, interface: str | None) -> tuple[str | None, str | None]:
     return known.get(address), address
 
 
-def gpus() -> list[str]:
+def nvidia_smi(fields: str, units: bool = True) -> list[str] | None:
+    """``nvidia-smi --query-gpu=FIELDS`` as CSV lines; [] without nvidia-smi, None
+    when it failed."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
-    query = "--query-gpu=name,memory.total,driver_version"
+    form = "--format=csv,noheader" + ("" if units else ",nounits")
     try:
         out = subprocess.run(
-            [smi, query, "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+            [smi, f"--query-gpu={fields}", form], capture_output=True, text=True, timeout=20
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return ["nvidia-smi failed"]
+        return None
     return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def gpus() -> list[str]:
+    """What doctor shows: one ``name, memory, driver`` line per device."""
+    lines = nvidia_smi("name,memory.total,driver_version")
+    return ["nvidia-smi failed"] if lines is None else lines
 
 
 def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]:
@@ -164,21 +172,8 @@ def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]
 
 def gpu_devices() -> list[dict[str, object]]:
     """``[{"index", "model", "memoryBytes"}]`` from nvidia-smi; [] without it."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    query = "--query-gpu=index,name,memory.total"
-    try:
-        out = subprocess.run(
-            [smi, query, "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
     devices: list[dict[str, object]] = []
-    for line in out.splitlines():
+    for line in nvidia_smi("index,name,memory.total", units=False) or []:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[0].isdigit():
             mib = float(parts[2]) if parts[2].replace(".", "", 1).isdigit() else 0.0

@@ -12,9 +12,10 @@ check, and a silent network (a cable pulled, a host frozen) is noticed by
 the missing beat in seconds, not at the next TCP timeout.
 
 Invariants:
-- the watcher writes a node row only when its readiness, message or facts
-  change, in its own short transaction, then wakes the loops (which fail
-  the workloads on a NotReady node fast);
+- a watch writes only what differs from what it last wrote (a node that
+  stays down or answers the same facts costs no transaction), and the
+  monitor writes a row only when it changes, then wakes the loops (which
+  fail the workloads on a NotReady node fast);
 - the remote side ends by itself when the connection goes (a write to a
   closed pipe), so a watch leaves nothing behind on the node;
 - ``stop`` ends every ssh it started (by its pid) before returning.
@@ -144,6 +145,7 @@ class _Watch:
         self.target = target
         self._stop = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._written: tuple[object, ...] | None = None  # what this watch last recorded
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{name}", daemon=True)
 
     def start(self) -> None:
@@ -164,11 +166,24 @@ class _Watch:
             if self._stop.is_set():
                 return
             failures = 0 if answered else failures + 1
-            try:
-                self.monitor.record(self.name, False, reason)
-            except Exception:
-                log.exception("recording node %s failed", self.name)
+            self._record(False, reason)
             self._stop.wait(RETRY_S[min(failures, len(RETRY_S) - 1)])
+
+    def _record(self, ready: bool, message: str, state: NodeState | None = None) -> None:
+        """Hand the monitor what changed since this watch last wrote."""
+        written = (ready, message) + (
+            (state.cpu_cores, state.memory_bytes, repr(state.gpus),
+             repr({k: v for k, v in state.facts.items() if k != "probed_at"}))
+            if state is not None
+            else ()
+        )  # fmt: skip
+        if written == self._written:
+            return
+        try:
+            self.monitor.record(self.name, ready, message, state)
+            self._written = written
+        except Exception:
+            log.exception("recording node %s failed", self.name)
 
     def _follow(self) -> tuple[bool, str]:
         """Run one heartbeat stream until it goes quiet or ends: (answered, why not)."""
@@ -222,10 +237,7 @@ class _Watch:
         except ValueError:
             return
         state = node_state(facts, self.monitor.python, time.time())
-        try:
-            self.monitor.record(self.name, state.ready, state.message, state)
-        except Exception:
-            log.exception("recording node %s failed", self.name)
+        self._record(state.ready, state.message, state)
 
     def _end_proc(self) -> str:
         """Kill this watch's ssh (by its pid) and return what it wrote on stderr."""

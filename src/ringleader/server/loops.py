@@ -106,7 +106,11 @@ class Loops:
     # ----- one pass --------------------------------------------------------
     def tick(self) -> None:
         with self.readers() as s:
-            lost_nodes = frozenset(s.scalars(select(NodeRow.name).where(NodeRow.ready.is_(False))))
+            not_ready = dict(
+                s.execute(
+                    select(NodeRow.name, NodeRow.message).where(NodeRow.ready.is_(False))
+                ).all()
+            )
             workloads = s.scalars(
                 select(Workload)
                 .options(selectinload(Workload.pods))
@@ -130,7 +134,8 @@ class Loops:
         for w in workloads:  # detached copies: what the rows held when read
             if w.phase == "Pending":
                 continue  # the scheduling cycle above placed it or said why not
-            lost = sorted({p.node for p in w.pods if p.node in lost_nodes and p.phase in POD_LIVE})
+            lost = {p.node: not_ready[p.node] for p in w.pods
+                    if p.node in not_ready and p.phase in POD_LIVE}  # fmt: skip
             if lost and w.phase in POLLED:
                 self._node_lost(w, lost)
             elif (w.phase in POLLED or w.phase in LINGERING) and w.handle:
@@ -220,16 +225,12 @@ class Loops:
 
         self._act(workload_id, back_to_pending)
 
-    def _node_lost(self, w: Workload, lost: list[str]) -> None:
-        """Its pods on ``lost`` nodes cannot be reached: stop the rest of the gang
-        everywhere, then restart it through the scheduler or fail it."""
+    def _node_lost(self, w: Workload, lost: dict[str, str]) -> None:
+        """Its pods on ``lost`` nodes (name -> why NotReady) cannot be reached: stop the
+        rest of the gang everywhere, then restart it through the scheduler or fail it."""
         if w.handle:
             self.backend.cancel(w.handle)
-        with self.readers() as s:
-            why = {
-                n.name: n.message for n in s.scalars(select(NodeRow).where(NodeRow.name.in_(lost)))
-            }
-        reason = "; ".join(f"node {n} is NotReady ({why.get(n) or 'gone'})" for n in lost)
+        reason = "; ".join(f"node {n} is NotReady ({lost[n] or 'gone'})" for n in sorted(lost))
 
         def requeue(s: Session, w: Workload) -> None:
             if w.phase not in POLLED:
@@ -366,14 +367,10 @@ class Loops:
         self._act(workload_id, finish)
 
 
-def backoff_limit(w: Workload) -> int:
-    return WorkloadSpec.model_validate(w.spec).spec.backoff_limit
-
-
 def restart_or_fail(s: Session, w: Workload, reason: str, cause: str) -> None:
     """A gang whose restarts are the server's ended an attempt: back to the
     scheduler with the next attempt, or Failed once ``backoffLimit`` is spent."""
-    limit = backoff_limit(w)
+    limit = WorkloadSpec.model_validate(w.spec).spec.backoff_limit
     first, _, rest = reason.partition("\n")  # one line, then the root-cause text
     if w.attempt < limit:
         w.attempt += 1

@@ -44,11 +44,10 @@ def add(
     nodes.check_new_node(s, user, body)
     s.rollback()  # no transaction (nor SQLite's write lock) held while the probe waits
     state = request.app.state
-    python = state.node_python
-    facts = state.probe_node(body.ssh, python, state.ssh)
-    node = nodes.add_node(s, body, node_state(facts, python, time.time()))
+    facts = state.probe_node(body.ssh, state.node_python, state.ssh)
+    node = nodes.add_node(s, body, node_state(facts, state.node_python, time.time()))
     s.commit()
-    request.app.state.nodes_changed()
+    state.nodes_changed()
     return nodes.get_node(s, user, node.name)
 
 

@@ -19,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import Conflict, NotFound
+from ringleader.hosts import ssh_host
 from ringleader.server.models import Node, Pod, User, Workload
 from ringleader.server.scheduling import asks, holding, holds
 from ringleader.server.schemas import NodeGpuOut, NodeIn, NodeOut
@@ -29,7 +30,7 @@ from ringleader.server.ssh_nodes import NodeState
 
 def node_name(body: NodeIn) -> str:
     """The name given, else the ssh target's host part (``user@gpu1`` -> ``gpu1``)."""
-    return body.name or body.ssh.rsplit("@", 1)[-1].strip("[]")
+    return body.name or ssh_host(body.ssh)
 
 
 def check_new_node(session: Session, user: User, body: NodeIn) -> None:
@@ -47,7 +48,7 @@ def add_node(session: Session, body: NodeIn, state: NodeState) -> Node:
         kind="ssh",
         pool=body.pool,
         ssh=body.ssh,
-        address=body.address or body.ssh.rsplit("@", 1)[-1].strip("[]"),
+        address=body.address or ssh_host(body.ssh),
         cpu_cores=state.cpu_cores,
         memory_bytes=state.memory_bytes,
         gpus=state.gpus,
