@@ -241,3 +241,36 @@ def test_only_admins_set_quotas_and_others_see_no_foreign_pods_on_nodes(sim_api:
     assert node["allocatedGpus"] == 2.0 and node["pods"] == []  # amounts yes, names no
     (mine,) = sim_api.get("/api/v1/nodes").json()
     assert sorted(mine["pods"]) == ["admins-master-0", "admins-worker-0"]
+
+
+def test_node_registration_refusals_name_the_reason_and_store_nothing(sim_api: API) -> None:
+    """Only admins register or remove nodes; declared nodes are not removed through
+    the API; a name taken is a 409 before any probe runs (the probe is replaced here:
+    the real one is tested on sshd hosts in test_ssh_nodes.py)."""
+    probed: list[str] = []
+
+    def probe(target: str, python: str, ssh: object) -> dict[str, Any]:
+        probed.append(target)
+        return {"cpu_cores": 4, "memory_bytes": 2**33, "gpus": [], "ringleader": "0.1.0"}
+
+    sim_api.client.app.state.probe_node = probe
+    bob = sim_api.new_user("bob")
+    refused = sim_api.post("/api/v1/nodes", json={"ssh": "gpu9"}, headers=bob)
+    assert refused.status_code == 403 and "admin" in refused.json()["message"]
+    assert sim_api.delete("/api/v1/nodes/sim-0", headers=bob).status_code == 403
+
+    declared = sim_api.delete("/api/v1/nodes/sim-0")
+    assert declared.status_code == 409 and "--simulate-nodes" in declared.json()["message"]
+    taken = sim_api.post("/api/v1/nodes", json={"ssh": "me@sim-0"})
+    assert taken.status_code == 409 and "already registered" in taken.json()["message"]
+    assert probed == []  # neither refused request reached the host
+
+    added = sim_api.post("/api/v1/nodes", json={"ssh": "me@gpu9", "pool": "extra"})
+    assert added.status_code == 201, added.text
+    node = added.json()
+    assert (node["name"], node["kind"], node["address"], node["status"]) == (
+        "gpu9", "ssh", "gpu9", "Ready"
+    )  # fmt: skip
+    assert probed == ["me@gpu9"]
+    assert sim_api.delete("/api/v1/nodes/gpu9").status_code == 204
+    assert [n["name"] for n in sim_api.get("/api/v1/nodes").json()] == ["sim-0"]

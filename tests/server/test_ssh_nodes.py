@@ -195,6 +195,8 @@ def test_workload_runs_across_the_hosts_and_suspend_and_delete_stop_it_everywher
         assert f"attempt 0 rank {rank}/3 on {pod['node']}: sum 6" in logs, logs
     job = f"rl-{wid}"
     assert job_pids(job)
+    held = server.cli("nodes", "remove", pods[0]["node"])
+    assert held.returncode != 0 and "runs workloads trio" in held.stderr, held.stderr
     refused = server.cli("exec", "trio", "--pod", "trio-worker-0", "--", "true")
     assert refused.returncode != 0 and "SSH node" in refused.stderr, refused.stderr
 
