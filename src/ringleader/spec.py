@@ -20,11 +20,14 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from collections.abc import Iterator
 from enum import Enum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+from ringleader.launch import frameworks
 
 SPEC_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # DNS-1123 label
@@ -70,7 +73,27 @@ class Framework(str, Enum):
     JAX = "JAX"
 
 
-RUNNABLE_FRAMEWORKS = (Framework.PYTORCH, Framework.MPI)
+class _Runnable:
+    """The ``Framework`` values the launcher's registry can run, looked up live.
+
+    A live view, not a tuple: a framework registered later (a plug-in)
+    becomes runnable without this module knowing it.
+    """
+
+    def __iter__(self) -> Iterator[Framework]:
+        return (f for f in Framework if frameworks.by_spec_name(f.value) is not None)
+
+    def __contains__(self, framework: object) -> bool:
+        return (
+            isinstance(framework, Framework)
+            and frameworks.by_spec_name(framework.value) is not None
+        )
+
+    def __repr__(self) -> str:
+        return f"RUNNABLE_FRAMEWORKS({', '.join(f.value for f in self)})"
+
+
+RUNNABLE_FRAMEWORKS = _Runnable()
 
 
 class _Wire(BaseModel):
@@ -178,19 +201,22 @@ class WorkloadSpec(_Wire):
     def framework(self) -> Framework:
         return self.spec.distributed_framework
 
+    @property
+    def registered_framework(self) -> frameworks.Framework | None:
+        """This workload's framework in the launcher's registry; None: it cannot run yet."""
+        return frameworks.by_spec_name(self.framework.value)
+
     def pod_layout(self, name: str) -> list[tuple[str, str, int]]:
         """(pod name, role, index) of every pod, the same on every backend.
 
-        PyTorch: ``NAME-master-0`` then ``NAME-worker-I``; MPI: ``NAME-launcher``
-        (runs mpirun) then the workers.
+        The framework's layout in the registry (``launch.frameworks``): PyTorch:
+        ``NAME-master-0`` then ``NAME-worker-I``; MPI: ``NAME-launcher`` (runs
+        mpirun) then the workers.  A framework nobody registered yet (it cannot
+        run) is shown as master plus workers, Kubeflow's default.
         """
-        head = (
-            (f"{name}-launcher", "launcher", 0)
-            if self.framework == Framework.MPI
-            else (f"{name}-master-0", "master", 0)
-        )
-        workers = ((f"{name}-worker-{i}", "worker", i) for i in range(self.spec.num_workers))
-        return [head, *workers]
+        registered = self.registered_framework
+        layout = registered.layout if registered else frameworks.MASTER_WORKERS
+        return layout.pods(name, self.spec.num_workers)
 
     def master(self) -> PodSpec:
         """The master's (PyTorch) or launcher's (MPI) pod spec."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ringleader.hosts import Host
-from ringleader.launch.frameworks import mpirun_argv
+from ringleader.launch.mpirun import mpirun_argv
 from ringleader.launch.plan import LaunchSpec, NodeFacts, build_plan
 from ringleader.launch.ssh import SSHOptions
 

@@ -54,8 +54,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
-from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE, MPISupervisor
+from ringleader.launch import frameworks
+from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE
 from ringleader.launch.plan import LaunchPlan, LaunchSpec
 from ringleader.launch.procs import pids_with_marker
 from ringleader.launch.result import AttemptResult, LaunchResult, render_summary, signal_name
@@ -371,7 +373,12 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
         return 2
     recorder = Recorder(run_dir, launch, clock=clock)
     recorder.write()
-    cls = MPISupervisor if launch.spec.framework == "mpi" else Supervisor
+    try:
+        cls = frameworks.get(launch.spec.framework).load_supervisor()
+    except InvalidSpec as exc:
+        recorder.state.update(phase="Failed", exit_code=2, reason=str(exc), summary=str(exc))
+        recorder.write()
+        return 2
     supervisor = cls(launch.spec, recorder, observer=recorder)
     if stop:
         supervisor.request_stop(stop[0])

@@ -1,4 +1,4 @@
-"""The supervisor for ``--framework mpi``: one agent here runs ``mpirun``.
+"""The supervisor of the ``mpi`` framework: one agent here runs ``mpirun``.
 
 mpirun starts the ranks on every host itself (over ssh, as MPI users expect);
 the local agent owns mpirun's process group, so fail-fast, Ctrl-C, restarts
@@ -16,8 +16,9 @@ from collections import deque
 from typing import Any
 
 from ringleader.hosts import Host
-from ringleader.launch.frameworks import mpirun_argv
+from ringleader.launch.frameworks import LAUNCHER_RANK
 from ringleader.launch.mpi_rank import EXIT_MARKER
+from ringleader.launch.mpirun import mpirun_argv
 from ringleader.launch.observer import SupervisorObserver
 from ringleader.launch.output import OutputSink
 from ringleader.launch.plan import (
@@ -33,7 +34,7 @@ from ringleader.launch.ssh import SSHOptions
 from ringleader.launch.supervisor import STDERR_TAIL_LINES, Supervisor
 
 _TAG = re.compile(r"^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$")
-MPIRUN = -1  # pseudo-rank for mpirun's own lines
+MPIRUN = LAUNCHER_RANK  # pseudo-rank for mpirun's own lines
 MPIRUN_NOTICE = "mpirun: "  # how mpirun's own lines reach the sink's notice()
 
 

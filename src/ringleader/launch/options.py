@@ -7,19 +7,18 @@ which hosts, how many ranks each, and how the command is run.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from pathlib import Path
 
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host, load_hostfile, parse_host_list, with_slots
+from ringleader.launch import frameworks
 from ringleader.launch.plan import LaunchSpec
-
-FRAMEWORKS = ("pytorch", "mpi")
 
 
 def new_run_id() -> str:
-    return f"rl-{secrets.token_hex(4)}"
+    """``rl-`` and 8 random hex digits (os.urandom: ``secrets`` costs imports)."""
+    return f"rl-{os.urandom(4).hex()}"
 
 
 def resolve_hosts(
@@ -92,7 +91,7 @@ def build_spec(
     hostfile: str | None = None,
     hosts_flag: str | None = None,
     nproc_per_node: int | None = None,
-    framework: str = "pytorch",
+    framework: str = frameworks.DEFAULT,
     max_restarts: int = 0,
     grace_s: float = 5.0,
     network_interface: str | None = None,
@@ -101,10 +100,7 @@ def build_spec(
     cwd: str | None = None,
     python: str | None = None,
 ) -> LaunchSpec:
-    if framework not in FRAMEWORKS:
-        raise InvalidSpec(
-            f"unknown framework {framework!r}; choose one of {', '.join(FRAMEWORKS)}", "--framework"
-        )
+    frameworks.get(framework)  # an unknown name: InvalidSpec naming --framework and the choices
     if max_restarts < 0:
         raise InvalidSpec("must be 0 or more", "--max-restarts")
     if grace_s < 0:

@@ -8,6 +8,9 @@ Nomenclature:
 - *facts*: what each host's agent reported (cores, interface, run dir); the
   plan uses them but never looks them up itself.
 
+Every rank gets ringleader's and torchrun's names (``rank_env``), then its
+framework's own (``frameworks``: ``Framework.env``).
+
 Invariants: no I/O, no clock, no randomness, so the same inputs give the
 same plan and plans are golden-testable.  ``env`` is always set on a rank;
 ``env_defaults`` only when the host's own environment lacks the name (so a
@@ -19,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ringleader.hosts import Host, to_mpi_hostfile
+from ringleader.launch import frameworks
+from ringleader.launch.frameworks import RankPlace
 
 # Under mpirun, the JSON of ``LaunchSpec.rank_env``: each rank applies its entry.
 RANK_ENV = "RINGLEADER_RANK_ENV"
@@ -33,7 +38,7 @@ class LaunchSpec:
     run_id: str
     cwd: str
     python: str
-    framework: str = "pytorch"
+    framework: str = frameworks.DEFAULT
     max_restarts: int = 0
     grace_s: float = 5.0
     network_interface: str | None = None
@@ -184,6 +189,7 @@ def build_plan(
     """Assign global ranks to hosts in order and compute every rank's env."""
     if len(facts) != len(spec.hosts):
         raise ValueError("one NodeFacts per host is required")
+    contract = frameworks.get(spec.framework).env
     nodes: list[NodePlan] = []
     next_rank = 0
     for node_rank, (host, fact) in enumerate(zip(spec.hosts, facts, strict=True)):
@@ -207,6 +213,17 @@ def build_plan(
                 error_file=error_file,
                 hostfile_path=hostfile_path,
             )
+            place = RankPlace(
+                rank=rank,
+                local_rank=local_rank,
+                node_rank=node_rank,
+                world_size=spec.world_size,
+                local_world_size=host.slots,
+                nnodes=len(spec.hosts),
+                master_addr=master_addr,
+                master_port=master_port,
+            )
+            env.update(contract(place))  # the framework's own names
             env.update(forced_if)
             env.update(spec.env)
             env.update(spec.rank_env.get(str(rank), {}))

@@ -1,11 +1,10 @@
-"""Per-framework launch contracts that differ from plain PyTorch ranks.
+"""The ``mpirun`` command line of the ``mpi`` framework (frameworks/mpi.py).
 
-``pytorch`` (the default) is the plan in ``plan.py``: the agents start every
-rank themselves with torchrun's environment.  ``mpi`` hands the gang to
-OpenMPI's ``mpirun`` (what Horovod and mpi4py programs expect) with a
-generated hostfile; each rank runs through ``ringleader.launch.mpi_rank``,
-which maps OMPI_* to RANK/WORLD_SIZE/LOCAL_RANK so PyTorch code works too,
-forwards whole lines, and reports its exit for the root-cause summary.
+The gang goes to OpenMPI's ``mpirun`` (what Horovod and mpi4py programs
+expect) with a generated hostfile; each rank runs through
+``ringleader.launch.mpi_rank``, which maps OMPI_* to RANK/WORLD_SIZE/LOCAL_RANK
+so PyTorch code works too, forwards whole lines, and reports its exit for the
+root-cause summary.
 
 Pure: argv building only, golden-testable.
 """
@@ -17,9 +16,6 @@ import shlex
 
 from ringleader.launch.plan import RANK_ENV, LaunchSpec
 from ringleader.launch.ssh import SSHOptions
-
-# Names every MPI rank receives from the launcher (values set by mpirun_argv).
-MPI_EXPORTED = ("MASTER_ADDR", "MASTER_PORT", "PYTHONUNBUFFERED")
 
 
 def mpirun_argv(
