@@ -1,47 +1,25 @@
-"""``ringleader launch``: start a gang of ranks and supervise it to the end."""
+"""``ringleader launch``: start a gang of ranks and supervise it to the end.
+
+The options are declared here, for Typer (help, errors); the work is
+``ringleader.launch.command.run``, which the entry point also calls
+directly for the common forms (see that module: launch must start fast).
+"""
 
 from __future__ import annotations
 
-import signal
-import sys
-
 import typer
 
-from ringleader.errors import RingleaderError
-from ringleader.launch.options import build_spec, parse_env
-from ringleader.launch.output import ConsoleSink
-from ringleader.launch.result import render_summary
-from ringleader.launch.ssh import SSHOptions
-
-HELP = """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
-
-Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
-If any rank fails, every rank everywhere is stopped and the first failure is
-summarised; the exit code is that rank's.
-
-Examples:
-
-  ringleader launch -n 2 -- python train.py
-
-  ringleader launch --hostfile hosts.json -- python train.py
-
-  ringleader launch --hostfile hostfile --nproc-per-node 2 -- python train.py
-
-  ringleader launch -H a:2,b:2 --max-restarts 2 --log-dir logs -- python train.py
-
-  ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
-"""
+from ringleader.launch import frameworks
+from ringleader.launch.command import LaunchArgs, parse_ranks, run
 
 
-def _parse_ranks(value: str | None) -> set[int] | None:
-    if not value:
-        return None
-    try:
-        return {int(part) for part in value.split(",") if part.strip()}
-    except ValueError:
-        raise typer.BadParameter(
-            f"expected rank numbers like 0,2; got {value!r}", param_hint="--ranks"
-        ) from None
+def framework_help() -> str:
+    """The registered frameworks, for ``--framework``'s help."""
+    parts = [
+        f"{f.name} ({'default; ' if f.name == frameworks.DEFAULT else ''}{f.summary})"
+        for f in frameworks.all_frameworks()
+    ]
+    return (", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0]) + "."
 
 
 def launch(
@@ -56,9 +34,7 @@ def launch(
     nproc_per_node: int = typer.Option(
         None, "--nproc-per-node", help="Ranks per host (overrides slots)."
     ),
-    framework: str = typer.Option(
-        "pytorch", "--framework", help="pytorch (default) or mpi (started by mpirun)."
-    ),
+    framework: str = typer.Option(frameworks.DEFAULT, "--framework", help=framework_help()),
     max_restarts: int = typer.Option(
         0, "--max-restarts", help="Restart the whole gang up to K times after a failure."
     ),
@@ -87,40 +63,45 @@ def launch(
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",
     ),
 ) -> None:
-    from ringleader.launch.supervisor import Supervisor
+    """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
 
-    command = list(ctx.args)
+    Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
+    If any rank fails, every rank everywhere is stopped and the first failure is
+    summarised; the exit code is that rank's.
+
+    Examples:
+
+      ringleader launch -n 2 -- python train.py
+
+      ringleader launch --hostfile hosts.json -- python train.py
+
+      ringleader launch --hostfile hostfile --nproc-per-node 2 -- python train.py
+
+      ringleader launch -H a:2,b:2 --max-restarts 2 --log-dir logs -- python train.py
+
+      ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
+    """
     try:
-        spec = build_spec(
-            command,
-            nproc=nproc,
-            hostfile=hostfile,
-            hosts_flag=hosts,
-            nproc_per_node=nproc_per_node,
-            framework=framework,
-            max_restarts=max_restarts,
-            grace_s=grace,
-            network_interface=network_interface,
-            env=parse_env(env),
-            run_id=run_id,
-        )
-    except RingleaderError as exc:
-        typer.echo(f"ringleader: error: {exc}", err=True)
-        raise typer.Exit(exc.exit_code) from None
-    sink = ConsoleSink(show_ranks=_parse_ranks(ranks), with_prefix=not no_prefix, log_dir=log_dir)
-    if framework == "mpi":
-        from ringleader.launch.mpi import MPISupervisor as supervisor_cls
-    else:
-        supervisor_cls = Supervisor
-    sup = supervisor_cls(spec, sink, SSHOptions.from_env(ssh_config))
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, lambda s, _f: sup.request_stop(s))
-    try:
-        result = sup.run()
-    finally:
-        sink.close()
-    if result.exit_code != 0:
-        print(
-            "ringleader: " + render_summary(result).replace("\n", "\nringleader: "), file=sys.stderr
-        )
-    raise typer.Exit(result.exit_code)
+        parse_ranks(ranks)
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected rank numbers like 0,2; got {ranks!r}", param_hint="--ranks"
+        ) from None
+    args = LaunchArgs(
+        command=list(ctx.args),
+        nproc=nproc,
+        hostfile=hostfile,
+        hosts=hosts,
+        nproc_per_node=nproc_per_node,
+        framework=framework,
+        max_restarts=max_restarts,
+        grace=grace,
+        network_interface=network_interface,
+        log_dir=log_dir,
+        ranks=ranks,
+        no_prefix=no_prefix,
+        env=list(env),
+        run_id=run_id,
+        ssh_config=ssh_config,
+    )
+    raise typer.Exit(run(args))

@@ -1,67 +1,241 @@
 """The ``ringleader`` command: one Typer app, one module per command group.
 
 Commands only parse and print; the work is done by library code
-(``ringleader.launch`` now, the HTTP client later), so everything a command
-does can also be done from Python.
+(``ringleader.launch``, the HTTP client), so everything a command does can
+also be done from Python.
+
+Commands are imported per command: ``COMMANDS`` names each command's
+module, and the group built by :func:`typer_app` imports that module only
+when the command runs.  Why: ``ringleader launch`` must start in a fraction
+of a second, and the other commands pull in the HTTP client, pydantic models
+and server modules (~0.5 s) that a launch never uses.  ``ringleader --help``
+lists every command from the one-line help kept here, without importing any
+of them (``tests/launch/test_light.py`` checks these lines against the
+commands' own).  Typer itself builds commands with pydantic, so :func:`app`
+sends launch's common forms past it (``launch/command.py``).
 """
 
 from __future__ import annotations
 
-import typer
+import functools
+import importlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ringleader import __version__
-from ringleader.cli import auth, cluster, distributed, nodes, server, top, workloads
-from ringleader.cli import exec as exec_cmd
-from ringleader.cli import launch as launch_cmd
 
-app = typer.Typer(
-    name="ringleader",
-    help="Run distributed training: one command becomes a gang of ranks, here or over SSH.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.command(
-    "launch",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    help=launch_cmd.HELP,
-)(launch_cmd.launch)
+if TYPE_CHECKING:  # Typer's click (vendored since Typer 0.29; plain click before)
+    import typer
+    from typer._click import Command
+
+EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-app.command("server")(server.server)
-app.command("login")(auth.login)
-app.command("whoami")(auth.whoami)
-app.command("token")(auth.token)
-app.add_typer(auth.project_app, name="project")
-app.add_typer(auth.config_app, name="config")
-app.add_typer(workloads.submit_dist, name="submit-dist")
-app.command("submit-mpi", context_settings=workloads.EXTRA)(workloads.submit_mpi)
-app.command("list")(workloads.list_workloads)
-app.command("describe")(workloads.describe)
-app.command("get", help="Alias of describe.")(workloads.describe)
-app.command("logs")(workloads.logs)
-app.command("delete")(workloads.delete)
-app.command("suspend")(workloads.suspend)
-app.command("resume")(workloads.resume)
-app.command("exec")(exec_cmd.exec_command)
-app.command("bash")(exec_cmd.bash)
-app.add_typer(distributed.app, name="distributed")
-top.nodes_app.command("add")(nodes.add)
-top.nodes_app.command("import")(nodes.import_hosts)
-top.nodes_app.command("remove")(nodes.remove)
-app.add_typer(top.nodes_app, name="nodes")
-app.add_typer(top.top_app, name="top")
-app.command("ssh-setup")(cluster.ssh_setup)
-app.command("hostfile")(cluster.hostfile)
-app.command("doctor")(cluster.doctor)
-app.command("sync")(cluster.sync)
-app.command("install", context_settings={"allow_extra_args": True})(cluster.install)
+@dataclass(frozen=True)
+class LazyCommand:
+    """A command known by name and help line; its module is imported to run it.
+
+    ``target`` is ``"module:attribute"``: a command function, or (``group``)
+    a ``typer.Typer`` or a function returning one.
+    """
+
+    target: str
+    summary: str  # the line ``ringleader --help`` shows
+    group: bool = False
+    help: str | None = None  # the command's own help, when not its docstring's
+    context_settings: dict[str, Any] = field(default_factory=dict)
+
+    def load(self, name: str) -> Command:
+        """The real (click) command, built as ``app.command``/``app.add_typer`` would."""
+        import typer
+
+        module, _, attribute = self.target.partition(":")
+        obj = getattr(importlib.import_module(module), attribute)
+        holder = typer.Typer(add_completion=False)
+        holder.callback()(_no_options)  # a callback makes ``holder`` a group, even of one
+        if self.group:
+            holder.add_typer(obj if isinstance(obj, typer.Typer) else obj(), name=name)
+        else:
+            settings = dict(self.context_settings) or None
+            holder.command(name, help=self.help, context_settings=settings)(obj)
+        return typer.main.get_group(holder).commands[name]
 
 
-@app.command("version")
+def _no_options() -> None:
+    """The callback of the group that builds one loaded command."""
+
+
+# In the order ``ringleader --help`` lists them (commands, then groups: Typer's order).
+COMMANDS: dict[str, LazyCommand] = {
+    "launch": LazyCommand(
+        "ringleader.cli.launch:launch",
+        "Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.",
+        context_settings=EXTRA,
+    ),
+    "server": LazyCommand(
+        "ringleader.cli.server:server",
+        "Run the control plane: REST API, scheduler and reconcile loops, local backend.",
+    ),
+    "login": LazyCommand(
+        "ringleader.cli.auth:login",
+        "Store an access key (0600) for this user and check it works.",
+    ),
+    "whoami": LazyCommand(
+        "ringleader.cli.auth:whoami", "Show the user, the server URL and the current project."
+    ),
+    "token": LazyCommand(
+        "ringleader.cli.auth:token", "Print a fresh bearer token, for scripts and curl."
+    ),
+    "submit-mpi": LazyCommand(
+        "ringleader.cli.workloads:submit_mpi",
+        "Submit an MPI workload (old Run:ai verb; same as `submit-dist mpi --workers`).",
+        context_settings=EXTRA,
+    ),
+    "list": LazyCommand(
+        "ringleader.cli.workloads:list_workloads", "List workloads with Run:ai's columns."
+    ),
+    "describe": LazyCommand(
+        "ringleader.cli.workloads:describe",
+        "Show a workload: spec, phase with its reason, pods, events.",
+    ),
+    "get": LazyCommand(
+        "ringleader.cli.workloads:describe", "Alias of describe.", help="Alias of describe."
+    ),
+    "logs": LazyCommand(
+        "ringleader.cli.workloads:logs",
+        "Print a workload's logs: every pod merged and prefixed, or one pod.",
+    ),
+    "delete": LazyCommand("ringleader.cli.workloads:delete", "Delete a workload."),
+    "suspend": LazyCommand("ringleader.cli.workloads:suspend", "Suspend a workload."),
+    "resume": LazyCommand("ringleader.cli.workloads:resume", "Resume a workload."),
+    "exec": LazyCommand(
+        "ringleader.cli.exec:exec_command",
+        "Run a command in a pod: its working directory, its environment (RANK, MASTER_ADDR...).",
+    ),
+    "bash": LazyCommand(
+        "ringleader.cli.exec:bash",
+        "Open a shell in a pod (default: the master or launcher pod).",
+    ),
+    "ssh-setup": LazyCommand(
+        "ringleader.cli.cluster:ssh_setup",
+        "Set up passwordless SSH: key pair, host keys, authorized_keys, batch-login check.",
+    ),
+    "hostfile": LazyCommand(
+        "ringleader.cli.cluster:hostfile",
+        "Write the MPI hostfile (`ADDRESS slots=N` per line) for a hosts.json or the\n"
+        "server's node inventory.",
+    ),
+    "doctor": LazyCommand(
+        "ringleader.cli.cluster:doctor",
+        "Check every host before a run: one table, a row per host, the fix for each failure.",
+    ),
+    "sync": LazyCommand(
+        "ringleader.cli.cluster:sync",
+        "Copy DIR to the same path on every host with rsync, in parallel.",
+    ),
+    "install": LazyCommand(
+        "ringleader.cli.cluster:install",
+        "pip install into the same interpreter on every host, in parallel; a table of outcomes.",
+        context_settings={"allow_extra_args": True},
+    ),
+    "version": LazyCommand("ringleader.cli.main:version", "Print ringleader's version."),
+    "project": LazyCommand(
+        "ringleader.cli.auth:project_app",
+        "Projects: create (with quotas), list, set the current one.",
+        group=True,
+    ),
+    "config": LazyCommand(
+        "ringleader.cli.auth:config_app",
+        "Set CLI defaults (Run:ai's `config project NAME`).",
+        group=True,
+    ),
+    "submit-dist": LazyCommand(
+        "ringleader.cli.workloads:submit_dist",
+        "Submit a distributed workload: `submit-dist pytorch|mpi NAME --workers N -- CMD`.",
+        group=True,
+    ),
+    "distributed": LazyCommand(
+        "ringleader.cli.distributed:app", "Distributed workloads, Run:ai CLI v2 style.", group=True
+    ),
+    "nodes": LazyCommand(
+        "ringleader.cli.main:nodes_app", "Nodes the scheduler places pods on.", group=True
+    ),
+    "top": LazyCommand(
+        "ringleader.cli.top:top_app", "Allocation against capacity: nodes or jobs.", group=True
+    ),
+}
+
+
 def version() -> None:
     """Print ringleader's version."""
-    typer.echo(__version__)
+    print(__version__)
+
+
+def nodes_app() -> typer.Typer:
+    """``nodes``: ``list`` from cli/top.py, ``add``/``import``/``remove`` from cli/nodes.py."""
+    from ringleader.cli import nodes, top
+
+    if not any(c.name == "add" for c in top.nodes_app.registered_commands):
+        top.nodes_app.command("add")(nodes.add)
+        top.nodes_app.command("import")(nodes.import_hosts)
+        top.nodes_app.command("remove")(nodes.remove)
+    return top.nodes_app
+
+
+@functools.cache
+def typer_app() -> typer.Typer:
+    """The whole CLI as one Typer app, every command loaded on first use."""
+    import typer
+    from typer.core import TyperCommand, TyperGroup
+
+    class LazyGroup(TyperGroup):
+        """A Typer group whose commands are imported only when one is run.
+
+        Until then each command is a stand-in holding its name and help line,
+        which is all that help, listing and "did you mean" need;
+        ``resolve_command``, which picks the command to run, loads the real one.
+        """
+
+        def __init__(self, **attrs: Any) -> None:
+            super().__init__(**attrs)
+            for name, entry in COMMANDS.items():
+                self.commands.setdefault(name, TyperCommand(name, help=entry.summary))
+            self._loaded: set[str] = set()
+
+        def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+            if args and args[0] in COMMANDS and args[0] not in self._loaded:
+                self.commands[args[0]] = COMMANDS[args[0]].load(args[0])
+                self._loaded.add(args[0])
+            return super().resolve_command(ctx, args)
+
+    app = typer.Typer(
+        name="ringleader",
+        cls=LazyGroup,
+        help="Run distributed training: one command becomes a gang of ranks, here or over SSH.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_no_options)  # every command is in COMMANDS: the group needs a callback
+    return app
+
+
+def app(args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
+    """The ``ringleader`` entry point (console script and ``python -m ringleader``).
+
+    ``launch`` in its common forms runs without Typer (``launch/command.py``
+    says why); everything else goes through :func:`typer_app`.
+    """
+    argv = list(sys.argv[1:] if args is None else args)
+    if argv[:1] == ["launch"]:
+        from ringleader.launch.command import parse_quick, run
+
+        quick = parse_quick(argv[1:])
+        if quick is not None:
+            sys.exit(run(quick))
+    return typer_app()(argv, prog_name=prog_name or "ringleader", **extra)
 
 
 if __name__ == "__main__":

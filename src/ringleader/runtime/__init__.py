@@ -16,20 +16,49 @@ does not import torch (the launcher imports :mod:`.errorfile` and :mod:`.env`);
 torch is imported when ``init()`` and friends are first called.
 """
 
-from ringleader.runtime.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
-from ringleader.runtime.dist import (
-    DistContext,
-    WorldSizeMismatch,
-    get_context,
-    init,
-    is_main,
-    prepare,
-    shard,
-    shutdown,
-)
-from ringleader.runtime.env import EnvError, NoLauncherEnvironment, RankEnv, detect
-from ringleader.runtime.errorfile import install_error_recorder, read_error_file, record
-from ringleader.runtime.log import get_logger
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> the submodule that defines it.  Imported on first use (PEP 562), so the
+# launcher's agents and MPI rank wrappers, which import .env and .errorfile,
+# do not pay for .dist and .checkpoint.
+_EXPORTS = {
+    "checkpoint_dir": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "DistContext": "dist",
+    "WorldSizeMismatch": "dist",
+    "get_context": "dist",
+    "init": "dist",
+    "is_main": "dist",
+    "prepare": "dist",
+    "shard": "dist",
+    "shutdown": "dist",
+    "EnvError": "env",
+    "NoLauncherEnvironment": "env",
+    "RankEnv": "env",
+    "detect": "env",
+    "install_error_recorder": "errorfile",
+    "read_error_file": "errorfile",
+    "record": "errorfile",
+    "get_logger": "log",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "DistContext",

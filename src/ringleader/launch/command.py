@@ -1,0 +1,174 @@
+"""What ``ringleader launch`` does once its options are read, and a quick reader.
+
+Why this module: ``ringleader launch -n 2 -- python train.py`` must start in
+a fraction of a second, like ``mpirun``.  Typer builds its commands with
+pydantic (~0.15 s of imports before a rank starts), so the entry point
+(``cli/main.py``) hands launch's common forms to :func:`parse_quick`, which
+reads exactly the options ``cli/launch.py`` declares, and runs them with
+:func:`run` on the standard library alone.  Anything it does not read with
+certainty (``--help``, a bad number, an unknown option, no ``--``) goes to
+the Typer command, which gives the usual help and errors and calls the
+same :func:`run`.
+
+Invariant: for every argv ``parse_quick`` accepts, Typer reads the same
+values (``tests/launch/test_light.py`` checks both on a set of argvs, and
+that ``OPTIONS`` matches the Typer command's options flag for flag).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import signal
+import sys
+from dataclasses import dataclass, field
+
+from ringleader.errors import RingleaderError
+from ringleader.launch import frameworks
+from ringleader.launch.options import build_spec, parse_env
+from ringleader.launch.output import ConsoleSink
+from ringleader.launch.result import render_summary
+from ringleader.launch.ssh import SSHOptions
+
+
+@dataclass
+class LaunchArgs:
+    """``ringleader launch``'s options, as the Typer command declares them."""
+
+    command: list[str] = field(default_factory=list)
+    nproc: int | None = None
+    hostfile: str | None = None
+    hosts: str | None = None
+    nproc_per_node: int | None = None
+    framework: str = frameworks.DEFAULT
+    max_restarts: int = 0
+    grace: float = 5.0
+    network_interface: str | None = None
+    log_dir: str | None = None
+    ranks: str | None = None
+    no_prefix: bool = False
+    env: list[str] = field(default_factory=list)
+    run_id: str | None = None
+    ssh_config: str | None = None
+
+
+# flag -> (LaunchArgs field, how its value reads): "int", "float", "str", "flag"
+# or "list" (repeatable).  The same flags as cli/launch.py's Typer options.
+OPTIONS: dict[str, tuple[str, str]] = {
+    "-n": ("nproc", "int"),
+    "--nproc": ("nproc", "int"),
+    "--np": ("nproc", "int"),
+    "--hostfile": ("hostfile", "str"),
+    "-H": ("hosts", "str"),
+    "--hosts": ("hosts", "str"),
+    "--nproc-per-node": ("nproc_per_node", "int"),
+    "--framework": ("framework", "str"),
+    "--max-restarts": ("max_restarts", "int"),
+    "--grace": ("grace", "float"),
+    "--network-interface": ("network_interface", "str"),
+    "--log-dir": ("log_dir", "str"),
+    "--ranks": ("ranks", "str"),
+    "--no-prefix": ("no_prefix", "flag"),
+    "-e": ("env", "list"),
+    "--env": ("env", "list"),
+    "--run-id": ("run_id", "str"),
+    "--ssh-config": ("ssh_config", "str"),
+}
+_INT = re.compile(r"[0-9]+")
+_FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def parse_quick(argv: list[str]) -> LaunchArgs | None:
+    """``argv`` (after ``launch``) read without Typer, or None to let Typer read it.
+
+    Accepts known options (``--opt VALUE``, ``--opt=VALUE``), each given once
+    (``-e`` any number of times), then ``--`` and the command.
+    """
+    if "--" not in argv:
+        return None
+    split = argv.index("--")
+    options, command = argv[:split], argv[split + 1 :]
+    values: dict[str, object] = {}
+    env: list[str] = []
+    i = 0
+    while i < len(options):
+        flag, eq, value = options[i].partition("=")
+        known = OPTIONS.get(flag)
+        if known is None or (eq and not flag.startswith("--")):
+            return None
+        name, kind = known
+        i += 1
+        if kind == "flag":
+            if eq or name in values:
+                return None
+            values[name] = True
+            continue
+        if not eq:
+            if i >= len(options):
+                return None
+            value, i = options[i], i + 1
+        if value.startswith("-"):
+            return None  # an option where a value should be: Typer decides
+        if kind == "list":
+            env.append(value)
+            continue
+        if name in values:
+            return None
+        if kind == "int" and not _INT.fullmatch(value):
+            return None
+        if kind == "float" and not _FLOAT.fullmatch(value):
+            return None
+        values[name] = int(value) if kind == "int" else float(value) if kind == "float" else value
+    args = dataclasses.replace(LaunchArgs(command=command, env=env), **values)
+    try:
+        parse_ranks(args.ranks)
+    except ValueError:
+        return None  # Typer's message names the option
+    return args
+
+
+def parse_ranks(value: str | None) -> set[int] | None:
+    """``--ranks 0,2`` as a set (None: every rank); ValueError when malformed."""
+    if not value:
+        return None
+    return {int(part) for part in value.split(",") if part.strip()}
+
+
+def run(args: LaunchArgs) -> int:
+    """Launch, supervise to the end, print the root cause; the exit code.
+
+    ``--ranks`` was checked by the caller (``parse_ranks``).
+    """
+    try:
+        spec = build_spec(
+            args.command,
+            nproc=args.nproc,
+            hostfile=args.hostfile,
+            hosts_flag=args.hosts,
+            nproc_per_node=args.nproc_per_node,
+            framework=args.framework,
+            max_restarts=args.max_restarts,
+            grace_s=args.grace,
+            network_interface=args.network_interface,
+            env=parse_env(args.env),
+            run_id=args.run_id,
+        )
+        supervisor_cls = frameworks.get(spec.framework).load_supervisor()
+    except RingleaderError as exc:
+        print(f"ringleader: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    sink = ConsoleSink(
+        show_ranks=parse_ranks(args.ranks), with_prefix=not args.no_prefix, log_dir=args.log_dir
+    )
+    sup = supervisor_cls(spec, sink, SSHOptions.from_env(args.ssh_config))
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: sup.request_stop(s))
+    try:
+        result = sup.run()
+    finally:
+        sink.close()
+    if result.exit_code != 0:
+        print(
+            "ringleader: " + render_summary(result).replace("\n", "\nringleader: "), file=sys.stderr
+        )
+    return result.exit_code
