@@ -5,10 +5,15 @@ Measures, for the digits example on 2 ranks:
   first optimizer step on rank 0 (the example prints the wall-clock time);
 - steady steps/s: optimizer steps per second after the warm-up, as the
   example reports it.
+And the launcher's fixed cost: the wall time of ``ringleader launch -n 2 --
+python -c pass`` against ``mpirun -np 2 python -c pass`` (the same Python),
+the price of starting a gang that does nothing (target: at most 3x mpirun).
 Runs alternate (ringleader, torchrun, ringleader, ...) so drift hits both.
-Writes bench/results/launch.json and bench/results/launch.md.
+Writes bench/results/launch.json and bench/results/launch.md (not with
+--quick, a small smoke run that only prints).
 
-Usage: python bench/launch.py [--runs 7] [--epochs 30]
+Usage: python bench/launch.py [--runs 7] [--epochs 30] [--fixed-rounds 21]
+       python bench/launch.py --quick
 """
 
 from __future__ import annotations
@@ -18,17 +23,69 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIRST = re.compile(r"RINGLEADER_BENCH first_step_unix=([0-9.]+)")
 STEADY = re.compile(r"RINGLEADER_BENCH steady_steps_per_s=([0-9.]+)")
 TARGET_FIRST_STEP_RATIO = 1.10
 TARGET_STEADY_RATIO = 0.98
+TARGET_FIXED_COST_RATIO = 3.0
+
+
+def fixed_cost_commands() -> dict[str, list[str]] | None:
+    """The no-op gang, by ringleader and by mpirun; None when mpirun is not installed."""
+    py = sys.executable
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return None
+    extra = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    if (os.cpu_count() or 1) < 2:
+        extra.append("--oversubscribe")
+    return {
+        "ringleader": [py, "-m", "ringleader", "launch", "-n", "2", "--", py, "-c", "pass"],
+        "mpirun": [mpirun, *extra, "-np", "2", py, "-c", "pass"],
+    }
+
+
+def fixed_cost(rounds: int) -> dict[str, object] | None:
+    """Alternating wall times of the no-op gang; medians and their ratio."""
+    cmds = fixed_cost_commands()
+    if cmds is None:
+        print("fixed cost: mpirun not found, skipped", flush=True)
+        return None
+    samples: dict[str, list[float]] = {name: [] for name in cmds}
+    for argv in cmds.values():  # warm the page cache for both
+        subprocess.run(argv, capture_output=True, timeout=120, check=True)
+    for i in range(rounds):
+        for name, argv in cmds.items():
+            started = time.perf_counter()
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            samples[name].append(time.perf_counter() - started)
+            if proc.returncode != 0:
+                raise SystemExit(f"{argv[:4]} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        print(
+            f"fixed cost round {i + 1}/{rounds}: ringleader {samples['ringleader'][-1]:.3f}s "
+            f"mpirun {samples['mpirun'][-1]:.3f}s",
+            flush=True,
+        )
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    ratio = med["ringleader"] / med["mpirun"]
+    return {
+        "commands": {name: " ".join(argv) for name, argv in cmds.items()},
+        "rounds": rounds,
+        "median_s": med,
+        "samples_s": samples,
+        "ratio_vs_mpirun": ratio,
+        "target_ratio_max": TARGET_FIXED_COST_RATIO,
+        "meets_target": ratio <= TARGET_FIXED_COST_RATIO,
+    }
 
 
 def commands(epochs: int) -> dict[str, list[str]]:
@@ -77,7 +134,16 @@ def main() -> int:
     parser.add_argument(
         "--epochs", type=int, default=30, help="long enough that steady steps/s is not noise"
     )
+    parser.add_argument(
+        "--fixed-rounds", type=int, default=21, help="no-op gangs per launcher (median reported)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="1 run of 2 epochs, 3 no-op rounds; writes nothing"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.epochs, args.fixed_rounds = 1, 2, 3
+    fixed = fixed_cost(args.fixed_rounds)
     cmds = commands(args.epochs)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in cmds}
     run_once(
@@ -130,10 +196,10 @@ def main() -> int:
             "steady_steps_per_s_vs_torchrun_min": TARGET_STEADY_RATIO,
         },
         "meets_targets": first_ratio <= TARGET_FIRST_STEP_RATIO
-        and steady_ratio >= TARGET_STEADY_RATIO,
+        and steady_ratio >= TARGET_STEADY_RATIO
+        and (fixed is None or bool(fixed["meets_target"])),
+        "fixed_cost": fixed,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "launch.json").write_text(json.dumps(report, indent=2) + "\n")
     rl, tr = med["ringleader"], med["torchrun"]
     table = "\n".join(
         [
@@ -151,11 +217,35 @@ def main() -> int:
             f"| whole job wall time (s) | {rl['wall_s']:.2f} | {tr['wall_s']:.2f} | "
             f"{rl['wall_s'] / tr['wall_s']:.3f} | |",
             "",
+            *fixed_cost_table(fixed),
         ]
     )
-    (RESULTS / "launch.md").write_text(table)
     print(table)
+    if args.quick:
+        print("--quick: nothing written")
+        return 0
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "launch.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "launch.md").write_text(table)
     return 0
+
+
+def fixed_cost_table(fixed: dict[str, Any] | None) -> list[str]:
+    if fixed is None:
+        return ["Fixed cost: not measured (no mpirun).", ""]
+    med = fixed["median_s"]
+    return [
+        "## Fixed cost: a no-op gang of 2 ranks",
+        "",
+        f"`ringleader launch -n 2 -- python -c pass` vs `mpirun -np 2 python -c pass` (same "
+        f"Python); median of {fixed['rounds']} alternating runs each.",
+        "",
+        "| ringleader (s) | mpirun (s) | ratio | target |",
+        "|---|---|---|---|",
+        f"| {med['ringleader']:.3f} | {med['mpirun']:.3f} | {fixed['ratio_vs_mpirun']:.2f} | "
+        f"<= {TARGET_FIXED_COST_RATIO:g} |",
+        "",
+    ]
 
 
 if __name__ == "__main__":

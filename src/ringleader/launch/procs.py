@@ -94,6 +94,8 @@ def terminate(
     for pid in swept:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
+    if not pgids and not swept and (is_done is None or is_done()):
+        return  # nothing of the job is left (an agent's goodbye after a clean stop)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         groups_left = any(group_alive(p) for p in pgids)
