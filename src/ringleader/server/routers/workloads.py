@@ -73,7 +73,7 @@ def submit(
         if conflict is not None:
             raise conflict from None
         raise
-    request.app.state.loops.wake.set()
+    request.app.state.background.wake()
     return _accepted(workload)
 
 
@@ -105,7 +105,7 @@ def _record_intent(
     workload = svc.get(s, user, workload_id)
     change(s, workload)
     s.commit()
-    request.app.state.loops.wake.set()
+    request.app.state.background.wake()
     return _accepted(workload)
 
 
