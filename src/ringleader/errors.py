@@ -42,10 +42,15 @@ class InvalidSpec(RingleaderError):
     """
 
     exit_code = 2
+    problem: str
+    where: str | None
+    # Every (field, problem) when the server named several; the first is (where, problem).
+    fields: list[tuple[str | None, str]]
 
     def __init__(self, problem: str, where: str | None = None) -> None:
         self.problem = problem
         self.where = where
+        self.fields = [(where, problem)]
         super().__init__(f"{where}: {problem}" if where else problem)
 
 

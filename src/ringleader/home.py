@@ -58,9 +58,7 @@ class ServerRunning(Conflict):
     def __init__(self, home: Path, record: ServerRecord | None) -> None:
         self.home = home
         self.record = record
-        who = (
-            f"pid {record.pid}, {record.url}" if record else "its pid and URL not recorded yet"
-        )
+        who = f"pid {record.pid}, {record.url}" if record else "its pid and URL not recorded yet"
         super().__init__(
             f"another ringleader server already runs for {home} ({who}); "
             "use that one (`ringleader list` finds it), stop it first, "
