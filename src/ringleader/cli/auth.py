@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.table import Table
 
 from ringleader.cli.common import client, console, reports_errors
-from ringleader.client import read_config, write_config
+from ringleader.connection import server_url, write_config
 from ringleader.errors import InvalidSpec
 from ringleader.spec import parse_quantity
+
+if TYPE_CHECKING:
+    from ringleader.server.schemas import NodePoolResources
 
 project_app = typer.Typer(
     help="Projects: create (with quotas), list, set the current one.", no_args_is_help=True
@@ -30,12 +35,12 @@ def login(
 
     Example: ringleader login --url http://gpu-box:8470 --client-id rl-... --client-secret ...
     """
-    from ringleader.client import LOCAL_URL, Client
+    from ringleader.client import Client
 
-    c = Client(url or read_config().get("url") or LOCAL_URL, client_id, client_secret)
+    c = Client(url or server_url(), client_id, client_secret)
     c.token()
     write_config({"url": c.url, "clientId": client_id, "clientSecret": client_secret})
-    console.print(f"Logged in to {c.url} as {c.me()['name']}")
+    console.print(f"Logged in to {c.url} as {c.me().name}")
 
 
 @reports_errors
@@ -43,7 +48,7 @@ def whoami() -> None:
     """Show the user, the server URL and the current project."""
     c = client()
     me = c.me()
-    console.print(f"User: {me['name']}{' (admin)' if me['isAdmin'] else ''}")
+    console.print(f"User: {me.name}{' (admin)' if me.is_admin else ''}")
     console.print(f"Server: {c.url}")
     console.print(f"Project: {c.project or 'default'}")
 
@@ -66,8 +71,9 @@ def _quota(
     memory: str | None = None,
     memory_limit: str | None = None,
     pool: str = "default",
-) -> list[dict]:
+) -> list[NodePoolResources]:
     """One node pool's quotas, in the projects API's shape (memory in MB)."""
+    from ringleader.server.schemas import NodePoolResources, Quota
 
     def mb(text: str | None, flag: str) -> float | None:
         if text is None:
@@ -77,17 +83,28 @@ def _quota(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint=flag) from None
 
-    entry = {
-        "nodePool": pool,
-        "gpu": {"deserved": gpu or 0, "limit": gpu_limit, "overQuotaWeight": weight},
-        "cpu": {"deserved": cpu or 0, "limit": cpu_limit, "overQuotaWeight": weight},
-        "memory": {
-            "deserved": mb(memory, "--memory") or 0,
-            "limit": mb(memory_limit, "--memory-limit"),
-            "overQuotaWeight": weight,
-        },
-    }
+    def quota(deserved: float | None, limit: float | None, flag: str) -> Quota:
+        try:
+            return Quota(deserved=deserved or 0, limit=limit, over_quota_weight=weight)
+        except ValueError as exc:  # pydantic's: a negative or infinite number
+            raise InvalidSpec(_first_problem(exc), flag) from None
+
+    entry = NodePoolResources(
+        node_pool=pool,
+        gpu=quota(gpu, gpu_limit, "--gpu"),
+        cpu=quota(cpu, cpu_limit, "--cpu"),
+        memory=quota(mb(memory, "--memory"), mb(memory_limit, "--memory-limit"), "--memory"),
+    )
     return [entry]
+
+
+def _first_problem(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and errors():
+        first = errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        return f"{field}: {first['msg']}" if field else str(first["msg"])
+    return str(exc)
 
 
 @project_app.command("create")
@@ -124,8 +141,14 @@ def project_create(
         if any(v is not None for v in quotas) or over_quota_weight != 1
         else []
     )
-    p = client().create_project({"name": name, "resources": resources})
-    console.print(f"Project '{p['name']}' created (id {p['id']})")
+    from ringleader.server.schemas import ProjectIn
+
+    try:
+        body = ProjectIn(name=name, resources=resources)
+    except ValueError as exc:  # the name (DNS-1123)
+        raise InvalidSpec(_first_problem(exc).removeprefix("name: "), "NAME") from None
+    p = client().create_project(body)
+    console.print(f"Project '{p.name}' created (id {p.id})")
 
 
 @project_app.command("list")
@@ -138,14 +161,14 @@ def project_list() -> None:
         "CPU DESERVED", "CURRENT", box=None,
     )  # fmt: skip
     for p in c.projects():
-        current = "*" if p["name"] == (c.project or "default") else ""
-        if not p["resources"]:
-            table.add_row(p["name"], p["id"], "all", "no quota", "-", "-", "-", current)
-        for pool in p["resources"]:
+        current = "*" if p.name == (c.project or "default") else ""
+        if not p.resources:
+            table.add_row(p.name, p.id, "all", "no quota", "-", "-", "-", current)
+        for pool in p.resources:
             limit = pool.get("gpu", {}).get("limit")
             table.add_row(
-                p["name"],
-                p["id"],
+                p.name,
+                p.id,
                 pool.get("nodePool", "default"),
                 f"{pool.get('gpu', {}).get('deserved', 0):g}",
                 "-" if limit is None else f"{limit:g}",
