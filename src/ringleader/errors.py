@@ -100,12 +100,6 @@ class Forbidden(RingleaderError):
     exit_code = 6
 
 
-class QuotaExceeded(RingleaderError):
-    """The request would exceed a project's or department's limit."""
-
-    exit_code = 7
-
-
 class PayloadTooLarge(RingleaderError):
     """A request body over the server's size bound (HTTP 413)."""
 

@@ -1,4 +1,4 @@
-"""``ringleader server``: the control plane (API, loops, local backend).
+"""``ringleader server``: the control plane (API, background work, backends).
 
 One server per home (``ringleader.home``): it locks its data directory before
 anything else and records its pid and URL there, so ``ringleader list`` in the
@@ -11,11 +11,15 @@ import os
 import signal
 import socket
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import typer
 
 from ringleader.home import HomeLock, ServerRunning, local_url
 from ringleader.server.config import DEFAULT_PORT, ServerConfig, home_dir
+
+if TYPE_CHECKING:
+    from ringleader.server.backends.base import Backend
 
 
 def server(
@@ -53,8 +57,16 @@ def server(
         help="ssh config file for SSH nodes (probes, heartbeats, launches; also"
         " $RINGLEADER_SSH_CONFIG).",
     ),
+    backend: list[str] = typer.Option(
+        [],
+        "--backend",
+        metavar="NAME[:ARG][@POOL]",
+        help="Which backend runs a node pool's work (repeatable): local or ssh, or a backend"
+        " class's dotted path; without @POOL, the default for pools not named. Default: local"
+        " (and ssh for gangs on SSH nodes).",
+    ),
 ) -> None:
-    """Run the control plane: REST API, scheduler and reconcile loops, local backend.
+    """Run the control plane: REST API, scheduler and background work, backends.
 
     SQLite under the data directory by default; PostgreSQL with
     RINGLEADER_DATABASE_URL=postgresql+psycopg://user@host/db.
@@ -70,20 +82,21 @@ def server(
       ringleader server --nodes-file nodes.yaml --placement spread
 
       ringleader server --no-local-node          # then: ringleader nodes import hosts.json
+
+      ringleader server --backend local --backend mypkg.engines.MyBackend@big
     """
     from pathlib import Path
 
-    import uvicorn
-
     from ringleader.errors import InvalidSpec
     from ringleader.server import inventory
-    from ringleader.server.app import create_app
+    from ringleader.server.backends import BackendChoice
 
     if placement not in ("binpack", "spread"):
         typer.echo(f"error: --placement: {placement!r} is not binpack or spread", err=True)
         raise typer.Exit(2)
     try:
         nodes = inventory.declared_nodes(simulate_nodes, Path(nodes_file) if nodes_file else None)
+        backends = [BackendChoice.parse(text) for text in backend]
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -96,7 +109,25 @@ def server(
         port=port,
         nodes=nodes,
         placement=placement,  # type: ignore[arg-type]
+        backends=backends,
     )
+    serve(config)
+
+
+def serve(config: ServerConfig, backend: Backend | None = None) -> None:
+    """Run the server for ``config`` until SIGTERM or Ctrl-C (benchmarks call this with
+    a stub ``backend``; the command parses its options into ``config`` first)."""
+    import uvicorn
+
+    from ringleader.errors import InvalidSpec
+    from ringleader.server.app import create_app
+
+    host, port = config.host, config.port
+    try:  # a backend that cannot be made (a bad --backend ARG) fails before anything else
+        app = create_app(config, backend)
+    except InvalidSpec as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     # The home's lock first: a second server on this home refuses before it changes
     # anything (no port taken, no record touched), naming the one that runs.
     try:
@@ -115,9 +146,9 @@ def server(
     lock.publish(local_url(host, sock.getsockname()[1]))
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        uvicorn.Server(
-            uvicorn.Config(create_app(config), host=host, port=port, log_level="warning")
-        ).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(
+            sockets=[sock]
+        )
     except Terminated:
         died_of_sigterm = True
     else:

@@ -29,8 +29,9 @@ from ringleader.errors import (
     Forbidden,
     InvalidSpec,
     NotFound,
-    QuotaExceeded,
+    PayloadTooLarge,
     RingleaderError,
+    TooManyRequests,
     Unauthorized,
 )
 from ringleader.launch.ssh import SSHOptions
@@ -57,7 +58,8 @@ _STATUS: list[tuple[type[RingleaderError], int]] = [
     (Unauthorized, 401),
     (Forbidden, 403),
     (InvalidSpec, 422),
-    (QuotaExceeded, 422),
+    (PayloadTooLarge, 413),
+    (TooManyRequests, 429),
 ]
 
 

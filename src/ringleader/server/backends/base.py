@@ -193,3 +193,28 @@ class Backend(ABC):
     def exec_target(self, handle: str, pod: str) -> ExecTarget:
         """Where to run a command inside ``pod``; Conflict when it has no live process."""
         raise Conflict(f"the {self.name} backend cannot exec into pods")
+
+
+def check_supported(backend: Backend, spec: WorkloadSpec) -> None:
+    """Refuse, naming the field, what ``backend`` cannot do for ``spec`` (at submit,
+    before anything is stored: never discovered by failing later)."""
+    caps, dist = backend.capabilities, spec.spec
+    if dist.interactive and not caps.exec:
+        raise InvalidSpec(
+            f"the {backend.name} backend cannot exec into pods, so it runs no interactive "
+            "workloads: submit without --interactive",
+            "spec.interactive",
+        )
+    if len(spec.pod_layout(spec.name)) > 1 and not caps.multi_node:
+        raise InvalidSpec(
+            f"the {backend.name} backend runs single-pod workloads only: set numWorkers to 0",
+            "spec.numWorkers",
+        )
+
+
+def check_suspendable(backend: Backend) -> None:
+    """Refuse a suspend the backend cannot do (its runs cannot be stopped and resumed)."""
+    if not backend.capabilities.suspend:
+        raise InvalidSpec(
+            f"the {backend.name} backend cannot suspend workloads: delete it instead", "suspend"
+        )
