@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from ringleader import __version__
-from ringleader.cli import auth, cluster, distributed, nodes, server, top, workloads
+from ringleader.cli import auth, cluster, distributed, nodes, projects, server, top, workloads
 from ringleader.cli import exec as exec_cmd
 from ringleader.cli import launch as launch_cmd
 
@@ -32,8 +32,8 @@ app.command("server")(server.server)
 app.command("login")(auth.login)
 app.command("whoami")(auth.whoami)
 app.command("token")(auth.token)
-app.add_typer(auth.project_app, name="project")
-app.add_typer(auth.config_app, name="config")
+app.add_typer(projects.project_app, name="project")
+app.add_typer(projects.config_app, name="config")
 app.add_typer(workloads.submit_dist, name="submit-dist")
 app.command("submit-mpi", context_settings=workloads.EXTRA)(workloads.submit_mpi)
 app.command("list")(workloads.list_workloads)
