@@ -160,3 +160,22 @@ def test_a_supervisor_signalled_from_outside_ends_the_run_with_a_reason(api: API
     pods = api.get(f"/api/v1/workloads/{wid}/pods").json()
     assert pods and all(p["status"] in ("Stopped", "Failed") for p in pods), pods
     stop_workloads(api.home)
+
+
+def test_what_the_backend_cannot_do_is_refused_at_submit_naming_the_field(toy: Any) -> None:
+    api, backend = toy
+    response = api.submit("shell", "true", interactive=True)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["spec", "interactive"]
+    assert "toy backend cannot exec" in response.json()["message"]
+    assert api.get("/api/v1/workloads").json()["workloads"] == []  # nothing stored
+    assert backend.started == {}
+    ToyBackend.capabilities = Capabilities(multi_node=True, suspend=False)
+    try:
+        wid = api.submit("stuck", "true").json()["workloadId"]
+        api.wait_phase(wid, {"Running"})
+        refused = api.post(f"/api/v1/workloads/distributed/{wid}/suspend")
+        assert refused.status_code == 422 and "cannot suspend" in refused.text
+        assert api.get(f"/api/v1/workloads/{wid}").json()["actualPhase"] == "Running"
+    finally:
+        ToyBackend.capabilities = Capabilities(multi_node=True, restarts_in_place=False)

@@ -205,9 +205,11 @@ def check_supported(backend: Backend, spec: WorkloadSpec) -> None:
             "workloads: submit without --interactive",
             "spec.interactive",
         )
-    if len(spec.pod_layout(spec.name)) > 1 and not caps.multi_node:
+    pods = len(spec.pod_layout(spec.name))
+    if pods > 1 and not caps.multi_node:
         raise InvalidSpec(
-            f"the {backend.name} backend runs single-pod workloads only: set numWorkers to 0",
+            f"the {backend.name} backend runs single-pod workloads only, and this one is a "
+            f"gang of {pods} pods: submit it to a node pool whose backend runs gangs",
             "spec.numWorkers",
         )
 
