@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     pass
 
 
-
 @reports_errors
 def login(
     url: str = typer.Option(None, "--url", help="Server URL (default: the local server)."),

@@ -81,9 +81,7 @@ def suspend(
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    accepted = svc.record_intent(
-        s, user, workload_id, svc.suspender(request.app.state.backends)
-    )
+    accepted = svc.record_intent(s, user, workload_id, svc.suspender(request.app.state.backends))
     request.app.state.background.wake()
     return accepted
 
