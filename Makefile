@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql
 STAMP := $(VENV)/.ringleader-installed
 
-.PHONY: setup system demo demo-stop test lint bench clean
+.PHONY: setup system demo demo-stop test test-gpu lint bench clean
 
 setup: system $(STAMP)
 
@@ -39,6 +39,15 @@ demo-stop:
 test: setup
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# The tests that need a CUDA GPU (tests/gpu: NCCL, devices bound by the scheduler, the
+# memory cap of a fraction, nvidia-smi's facts); they skip, never fail, without one.
+# torch comes from TORCH_SPEC like everywhere else: its default (torch==2.13.0 from PyPI)
+# is the CPU build on which every GPU test skips, so on a GPU machine install a CUDA build
+# first (a fresh venv: make test-gpu TORCH_SPEC="torch==2.13.0 --index-url URL", URL being
+# PyTorch's CUDA wheel index, which needs the network).
+test-gpu: setup
+	$(VENV)/bin/pytest tests/gpu -v $(PYTEST_ARGS)
 
 bench: setup
 	$(VENV)/bin/python bench/launch.py

@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -73,6 +73,7 @@ FIRST = re.compile(r"RINGLEADER_BENCH first_step_unix=([0-9.]+)")
 TARGET_OVERHEAD_S = 1.0
 TARGET_SUBMISSIONS_PER_S = 200.0
 TARGET_LIST_P99_MS = 50.0
+TARGET_STALL_P99_S = 1.0
 ACTIVE = ("Creating", "Pending", "Initializing", "Running", "Degraded", "Resuming", "Unknown")
 FINAL = ("Completed", "Failed", "Stopped")
 API = "/api/v1/workloads"
@@ -107,8 +108,15 @@ class Server:
     (this file's ``--serve``, see the module doc).
     """
 
-    def __init__(self, home: Path, database_url: str | None, mode: str = "real") -> None:
+    def __init__(
+        self,
+        home: Path,
+        database_url: str | None,
+        mode: str = "real",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.home = home
+        self.extra_env = env or {}
         self.database_url = database_url
         self.mode = mode
         self.port = 0
@@ -130,6 +138,7 @@ class Server:
             argv.append(str(self.port))
         env = {k: v for k, v in os.environ.items() if not k.startswith("RINGLEADER_")}
         env["RINGLEADER_HOME"] = str(self.home)
+        env.update(self.extra_env)
         if self.database_url:
             env["RINGLEADER_DATABASE_URL"] = self.database_url
         with open(self.home / "server-bench.log", "ab") as log:
@@ -236,10 +245,10 @@ class Server:
         runs = self.home / "runs"
         if not runs.is_dir():
             return
-        from ringleader.server.backends.local import job_processes_gone
+        from ringleader.server.backends.local.processes import sweep_job
 
         for run_dir in runs.iterdir():
-            job_processes_gone(f"rl-{run_dir.name}", grace_s=2.0)
+            sweep_job(f"rl-{run_dir.name}", grace_s=2.0)
 
 
 # ----- databases ----------------------------------------------------------------------
@@ -857,6 +866,22 @@ def nanmedian(values: list[float]) -> float:
     return statistics.median(kept) if kept else math.nan
 
 
+def phase_stalls(dbs: Databases, servers: list[Server], args: argparse.Namespace) -> dict[str, Any]:
+    """Placement while stops hang (bench/control_plane_stalls.py), on each database."""
+    from control_plane_stalls import STOP_S_ENV, run_stalls
+
+    out = {}
+    for kind in dbs.kinds:
+        home, url, _ = dbs.fresh(kind, "stalls")
+        server = Server(home, url, "slowstop", env={STOP_S_ENV: str(args.stop_s)})
+        servers.append(server)
+        server.start()
+        out[kind] = run_stalls(server, args.stalled, args.probes, args.stop_s)
+        print(f"stalls {kind}: p99 {out[kind]['p99_s']:.3f} s", flush=True)
+        server.stop()
+    return out
+
+
 def markdown(report: dict[str, Any], kinds: list[str]) -> str:
     names = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
     lat, thr, lst = report["latency"], report["throughput"], report["list"]
@@ -946,6 +971,15 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
             "",
             f"p99 < {TARGET_LIST_P99_MS:g}",
         )
+    stalls = report["stalls"]
+    first = stalls[kinds[0]]
+    row(
+        f"submit -> Running p50 / p99 (s) while {first['stalled']} stops of "
+        f"{first['stop_s']:g} s each hang (stub backend)",
+        each(lambda k: f"{stalls[k]['p50_s']:.3f} / {stalls[k]['p99_s']:.3f}"),
+        "",
+        f"p99 < {TARGET_STALL_P99_S:g}",
+    )
     row(
         "GET `/healthz` p50 / p99 (ms): HTTP alone, the floor",
         each(
@@ -973,6 +1007,11 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
         "(workloads stay Pending); *loops on* runs the loops against a backend that accepts "
         "each workload at once and keeps its pods Pending (a full cluster), so admission and "
         "per-tick polling write to the database during the burst.",
+        "- Stalls: a server whose stub backend starts every workload at once (pods Running) "
+        f"and takes {report['stalls'][kinds[0]]['stop_s']:g} s for each stop; "
+        f"{report['stalls'][kinds[0]]['stalled']} workloads are deleted together, then "
+        f"{report['stalls'][kinds[0]]['probes']} submissions are timed one by one from the POST "
+        "until the API shows them Running (10 ms polling) while those stops are in flight.",
         f"- Listing: {lst['rows']} finished workloads (Completed/Failed/Stopped, 2 pods and 5 "
         "events each) inserted through the server's models while it was stopped (PostgreSQL "
         f"then ANALYZEd); {lst['requests_per_query']} sequential requests per query, "
@@ -995,57 +1034,46 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
 # ----- the --serve mode (runs inside the server process) ------------------------------
 
 
-class HeldBackend:
-    """Accepts every workload at once and never runs it: its pods stay Pending."""
+def held_backend() -> Any:
+    """A backend that accepts every workload at once and never runs it: its pods
+    stay Pending (a full cluster)."""
+    from ringleader.server.backends.base import Backend, BackendStatus, Capabilities
 
-    name = "held"
+    class HeldBackend(Backend):
+        name = "held"
+        capabilities = Capabilities(multi_node=True)
 
-    def __init__(self) -> None:
-        from ringleader.server.backends.base import Capabilities
+        def plan(self, request: Any) -> Any:
+            return request
 
-        self.capabilities = Capabilities()
+        def submit(self, plan: Any) -> str:
+            return f"held:{plan.workload_id}"
 
-    def plan(self, request: Any) -> Any:
-        return request
+        def poll(self, handle: str) -> Any:
+            return BackendStatus("Initializing", message="held by the benchmark")
 
-    def submit(self, request: Any) -> str:
-        return f"held:{request.workload_id}"
+        def is_live(self, handle: str) -> bool:
+            return False
 
-    def poll(self, handle: str) -> Any:
-        from ringleader.server.backends.base import BackendStatus
+        def stop(self, handle: str) -> None:
+            return None
 
-        return BackendStatus("Initializing", message="held by the benchmark")
+        def logs(self, handle: str, pod: str | None = None, tail: int | None = None) -> Any:
+            return iter(())
 
-    def cancel(self, handle: str) -> None:
-        return None
-
-    def logs(self, handle: str, pod: str | None = None, tail: int | None = None) -> Iterator[Any]:
-        return iter(())
-
-    def exec_target(self, handle: str, pod: str) -> Any:
-        from ringleader.errors import Conflict
-
-        raise Conflict("held by the benchmark: nothing runs")
+    return HeldBackend()
 
 
 def serve(mode: str, port: int) -> None:
-    """``ringleader server --port PORT`` itself, with the loops off or a held backend."""
-    from ringleader.cli.server import server
-    from ringleader.server import app
-    from ringleader.server.loops import Loops
+    """``ringleader server --port PORT``'s own code: the background work off (``api``),
+    or against a held backend (``held``) or a stub whose stops hang (``slowstop``)."""
+    from control_plane_stalls import SlowStopBackend
+    from ringleader.cli.server import serve as run_server
+    from ringleader.server.config import ServerConfig
 
-    if mode == "api":
-        Loops.start = lambda self: None  # type: ignore[method-assign]
-    else:
-        app.default_backend = HeldBackend  # type: ignore[assignment]
-    server(
-        host="127.0.0.1",
-        port=port,
-        data_dir=None,
-        simulate_nodes=None,
-        nodes_file=None,
-        placement="binpack",
-    )
+    config = ServerConfig(host="127.0.0.1", port=port, background=mode != "api")
+    backend = {"api": None, "held": held_backend, "slowstop": SlowStopBackend}[mode]
+    run_server(config, backend() if backend else None)
 
 
 # ----- main -----------------------------------------------------------------------------------
@@ -1089,7 +1117,10 @@ def main() -> int:
         help="smoke run (1 run of 1 epoch without warm-up, 100 submissions, 1 burst, "
         "1000 rows, 30 GETs); writes nothing",
     )
-    parser.add_argument("--serve", choices=("api", "held"), help=argparse.SUPPRESS)
+    parser.add_argument("--stalled", type=int, default=20, help="stops in flight (stalls)")
+    parser.add_argument("--stop-s", type=float, default=20.0, help="how long each stop takes")
+    parser.add_argument("--probes", type=int, default=20, help="submissions timed (stalls)")
+    parser.add_argument("--serve", choices=("api", "held", "slowstop"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -1098,6 +1129,7 @@ def main() -> int:
     if args.quick:
         args.runs, args.epochs, args.submissions, args.bursts = 1, 1, 100, 1
         args.rows, args.requests, args.quiet_wait, args.tries = 1000, 30, 0, 1
+        args.stalled, args.stop_s, args.probes = 3, 3.0, 3
     args.warm = not args.quick
     QUIET.update(max_wait_s=args.quiet_wait, tries=args.tries, max_other_cores=args.max_other_cores)
     os.environ[MARKER] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -1130,6 +1162,7 @@ def main() -> int:
             ("latency", phase_latency),
             ("throughput", phase_throughput),
             ("list", phase_list),
+            ("stalls", phase_stalls),
         ):
             report.setdefault("loadavg_before", {})[name] = os.getloadavg()
             started = time.perf_counter()
@@ -1153,6 +1186,7 @@ def main() -> int:
         "dropped": DROPPED,
     }
     report["targets"] = {
+        "stalls_submit_to_running_p99_s_max": TARGET_STALL_P99_S,
         "completed_overhead_s_max": TARGET_OVERHEAD_S,
         "submissions_per_s_min": TARGET_SUBMISSIONS_PER_S,
         "list_p99_ms_max": TARGET_LIST_P99_MS,
@@ -1163,6 +1197,7 @@ def main() -> int:
             < TARGET_OVERHEAD_S,
             "submissions_per_s": thr["median"][kind]["api"]["submissions_per_s"]
             >= TARGET_SUBMISSIONS_PER_S,
+            "stalls_p99": report["stalls"][kind]["meets_target"],
             "list_p99": all(
                 lst["by_database"][kind]["queries"][name]["p99_ms"] < TARGET_LIST_P99_MS
                 for name in LIST_QUERIES

@@ -1,105 +1,148 @@
-"""Python SDK over the REST API; the CLI talks to the server only through it.
+"""Typed Python SDK over the REST API; the CLI talks to the server only through it.
 
-Where it connects: ``RINGLEADER_URL`` or the ``url`` of
-``$RINGLEADER_HOME/config.json``; credentials from ``RINGLEADER_CLIENT_ID``/
-``RINGLEADER_CLIENT_SECRET`` or ``$RINGLEADER_HOME/credentials.json`` (written
-0600 by the embedded server on its first start).  With nothing configured
-and nothing listening, ``Client.connect(autostart=True)`` starts the
-embedded server in the background, as the first ``submit`` does.
+Requests and responses are pydantic models: a ``WorkloadSpec`` (``spec.py``)
+goes in, ``WorkloadOut``/``Accepted``/``PodOut``... (``server/schemas.py``, which
+imports nothing but pydantic) come back, and every HTTP error comes back as
+its typed error from ``errors.py`` (``error_for``), so a caller catches
+``NotFound`` or ``Conflict`` whether it runs in the server or talks to one.
+
+Which server: ``RINGLEADER_URL``; else the ``url`` of
+``$RINGLEADER_HOME/config.json`` (``ringleader login --url``); else the server
+that runs for this home, as its record says (``ringleader.home``: any port,
+e.g. ``ringleader server --port 8478``); else ``LOCAL_URL``, where
+``Client.connect(autostart=True)`` starts one in the background, as the first
+``submit`` does.  Credentials: ``RINGLEADER_CLIENT_ID``/``RINGLEADER_CLIENT_SECRET``
+or ``$RINGLEADER_HOME/credentials.json`` (written 0600 by the server on its
+first start).
+
+Example::
+
+    from ringleader.client import Client
+    from ringleader.spec import DistributedSpec, WorkloadSpec
+
+    c = Client.connect()
+    spec = WorkloadSpec(name="mnist", project_id="default",
+                        spec=DistributedSpec(num_workers=2, command="python train.py"))
+    accepted = c.submit_distributed(spec)
+    print(c.workload(accepted.workload_id).actual_phase)
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
-from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError, Unauthorized
-from ringleader.server.config import DEFAULT_PORT, home_dir
+from ringleader.connection import (
+    LOCAL_URL,
+    configured_url,
+    current_project,
+    healthy,
+    local_server,
+    read_config,
+    server_url,
+)
+from ringleader.errors import (
+    ApiError,
+    Conflict,
+    Forbidden,
+    InvalidSpec,
+    NotFound,
+    PayloadTooLarge,
+    RingleaderError,
+    TooManyRequests,
+    Unauthorized,
+)
+from ringleader.server.config import home_dir
+from ringleader.server.schemas import (
+    Accepted,
+    EventOut,
+    MeOut,
+    NodeIn,
+    NodeOut,
+    NodePoolResources,
+    PodOut,
+    ProjectIn,
+    ProjectOut,
+    WorkloadList,
+    WorkloadOut,
+)
+from ringleader.spec import WorkloadSpec
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
-LOCAL_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
-START_TIMEOUT_S = 60.0
+M = TypeVar("M", bound=BaseModel)
+
+# Each status the API answers with, as the typed error the server raised; any other is ApiError.
+ERRORS: dict[int, type[RingleaderError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidSpec,
+    429: TooManyRequests,
+}
 
 
-class APIError(RingleaderError):
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        super().__init__(message)
+def error_for(response: httpx.Response) -> RingleaderError:
+    """The typed error an HTTP error response stands for, with the server's message.
 
-
-class RemoteNotFound(NotFound):
-    """A 404 from the server; its message already names what is missing."""
-
-    def __init__(self, message: str) -> None:
-        RingleaderError.__init__(self, message)
-
-
-def _raise_for(response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
+    A 422 names the field: its ``where`` is the first ``loc`` of FastAPI's
+    ``detail`` (``spec.numWorkers``), and ``fields`` lists every (field, problem).
+    """
+    status = response.status_code
     try:
         body = response.json()
     except ValueError:
-        body = {"message": response.text}
-    message = body.get("message") or body.get("detail")
-    if isinstance(message, list):  # FastAPI validation errors: name each field
-        message = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'] if x != 'body')}: {e['msg']}" for e in message
-        )
-    kind = {401: Unauthorized, 404: RemoteNotFound, 409: Conflict, 422: InvalidSpec}.get(
-        response.status_code
-    )
-    if kind is not None:
-        raise kind(str(message))
-    raise APIError(response.status_code, f"HTTP {response.status_code}: {message}")
+        body = None
+    if not isinstance(body, dict):
+        body = {"message": response.text.strip() or response.reason_phrase}
+    detail = body.get("detail")
+    fields = _fields(detail) if isinstance(detail, list) else []
+    listed = "; ".join(f"{where}: {problem}" if where else problem for where, problem in fields)
+    message = str(body.get("message") or listed or detail or response.reason_phrase)
+    kind = ERRORS.get(status)
+    if kind is None:
+        return ApiError(status, f"HTTP {status}: {message}")
+    error = kind.from_server(message, status)
+    if isinstance(error, InvalidSpec):
+        error.where, error.problem = fields[0] if fields else (None, message)
+        error.fields = fields or [(None, message)]
+    return error
 
 
-def read_config(home: Path | None = None) -> dict[str, Any]:
-    path = (home or home_dir()) / "config.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+def _fields(detail: list[Any]) -> list[tuple[str | None, str]]:
+    """(dotted field path, message) of each entry of FastAPI's validation ``detail``."""
+    out = []
+    for entry in detail:
+        if not isinstance(entry, dict):
+            continue
+        loc = [str(part) for part in entry.get("loc") or [] if part != "body"]
+        out.append((".".join(loc) or None, str(entry.get("msg", ""))))
+    return out
 
 
-def write_config(updates: dict[str, Any], home: Path | None = None) -> None:
-    home = home or home_dir()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = {**read_config(home), **updates}
-    path = home / "config.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(data, indent=2) + "\n")
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code >= 400:
+        raise error_for(response)
 
 
-def start_local_server(home: Path) -> subprocess.Popen[bytes]:
-    """Start the embedded server detached; it outlives this command."""
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "server", "--port", str(DEFAULT_PORT)],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-        env={**os.environ, "RINGLEADER_HOME": str(home)},
-    )
-    log.close()
-    return proc
+def _json(model: BaseModel) -> Any:
+    """A request body: camelCase, and only the fields that were given (the server fills
+    in the defaults, as it does for any other client's JSON)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
 class Client:
+    """One user's session with one server: a bearer token, renewed once when it expires."""
+
     def __init__(
         self, url: str, client_id: str, client_secret: str, project: str | None = None
     ) -> None:
@@ -113,28 +156,19 @@ class Client:
     # ----- connecting ------------------------------------------------------
     @classmethod
     def connect(cls, *, autostart: bool = False, home: Path | None = None) -> Client:
+        """A client for this home's server (see the module's docstring for which one)."""
         home = home or home_dir()
         config = read_config(home)
-        url = os.environ.get("RINGLEADER_URL") or config.get("url") or LOCAL_URL
-        if autostart and url == LOCAL_URL and not _healthy(url):
-            proc = start_local_server(home)
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not _healthy(url):
-                # One that exited at once lost the port to another first command's
-                # server, which may still be starting: wait for that one instead.
-                lost_race = proc.poll() is not None and _port_taken(url)
-                if (proc.poll() is not None and not lost_race) or time.monotonic() > deadline:
-                    raise RingleaderError(
-                        f"the local server did not start; see {home / 'server.log'}"
-                    )
-                time.sleep(0.1)
+        url = configured_url(home)
+        if url is None:
+            url = local_server(home) if autostart else server_url(home)
         client_id = os.environ.get("RINGLEADER_CLIENT_ID") or config.get("clientId")
         secret = os.environ.get("RINGLEADER_CLIENT_SECRET") or config.get("clientSecret")
         if not (client_id and secret):
             try:
                 creds = json.loads((home / "credentials.json").read_text())
             except (OSError, ValueError):
-                if url == LOCAL_URL and _healthy(url):
+                if url == LOCAL_URL and healthy(url):
                     raise Unauthorized(
                         f"a server already listens on {url} but {home} holds no credentials "
                         "for it (it was started with another RINGLEADER_HOME, maybe by another "
@@ -142,18 +176,18 @@ class Client:
                     ) from None
                 raise Unauthorized(
                     "no credentials: run `ringleader login` (or start the local server, "
-                    f"which writes "
-                    f"{home / 'credentials.json'})"
+                    f"which writes {home / 'credentials.json'})"
                 ) from None
             client_id, secret = creds["clientId"], creds["clientSecret"]
         return cls(
             url,
             client_id,
             secret,
-            project=os.environ.get("RINGLEADER_PROJECT") or config.get("project"),
+            project=current_project(home),
         )
 
     def token(self, fresh: bool = False) -> str:
+        """A bearer token for this key (cached; ``fresh`` asks for a new one)."""
         if self._token is None or fresh:
             response = self.http.post(
                 "/api/v1/token",
@@ -168,6 +202,7 @@ class Client:
         return self._token
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One authenticated call; an error status raises its typed error."""
         for fresh in (False, True):  # one retry with a new token if ours expired
             headers = {"Authorization": f"Bearer {self.token(fresh)}"}
             response = self.http.request(method, path, headers=headers, **kwargs)
@@ -176,27 +211,36 @@ class Client:
         _raise_for(response)
         return response
 
-    # ----- API -------------------------------------------------------------
-    def me(self) -> dict[str, Any]:
-        return self.request("GET", "/api/v1/me").json()
+    def _get(self, model: type[M], path: str, **kwargs: Any) -> M:
+        return model.model_validate(self.request("GET", path, **kwargs).json())
 
-    def submit_distributed(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.request("POST", "/api/v1/workloads/distributed", json=body).json()
+    def _get_list(self, model: type[M], path: str) -> list[M]:
+        return [model.model_validate(item) for item in self.request("GET", path).json()]
 
-    def list_workloads(self, filters: list[str] | None = None, **params: Any) -> dict[str, Any]:
-        return self.request(
-            "GET", "/api/v1/workloads", params={"filterBy": filters or [], **params}
-        ).json()
+    # ----- workloads -------------------------------------------------------
+    def me(self) -> MeOut:
+        return self._get(MeOut, "/api/v1/me")
 
-    def workload(self, workload_id: str) -> dict[str, Any]:
-        return self.request("GET", f"/api/v1/workloads/{workload_id}").json()
+    def submit_distributed(self, spec: WorkloadSpec) -> Accepted:
+        """Record the intent to run ``spec``; the server's loops place and start it."""
+        response = self.request("POST", "/api/v1/workloads/distributed", json=_json(spec))
+        return Accepted.model_validate(response.json())
 
-    def find(self, name: str, project: str | None = None) -> dict[str, Any]:
+    def list_workloads(self, filters: list[str] | None = None, **params: Any) -> WorkloadList:
+        """One page of workloads; ``filters`` are Run:ai's ``filterBy`` (``name==mnist``)."""
+        return self._get(
+            WorkloadList, "/api/v1/workloads", params={"filterBy": filters or [], **params}
+        )
+
+    def workload(self, workload_id: str) -> WorkloadOut:
+        return self._get(WorkloadOut, f"/api/v1/workloads/{workload_id}")
+
+    def find(self, name: str, project: str | None = None) -> WorkloadOut:
         """A workload by name (in ``project``, else the current one if it has it) or id."""
         filters = [f"name=={name}"]
         if project:
             filters.append(f"projectName=={project}")
-        found = self.list_workloads(filters)["workloads"]
+        found = self.list_workloads(filters).workloads
         if not found and not project:
             try:
                 return self.workload(name)
@@ -205,24 +249,28 @@ class Client:
         if not found:
             raise NotFound("workload", name)
         if len(found) > 1:
-            current = [w for w in found if w["projectName"] == self.project]
+            current = [w for w in found if w.project_name == self.project]
             if len(current) == 1:
                 return current[0]
             raise Conflict(f"{len(found)} workloads are named {name!r}; give -p PROJECT")
         return found[0]
 
-    def action(self, workload_id: str, verb: str) -> dict[str, Any]:
+    def action(self, workload_id: str, verb: str) -> Accepted:
+        """``delete``, ``suspend`` or ``resume``: recorded now, carried out by the loops."""
         if verb == "delete":
-            return self.request("DELETE", f"/api/v1/workloads/distributed/{workload_id}").json()
-        return self.request("POST", f"/api/v1/workloads/distributed/{workload_id}/{verb}").json()
+            response = self.request("DELETE", f"/api/v1/workloads/distributed/{workload_id}")
+        else:
+            response = self.request("POST", f"/api/v1/workloads/distributed/{workload_id}/{verb}")
+        return Accepted.model_validate(response.json())
 
-    def pods(self, workload_id: str) -> list[dict[str, Any]]:
-        return self.request("GET", f"/api/v1/workloads/{workload_id}/pods").json()
+    def pods(self, workload_id: str) -> list[PodOut]:
+        return self._get_list(PodOut, f"/api/v1/workloads/{workload_id}/pods")
 
-    def events(self, workload_id: str) -> list[dict[str, Any]]:
-        return self.request("GET", f"/api/v1/workloads/{workload_id}/events").json()
+    def events(self, workload_id: str) -> list[EventOut]:
+        return self._get_list(EventOut, f"/api/v1/workloads/{workload_id}/events")
 
     def logs(self, workload_id: str, **params: Any) -> Iterator[str]:
+        """The workload's log lines as they come (``follow=True``: until it ends)."""
         params = {k: v for k, v in params.items() if v not in (None, False)}
         headers = {"Authorization": f"Bearer {self.token()}"}
         with self.http.stream(
@@ -252,45 +300,32 @@ class Client:
         headers = {"Authorization": f"Bearer {self.token()}"}
         return connect(ws_url, additional_headers=headers, max_size=None, open_timeout=30)
 
-    def projects(self) -> list[dict[str, Any]]:
-        return self.request("GET", "/api/v1/org-unit/projects").json()
+    # ----- projects and nodes ----------------------------------------------
+    def projects(self) -> list[ProjectOut]:
+        return self._get_list(ProjectOut, "/api/v1/org-unit/projects")
 
-    def get_project(self, key: str) -> dict[str, Any]:
-        return self.request("GET", f"/api/v1/org-unit/projects/{key}").json()
+    def get_project(self, key: str) -> ProjectOut:
+        return self._get(ProjectOut, f"/api/v1/org-unit/projects/{key}")
 
-    def create_project(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.request("POST", "/api/v1/org-unit/projects", json=body).json()
+    def create_project(self, project: ProjectIn) -> ProjectOut:
+        response = self.request("POST", "/api/v1/org-unit/projects", json=_json(project))
+        return ProjectOut.model_validate(response.json())
 
-    def update_project(self, key: str, resources: list[dict[str, Any]]) -> dict[str, Any]:
-        return self.request(
-            "PUT", f"/api/v1/org-unit/projects/{key}", json={"resources": resources}
-        ).json()
+    def update_project(self, key: str, resources: list[NodePoolResources]) -> ProjectOut:
+        body = {"resources": [_json(r) for r in resources]}
+        response = self.request("PUT", f"/api/v1/org-unit/projects/{key}", json=body)
+        return ProjectOut.model_validate(response.json())
 
     def delete_project(self, key: str) -> None:
         self.request("DELETE", f"/api/v1/org-unit/projects/{key}")
 
-    def nodes(self) -> list[dict[str, Any]]:
-        return self.request("GET", "/api/v1/nodes").json()
+    def nodes(self) -> list[NodeOut]:
+        return self._get_list(NodeOut, "/api/v1/nodes")
 
-    def add_node(self, body: dict[str, Any]) -> dict[str, Any]:
+    def add_node(self, node: NodeIn) -> NodeOut:
         """Register an SSH host; the server probes it first (up to ~30 s)."""
-        return self.request("POST", "/api/v1/nodes", json=body, timeout=60.0).json()
+        response = self.request("POST", "/api/v1/nodes", json=_json(node), timeout=60.0)
+        return NodeOut.model_validate(response.json())
 
     def remove_node(self, name: str) -> None:
         self.request("DELETE", f"/api/v1/nodes/{name}")
-
-
-def _port_taken(url: str) -> bool:
-    parsed = httpx.URL(url)
-    try:
-        socket.create_connection((parsed.host, parsed.port or 80), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
-    except httpx.HTTPError:
-        return False

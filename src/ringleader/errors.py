@@ -1,17 +1,37 @@
-"""Typed errors shared by the launcher, the CLI and (later) the server.
+"""Typed errors shared by the launcher, the CLI, the client and the server.
 
 Each error carries enough to tell the user what is wrong and where: a field
 name, a ``file:line``, a host.  The CLI maps them to exit codes once
-(``exit_code``), so no caller invents its own.
+(``exit_code``), so no caller invents its own; the server maps them to HTTP
+statuses once (``server/app.py``), and the client maps statuses back
+(``client.error_for``), so the same class is raised on both sides of the wire.
 """
 
 from __future__ import annotations
+
+from typing import TypeVar
+
+E = TypeVar("E", bound="RingleaderError")
 
 
 class RingleaderError(Exception):
     """Base of every error ringleader raises on purpose."""
 
     exit_code: int = 1
+    status: int | None = None  # the HTTP status, when the error came back from the server
+
+    @classmethod
+    def from_server(cls: type[E], message: str, status: int) -> E:
+        """The error as the client rebuilds it from a response.
+
+        The server already wrote the whole message (naming what is missing or
+        wrong), so this skips the subclass's own ``__init__``, which would build
+        the message again from parts the response does not carry.
+        """
+        error = cls.__new__(cls)
+        Exception.__init__(error, message)
+        error.status = status
+        return error
 
 
 class InvalidSpec(RingleaderError):
@@ -22,10 +42,15 @@ class InvalidSpec(RingleaderError):
     """
 
     exit_code = 2
+    problem: str
+    where: str | None
+    # Every (field, problem) when the server named several; the first is (where, problem).
+    fields: list[tuple[str | None, str]]
 
     def __init__(self, problem: str, where: str | None = None) -> None:
         self.problem = problem
         self.where = where
+        self.fields = [(where, problem)]
         super().__init__(f"{where}: {problem}" if where else problem)
 
 
@@ -75,7 +100,21 @@ class Forbidden(RingleaderError):
     exit_code = 6
 
 
-class QuotaExceeded(RingleaderError):
-    """The request would exceed a project's or department's limit."""
+class PayloadTooLarge(RingleaderError):
+    """A request body over the server's size bound (HTTP 413)."""
 
-    exit_code = 7
+    exit_code = 2
+
+
+class TooManyRequests(RingleaderError):
+    """The server sheds load or rate-limits this caller (HTTP 429); retry later."""
+
+    exit_code = 8
+
+
+class ApiError(RingleaderError):
+    """Any other HTTP error from the server (a 5xx, an unexpected 4xx): its status and text."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status

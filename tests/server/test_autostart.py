@@ -151,23 +151,24 @@ def test_first_command_starts_a_local_server(fresh: Fresh) -> None:
     assert len(servers) == 1 and owners == set(servers), (owners, servers)
     pid = servers[0]
     assert (fresh.home / "server.pid").read_text().split() == [str(pid)]  # it says who it is
+    assert json.loads((fresh.home / "server.json").read_text()) == {"pid": pid, "url": LOCAL_URL}
 
     # First start wrote an access key only its owner can read, and made the default project.
     credentials = fresh.home / "credentials.json"
     assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
     assert {"clientId", "clientSecret"} <= json.loads(credentials.read_text()).keys()
     sdk = fresh.sdk()
-    assert "default" in {p["name"] for p in sdk.projects()}
+    assert "default" in {p.name for p in sdk.projects()}
 
     # The workload the first command submitted runs to Completed, in the default project.
     workload = wait_until(
-        lambda: (w := sdk.find("first"))["actualPhase"] in ("Completed", "Failed") and w,
+        lambda: (w := sdk.find("first")).actual_phase in ("Completed", "Failed") and w,
         120,
         "the first workload to end",
     )
-    assert workload["actualPhase"] == "Completed", workload["phaseMessage"]
-    assert workload["projectName"] == "default"
-    assert any("hello from the first command" in line for line in sdk.logs(workload["workloadId"]))
+    assert workload.actual_phase == "Completed", workload.phase_message
+    assert workload.project_name == "default"
+    assert any("hello from the first command" in line for line in sdk.logs(workload.workload_id))
 
     # Later commands reuse that server: same pid, no second one started (or tried).
     projects = fresh.cli("project", "list")

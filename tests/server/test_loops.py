@@ -1,5 +1,7 @@
-"""The loops against a fake backend (fast unit tests): polls that change nothing
-write nothing; a placement reaches the backend with the pods' bindings."""
+"""The background pipelines against fake backends (fast unit tests): polls that
+change nothing write nothing; a placement reaches the backend with the pods'
+bindings; a backend's unasked Stopped ends the run through the door; a slow
+stop delays no other workload."""
 
 from __future__ import annotations
 
@@ -10,39 +12,46 @@ import pytest
 from sqlalchemy import func, select
 
 from ringleader.server import auth, inventory
-from ringleader.server.backends.base import BackendRequest, BackendStatus, Capabilities, PodStatus
+from ringleader.server.backends import BackendSet
+from ringleader.server.backends.base import Backend, BackendRequest, BackendStatus, PodStatus
+from ringleader.server.background import Background, World
 from ringleader.server.db import default_database_url, open_database
-from ringleader.server.loops import Loops
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Event, User, Workload
 from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
 
 
-class SteadyBackend:
-    """Starts nothing; every poll says both pods run."""
+class SteadyBackend(Backend):
+    """Starts nothing; every poll says both pods run (or what ``phase`` says)."""
 
     name = "steady"
-    capabilities = Capabilities()
 
     def __init__(self) -> None:
         self.requests: list[BackendRequest] = []
         self.cancelled: list[str] = []
         self.polls = 0
+        self.phase, self.pod_phase = "Running", "Running"
 
-    def submit(self, request: BackendRequest) -> str:
-        self.requests.append(request)
-        return f"steady:{request.workload_id}"
+    def plan(self, request: BackendRequest) -> BackendRequest:
+        return request
+
+    def submit(self, plan: BackendRequest) -> str:
+        self.requests.append(plan)
+        return f"steady:{plan.workload_id}"
 
     def poll(self, handle: str) -> BackendStatus:
         self.polls += 1
         pods = [
-            PodStatus("w-master-0", "master", 0, "Running", "elsewhere", ranks=(0,)),
-            PodStatus("w-worker-0", "worker", 0, "Running", "elsewhere", ranks=(1,)),
+            PodStatus("w-master-0", "master", 0, self.pod_phase, "elsewhere", ranks=(0,)),
+            PodStatus("w-worker-0", "worker", 0, self.pod_phase, "elsewhere", ranks=(1,)),
         ]
-        return BackendStatus("Running", pods=pods)
+        return BackendStatus(self.phase, pods=pods)
 
-    def cancel(self, handle: str) -> None:
+    def is_live(self, handle: str) -> bool:
+        return True
+
+    def stop(self, handle: str) -> None:
         self.cancelled.append(handle)
 
     def logs(self, handle: str, pod: str | None = None, tail: int | None = None) -> Any:
@@ -77,9 +86,9 @@ def test_steady_polls_write_nothing_and_bindings_reach_the_backend(tmp_path: Pat
         database.dispose()
 
 
-def _world(tmp_path: Path, **spec: Any) -> tuple[Any, str, SteadyBackend, Loops]:
+def _world(tmp_path: Path, **spec: Any) -> tuple[Any, str, SteadyBackend, Background]:
     """A migrated database with one simulated 2-GPU node, one submitted workload
-    ``w`` (its spec: ``spec``), a SteadyBackend and loops over them."""
+    ``w`` (its spec: ``spec``), a SteadyBackend and inline pipelines over them."""
     url = default_database_url(tmp_path)
     upgrade(url)
     database = open_database(url)
@@ -91,7 +100,8 @@ def _world(tmp_path: Path, **spec: Any) -> tuple[Any, str, SteadyBackend, Loops]
                 "spec": {"command": "true", "numWorkers": 1, **spec}}  # fmt: skip
         workload_id = svc.submit(s, admin, WorkloadSpec.model_validate(body)).id
     backend = SteadyBackend()
-    return database, workload_id, backend, Loops(database, backend, tmp_path / "runs")  # type: ignore[arg-type]
+    world = World(database, BackendSet.only(backend), tmp_path / "runs")
+    return database, workload_id, backend, Background(world, inline=True)
 
 
 def test_a_workload_deleted_after_the_snapshot_is_not_started(tmp_path: Path) -> None:
@@ -105,7 +115,7 @@ def test_a_workload_deleted_after_the_snapshot_is_not_started(tmp_path: Path) ->
         (placement,) = sched.schedule(loaded.snapshot).placements
         with database.writer() as s, s.begin():  # the user deletes it meanwhile
             svc.request_delete(s, s.get(Workload, workload_id))
-        loops._start(loaded.waiting[workload_id], placement, loaded.nodes)
+        loops.placing.place(loaded.waiting[workload_id], placement, loaded.nodes)
         assert backend.requests == []  # nothing started
         with database.reader() as s:
             assert s.get(Workload, workload_id).phase == "Deleting"
@@ -115,22 +125,25 @@ def test_a_workload_deleted_after_the_snapshot_is_not_started(tmp_path: Path) ->
 
 def test_a_start_that_cannot_be_recorded_is_cancelled(tmp_path: Path) -> None:
     database, workload_id, backend, loops = _world(tmp_path)
-    real_act = loops._act
+    from ringleader.server.background import placing
+
+    real_act = placing.act
     calls = []
 
-    def failing_record(workload: str, change: Any) -> None:
+    def failing_record(world: Any, workload: str, change: Any) -> None:
         calls.append(change.__name__)
         if change.__name__ == "record":
             raise RuntimeError("database went away")
-        real_act(workload, change)
+        real_act(world, workload, change)
 
-    loops._act = failing_record  # type: ignore[method-assign]
+    placing.act = failing_record  # type: ignore[assignment]
     try:
         with pytest.raises(RuntimeError, match="went away"):
             loops.tick()
         assert calls == ["claim", "record"]
         assert backend.cancelled == [f"steady:{workload_id}"]  # no process left unowned
     finally:
+        placing.act = real_act  # type: ignore[assignment]
         database.dispose()
 
 

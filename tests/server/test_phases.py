@@ -20,10 +20,15 @@ from ringleader.server.phases import (
     WORKLOAD_PHASES,
     WORKLOAD_TRANSITIONS,
     IllegalTransition,
+    count_attempts,
+    end_attempt,
+    note_pending,
+    observe,
     record_event,
     restart_pod,
     transition,
     transition_pod,
+    would_observe,
 )
 from tests.fixtures.postgres import db_url, pg_url, postgres_server  # noqa: F401
 
@@ -319,3 +324,50 @@ def test_a_whole_life_on_both_databases(db_url: str) -> None:  # noqa: F811
             assert w.pods[0].exit_code == 0 and w.pods[0].completed_at == clock.now
     finally:
         engine.dispose()
+
+
+# ----- what a backend observed: the door decides ----------------------------------
+
+
+@pytest.mark.parametrize("current", ["Initializing", "Running", "Degraded", "Unknown"])
+def test_an_unasked_stopped_ends_the_run_failed_with_its_reason(
+    session: Session, current: str
+) -> None:
+    workload = _workload(session, current)
+    assert would_observe(workload, "Stopped")
+    assert observe(session, workload, "Stopped", message="supervisor said so", now=T0)
+    assert (workload.phase, workload.phase_reason) == ("Failed", "StoppedOutside")
+    assert "nobody asked ringleader to stop it" in workload.phase_message
+    assert workload.phase_message.endswith(": supervisor said so")
+    assert workload.completed_at == T0
+
+
+def test_an_allowed_observation_moves_and_others_change_nothing(session: Session) -> None:
+    running = _workload(session, "Running")
+    assert observe(session, running, "Completed", message="done", now=T0)
+    assert (running.phase, running.phase_reason, running.phase_message) == (
+        "Completed", "Completed", "done"
+    )  # fmt: skip
+    # A lingering Completed workload whose backend still says Running: kept.
+    assert not would_observe(running, "Running")
+    assert observe(session, running, "Running", now=T0) is False
+    assert running.phase == "Completed" and len(_events(session, running)) == 1
+
+
+def test_attempts_and_pending_reasons_change_only_through_the_door(session: Session) -> None:
+    workload = _workload(session, "Running")
+    count_attempts(workload, 2)
+    count_attempts(workload, 1)  # only grows
+    assert workload.attempt == 2
+    end_attempt(session, workload, "rank 1 failed\ntraceback", "Failed", backoff_limit=3)
+    assert (workload.phase, workload.attempt) == ("Pending", 3)
+    assert "attempt 4 of 4" in workload.phase_message
+    note_pending(session, workload, "Unschedulable", "needs 2 GPUs, 1 free")
+    note_pending(session, workload, "Unschedulable", "needs 2 GPUs, 0 free")
+    assert workload.phase_message == "needs 2 GPUs, 0 free"
+    assert [e.type for e in _events(session, workload)].count("Unschedulable") == 1
+    transition(session, workload, "Initializing", now=T0)
+    transition(session, workload, "Running", now=T0)
+    end_attempt(session, workload, "rank 1 failed\ntraceback", "Failed", backoff_limit=3)
+    assert workload.phase == "Failed"
+    assert workload.phase_message == ("rank 1 failed; no restarts left (backoffLimit 3)\ntraceback")

@@ -1,21 +1,16 @@
-"""login, whoami, token, project create|list|set, config project."""
+"""login, whoami, token: who the CLI is and how it authenticates."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
-from rich.table import Table
 
 from ringleader.cli.common import client, console, reports_errors
-from ringleader.client import read_config, write_config
-from ringleader.errors import InvalidSpec
-from ringleader.spec import parse_quantity
+from ringleader.connection import server_url, write_config
 
-project_app = typer.Typer(
-    help="Projects: create (with quotas), list, set the current one.", no_args_is_help=True
-)
-config_app = typer.Typer(
-    help="Set CLI defaults (Run:ai's `config project NAME`).", no_args_is_help=True
-)
+if TYPE_CHECKING:
+    pass
 
 
 @reports_errors
@@ -30,12 +25,12 @@ def login(
 
     Example: ringleader login --url http://gpu-box:8470 --client-id rl-... --client-secret ...
     """
-    from ringleader.client import LOCAL_URL, Client
+    from ringleader.client import Client
 
-    c = Client(url or read_config().get("url") or LOCAL_URL, client_id, client_secret)
+    c = Client(url or server_url(), client_id, client_secret)
     c.token()
     write_config({"url": c.url, "clientId": client_id, "clientSecret": client_secret})
-    console.print(f"Logged in to {c.url} as {c.me()['name']}")
+    console.print(f"Logged in to {c.url} as {c.me().name}")
 
 
 @reports_errors
@@ -43,7 +38,7 @@ def whoami() -> None:
     """Show the user, the server URL and the current project."""
     c = client()
     me = c.me()
-    console.print(f"User: {me['name']}{' (admin)' if me['isAdmin'] else ''}")
+    console.print(f"User: {me.name}{' (admin)' if me.is_admin else ''}")
     console.print(f"Server: {c.url}")
     console.print(f"Project: {c.project or 'default'}")
 
@@ -55,119 +50,3 @@ def token() -> None:
     Example: curl -H "Authorization: Bearer $(ringleader token)" http://127.0.0.1:8470/api/v1/workloads
     """
     print(client().token(fresh=True))
-
-
-def _quota(
-    gpu: float | None,
-    gpu_limit: float | None,
-    cpu: float | None,
-    cpu_limit: float | None,
-    weight: float,
-    memory: str | None = None,
-    memory_limit: str | None = None,
-    pool: str = "default",
-) -> list[dict]:
-    """One node pool's quotas, in the projects API's shape (memory in MB)."""
-
-    def mb(text: str | None, flag: str) -> float | None:
-        if text is None:
-            return None
-        try:
-            return parse_quantity(text) / 10**6
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint=flag) from None
-
-    entry = {
-        "nodePool": pool,
-        "gpu": {"deserved": gpu or 0, "limit": gpu_limit, "overQuotaWeight": weight},
-        "cpu": {"deserved": cpu or 0, "limit": cpu_limit, "overQuotaWeight": weight},
-        "memory": {
-            "deserved": mb(memory, "--memory") or 0,
-            "limit": mb(memory_limit, "--memory-limit"),
-            "overQuotaWeight": weight,
-        },
-    }
-    return [entry]
-
-
-@project_app.command("create")
-@reports_errors
-def project_create(
-    name: str = typer.Argument(..., help="Project name (DNS-1123)."),
-    gpu: float = typer.Option(None, "--gpu", help="Deserved GPUs (quota)."),
-    gpu_limit: float = typer.Option(None, "--gpu-limit", help="Never more than this many GPUs."),
-    cpu: float = typer.Option(None, "--cpu", help="Deserved CPU cores."),
-    cpu_limit: float = typer.Option(
-        None, "--cpu-limit", help="Never more than this many CPU cores."
-    ),
-    over_quota_weight: float = typer.Option(
-        1, "--over-quota-weight", help="Share of unused capacity."
-    ),
-    memory: str = typer.Option(None, "--memory", help="Deserved CPU memory, e.g. 64G."),
-    memory_limit: str = typer.Option(None, "--memory-limit", help="Never more memory than this."),
-    pool: str = typer.Option("default", "--node-pool", help="Node pool these quotas are for."),
-) -> None:
-    """Create a project with quotas (for one node pool; the API takes several).
-
-    A project created without any quota is not limited by quota. CPU and
-    memory quotas are off unless given.
-
-    Examples:
-
-      ringleader project create team-a --gpu 2 --gpu-limit 4
-
-      ringleader project create team-b --gpu 1 --over-quota-weight 3 --cpu 16 --memory 64G
-    """
-    quotas = (gpu, gpu_limit, cpu, cpu_limit, memory, memory_limit)
-    resources = (
-        _quota(gpu, gpu_limit, cpu, cpu_limit, over_quota_weight, memory, memory_limit, pool)
-        if any(v is not None for v in quotas) or over_quota_weight != 1
-        else []
-    )
-    p = client().create_project({"name": name, "resources": resources})
-    console.print(f"Project '{p['name']}' created (id {p['id']})")
-
-
-@project_app.command("list")
-@reports_errors
-def project_list() -> None:
-    """List projects with their quotas."""
-    c = client()
-    table = Table(
-        "PROJECT", "ID", "NODE POOL", "GPU DESERVED", "GPU LIMIT", "OVER-QUOTA WEIGHT",
-        "CPU DESERVED", "CURRENT", box=None,
-    )  # fmt: skip
-    for p in c.projects():
-        current = "*" if p["name"] == (c.project or "default") else ""
-        if not p["resources"]:
-            table.add_row(p["name"], p["id"], "all", "no quota", "-", "-", "-", current)
-        for pool in p["resources"]:
-            limit = pool.get("gpu", {}).get("limit")
-            table.add_row(
-                p["name"],
-                p["id"],
-                pool.get("nodePool", "default"),
-                f"{pool.get('gpu', {}).get('deserved', 0):g}",
-                "-" if limit is None else f"{limit:g}",
-                f"{pool.get('gpu', {}).get('overQuotaWeight', 1):g}",
-                f"{pool.get('cpu', {}).get('deserved', 0):g}",
-                current,
-            )
-    console.print(table)
-
-
-@project_app.command("set")
-@reports_errors
-def project_set(name: str = typer.Argument(..., help="Project to use by default.")) -> None:
-    """Make NAME the current project for later commands.
-
-    Example: ringleader project set team-a
-    """
-    if not name:
-        raise InvalidSpec("a project name is required", "NAME")
-    client().get_project(name)  # 404 if it does not exist or is not yours
-    write_config({"project": name})
-    console.print(f"Project '{name}' has been set as the default project")
-
-
-config_app.command("project", help="Same as `project set NAME`.")(project_set)

@@ -6,12 +6,15 @@ import functools
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
 
 from ringleader.errors import RingleaderError
+
+if TYPE_CHECKING:
+    from ringleader.client import Client
 
 # Piped output (scripts, tests) gets full-width tables instead of a truncated 80 columns.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 250)
@@ -19,7 +22,8 @@ err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isa
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def client(autostart: bool = True) -> Any:
+def client(autostart: bool = True) -> Client:
+    """The client of this home's server (started in the background if none runs)."""
     from ringleader.client import Client
 
     return Client.connect(autostart=autostart)
@@ -39,10 +43,13 @@ def reports_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def age(stamp: str | None) -> str:
+def age(stamp: datetime | str | None) -> str:
+    """How long ago, as ``kubectl get`` says it: 42s, 5m, 3h, 2d."""
     if not stamp:
         return "-"
-    then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    then = stamp if isinstance(stamp, datetime) else datetime.fromisoformat(stamp)
+    if then.tzinfo is None:  # the API's datetimes are UTC
+        then = then.replace(tzinfo=timezone.utc)
     seconds = int((datetime.now(timezone.utc) - then).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

@@ -19,10 +19,9 @@ from typing import Any
 import typer
 
 from ringleader.cli.common import client, reports_errors
-from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.client import ERRORS
+from ringleader.errors import RingleaderError
 from ringleader.server.exec_session import RESIZE, STATUS, STDERR, STDIN, STDOUT, frame
-
-_ERRORS = {401: Unauthorized, 404: NotFound, 409: Conflict, 422: InvalidSpec}
 
 
 class RemoteError(RingleaderError):
@@ -85,7 +84,7 @@ def run_session(ws: Any, *, tty: bool, send_stdin: bool) -> int:
             elif channel == STATUS:
                 status = json.loads(payload)
                 if "error" in status:
-                    kind = _ERRORS.get(int(status.get("code", 0)))
+                    kind = ERRORS.get(int(status.get("code", 0)))
                     raise RemoteError(
                         status["error"], kind.exit_code if kind else RingleaderError.exit_code
                     )
@@ -110,7 +109,7 @@ def _exec(
     from websockets.exceptions import InvalidStatus, WebSocketException
 
     try:
-        ws = c.exec_socket(workload["workloadId"], command, pod=pod, tty=tty)
+        ws = c.exec_socket(workload.workload_id, command, pod=pod, tty=tty)
         code = run_session(ws, tty=tty, send_stdin=stdin or tty)
     except InvalidStatus as exc:
         raise RingleaderError(f"the server refused the exec session: {exc}") from None

@@ -76,7 +76,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "server": LazyCommand(
         "ringleader.cli.server:server",
-        "Run the control plane: REST API, scheduler and reconcile loops, local backend.",
+        "Run the control plane: REST API, scheduler and background work, backends.",
     ),
     "login": LazyCommand(
         "ringleader.cli.auth:login",
@@ -142,12 +142,12 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "version": LazyCommand("ringleader.cli.main:version", "Print ringleader's version."),
     "project": LazyCommand(
-        "ringleader.cli.auth:project_app",
+        "ringleader.cli.projects:project_app",
         "Projects: create (with quotas), list, set the current one.",
         group=True,
     ),
     "config": LazyCommand(
-        "ringleader.cli.auth:config_app",
+        "ringleader.cli.projects:config_app",
         "Set CLI defaults (Run:ai's `config project NAME`).",
         group=True,
     ),

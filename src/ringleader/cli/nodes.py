@@ -8,39 +8,53 @@ have been run as the server's user) and stores what it found; ``nodes list``
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from ringleader.cli.common import client, console, err_console, reports_errors
 from ringleader.cli.top import size
-from ringleader.errors import Conflict, RingleaderError
+from ringleader.errors import Conflict, InvalidSpec, RingleaderError
+
+if TYPE_CHECKING:
+    from ringleader.server.schemas import NodeIn, NodeOut
 
 
-def _body(ssh: str, name: str | None, address: str | None, pool: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"ssh": ssh, "pool": pool}
+def _body(ssh: str, name: str | None, address: str | None, pool: str) -> NodeIn:
+    """The registration request; a malformed value is refused here, naming its flag."""
+    from ringleader.server.schemas import NodeIn
+
+    given: dict[str, Any] = {"ssh": ssh, "pool": pool}
     if name:
-        body["name"] = name
+        given["name"] = name
     if address:
-        body["address"] = address
-    return body
+        given["address"] = address
+    try:
+        return NodeIn(**given)
+    except ValueError as exc:  # pydantic's ValidationError: the first field it names
+        errors = exc.errors() if isinstance(exc, ValidationError) else []
+        field = str(errors[0]["loc"][0]) if errors and errors[0]["loc"] else ""
+        problem = errors[0]["msg"] if errors else str(exc)
+        flag = {"ssh": "--ssh", "name": "HOST", "address": "--address", "pool": "--pool"}
+        raise InvalidSpec(f"{given.get(field)!r}: {problem}", flag.get(field, field)) from None
 
 
-def _facts_row(node: dict[str, Any]) -> list[str]:
-    facts = node.get("facts") or {}
+def _facts_row(node: NodeOut) -> list[str]:
+    facts = node.facts
     return [
-        node["status"],
-        f"{node['cpuCores']:g}",
-        size(node["memoryBytes"]),
-        str(node["gpuCount"]),
+        node.status,
+        f"{node.cpu_cores:g}",
+        size(node.memory_bytes),
+        str(node.gpu_count),
         f"{facts.get('python') or '-'} {facts.get('python_version') or ''}".strip(),
         facts.get("torch") or "-",
         facts.get("ringleader") or "-",
     ]
 
 
-def _report(results: list[tuple[str, dict[str, Any] | None, str]]) -> int:
+def _report(results: list[tuple[str, NodeOut | None, str]]) -> int:
     """Print one row per host; the number of hosts that failed."""
     table = Table(
         "NODE", "RESULT", "STATUS", "CPU", "MEMORY", "GPUs", "PYTHON", "TORCH", "RINGLEADER",
@@ -59,8 +73,8 @@ def _report(results: list[tuple[str, dict[str, Any] | None, str]]) -> int:
     for name, node, problem in results:
         if node is None and not problem.startswith("already"):
             err_console.print(f"[red]{name}[/]: {problem}", soft_wrap=True)
-        elif node is not None and node["status"] != "Ready":
-            err_console.print(f"[yellow]{name}[/] is NotReady: {node['message']}", soft_wrap=True)
+        elif node is not None and node.status != "Ready":
+            err_console.print(f"[yellow]{name}[/] is NotReady: {node.message}", soft_wrap=True)
     return failed
 
 
@@ -89,7 +103,7 @@ def add(
     """
     name = host if ssh else None
     node = client().add_node(_body(ssh or host, name, address, pool))
-    if _report([(node["name"], node, "")]):
+    if _report([(node.name, node, "")]):
         raise typer.Exit(1)
 
 
@@ -110,7 +124,7 @@ def import_hosts(
     hosts = load_hostfile(source)
     api = client()
 
-    def one(host: Any) -> tuple[str, dict[str, Any] | None, str]:
+    def one(host: Any) -> tuple[str, NodeOut | None, str]:
         try:
             return host.name, api.add_node(_body(host.ssh, host.name, host.address, pool)), ""
         except Conflict as exc:

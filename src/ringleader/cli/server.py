@@ -1,16 +1,25 @@
-"""``ringleader server``: the control plane (API, loops, local backend)."""
+"""``ringleader server``: the control plane (API, background work, backends).
+
+One server per home (``ringleader.home``): it locks its data directory before
+anything else and records its pid and URL there, so ``ringleader list`` in the
+same ``RINGLEADER_HOME`` talks to it whatever port it listens on.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
+import signal
 import socket
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import typer
 
+from ringleader.home import HomeLock, ServerRunning, local_url
 from ringleader.server.config import DEFAULT_PORT, ServerConfig, home_dir
 
-PID_FILE = "server.pid"  # in the data directory while the server runs: its pid
+if TYPE_CHECKING:
+    from ringleader.server.backends.base import Backend
 
 
 def server(
@@ -48,8 +57,16 @@ def server(
         help="ssh config file for SSH nodes (probes, heartbeats, launches; also"
         " $RINGLEADER_SSH_CONFIG).",
     ),
+    backend: list[str] = typer.Option(
+        [],
+        "--backend",
+        metavar="NAME[:ARG][@POOL]",
+        help="Which backend runs a node pool's work (repeatable): local or ssh, or a backend"
+        " class's dotted path; without @POOL, the default for pools not named. Default: local"
+        " (and ssh for gangs on SSH nodes).",
+    ),
 ) -> None:
-    """Run the control plane: REST API, scheduler and reconcile loops, local backend.
+    """Run the control plane: REST API, scheduler and background work, backends.
 
     SQLite under the data directory by default; PostgreSQL with
     RINGLEADER_DATABASE_URL=postgresql+psycopg://user@host/db.
@@ -65,20 +82,21 @@ def server(
       ringleader server --nodes-file nodes.yaml --placement spread
 
       ringleader server --no-local-node          # then: ringleader nodes import hosts.json
+
+      ringleader server --backend local --backend mypkg.engines.MyBackend@big
     """
     from pathlib import Path
 
-    import uvicorn
-
     from ringleader.errors import InvalidSpec
     from ringleader.server import inventory
-    from ringleader.server.app import create_app
+    from ringleader.server.backends import BackendChoice
 
     if placement not in ("binpack", "spread"):
         typer.echo(f"error: --placement: {placement!r} is not binpack or spread", err=True)
         raise typer.Exit(2)
     try:
         nodes = inventory.declared_nodes(simulate_nodes, Path(nodes_file) if nodes_file else None)
+        backends = [BackendChoice.parse(text) for text in backend]
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -91,25 +109,69 @@ def server(
         port=port,
         nodes=nodes,
         placement=placement,  # type: ignore[arg-type]
+        backends=backends,
     )
+    serve(config)
+
+
+def serve(config: ServerConfig, backend: Backend | None = None) -> None:
+    """Run the server for ``config`` until SIGTERM or Ctrl-C (benchmarks call this with
+    a stub ``backend``; the command parses its options into ``config`` first)."""
+    import uvicorn
+
+    from ringleader.errors import InvalidSpec
+    from ringleader.server.app import create_app
+
+    host, port = config.host, config.port
+    try:  # a backend that cannot be made (a bad --backend ARG) fails before anything else
+        app = create_app(config, backend)
+    except InvalidSpec as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    # The home's lock first: a second server on this home refuses before it changes
+    # anything (no port taken, no record touched), naming the one that runs.
+    try:
+        lock = HomeLock.acquire(config.data_dir)
+    except ServerRunning as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(exc.exit_code) from None
     # Bind before start-up work (migrations, first-run set-up), so a second server
     # racing for the port fails at once instead of after doing that work too.
     try:
         sock = listening_socket(host, port)
     except OSError as exc:
+        lock.release()
         typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None
-    config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    pid_file = config.data_dir / PID_FILE
-    pid_file.write_text(f"{os.getpid()}\n")
+    lock.publish(local_url(host, sock.getsockname()[1]))
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        uvicorn.Server(
-            uvicorn.Config(create_app(config), host=host, port=port, log_level="warning")
-        ).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(
+            sockets=[sock]
+        )
+    except Terminated:
+        died_of_sigterm = True
+    else:
+        died_of_sigterm = False
     finally:
-        with contextlib.suppress(OSError, IndexError):
-            if pid_file.read_text().split()[0] == str(os.getpid()):
-                pid_file.unlink()
+        lock.release()
+        signal.signal(signal.SIGTERM, previous)
+    if died_of_sigterm:  # end as SIGTERM ends a process, now that the record is gone
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; raised so that ``finally`` blocks (the record's removal) run.
+
+    uvicorn catches SIGTERM itself, shuts down gracefully, puts back the handler
+    it found and raises the signal again: with the default handler there, the
+    process died before removing its record.  This one is found instead.
+    """
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -6,10 +6,15 @@ Run:ai's ``top node``; simulated nodes are marked so in every view.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 from rich.table import Table
 
 from ringleader.cli.common import client, console, err_console, reports_errors
+
+if TYPE_CHECKING:
+    from ringleader.server.schemas import NodeOut
 
 nodes_app = typer.Typer(help="Nodes the scheduler places pods on.", no_args_is_help=True)
 top_app = typer.Typer(help="Allocation against capacity: nodes or jobs.", no_args_is_help=True)
@@ -23,11 +28,11 @@ def size(value: float) -> str:
     return f"{value:.0f}" if value else "0"
 
 
-def _kind(node: dict) -> str:
-    if node["simulated"]:
+def _kind(node: NodeOut) -> str:
+    if node.simulated:
         return "simulated"
-    stand_ins = any(g.get("simulated") for g in node["gpus"])
-    return f"{node['kind']} (simulated GPUs)" if stand_ins else node["kind"]
+    stand_ins = any(g.simulated for g in node.gpus)
+    return f"{node.kind} (simulated GPUs)" if stand_ins else node.kind
 
 
 @nodes_app.command("list")
@@ -43,23 +48,23 @@ def nodes_list() -> None:
     )  # fmt: skip
     nodes = client().nodes()
     for n in nodes:
-        memory = {g["memoryBytes"] for g in n["gpus"]}
+        memory = {g.memory_bytes for g in n.gpus}
         table.add_row(
-            n["name"],
+            n.name,
             _kind(n),
-            n["pool"],
-            n["status"],
-            str(n["gpuCount"]),
+            n.pool,
+            n.status,
+            str(n.gpu_count),
             "/".join(size(m) for m in sorted(memory)) or "-",
-            f"{n['cpuCores']:g}",
-            size(n["memoryBytes"]),
-            f"{n['allocatedGpus']:g}",
-            str(len(n["pods"])),
+            f"{n.cpu_cores:g}",
+            size(n.memory_bytes),
+            f"{n.allocated_gpus:g}",
+            str(len(n.pods)),
         )
     console.print(table)
     for n in nodes:
-        if n["status"] != "Ready":
-            err_console.print(f"[yellow]{n['name']}[/] is NotReady: {n['message']}", soft_wrap=True)
+        if n.status != "Ready":
+            err_console.print(f"[yellow]{n.name}[/] is NotReady: {n.message}", soft_wrap=True)
 
 
 @top_app.command("node")
@@ -74,15 +79,15 @@ def top_node() -> None:
         "MEMORY (allocated/total)", box=None,
     )  # fmt: skip
     for n in client().nodes():
-        devices = " ".join(f"{g['index']}:{g['allocated']:.2g}" for g in n["gpus"]) or "-"
+        devices = " ".join(f"{g.index}:{g.allocated:.2g}" for g in n.gpus) or "-"
         table.add_row(
-            n["name"],
+            n.name,
             _kind(n),
-            n["status"],
-            f"{n['allocatedGpus']:g}/{n['gpuCount']}",
+            n.status,
+            f"{n.allocated_gpus:g}/{n.gpu_count}",
             devices,
-            f"{n['allocatedCpuCores']:g}/{n['cpuCores']:g}",
-            f"{size(n['allocatedMemoryBytes'])}/{size(n['memoryBytes'])}",
+            f"{n.allocated_cpu_cores:g}/{n.cpu_cores:g}",
+            f"{size(n.allocated_memory_bytes)}/{size(n.memory_bytes)}",
         )
     console.print(table)
 
@@ -104,16 +109,16 @@ def top_job(
         "NODES", "PENDING REASON", box=None,
     )  # fmt: skip
     active = ("Pending", "Initializing", "Running", "Degraded", "Unknown")
-    for w in c.list_workloads(filters, limit=500)["workloads"]:
-        if w["actualPhase"] not in active:
+    for w in c.list_workloads(filters, limit=500).workloads:
+        if w.actual_phase not in active:
             continue
         table.add_row(
-            w["name"],
-            w["projectName"],
-            w["actualPhase"],
-            f"{w['allocatedGpus']:g} ({w['requestedGpus']:g})",
-            f"{w['runningPods']} ({w['requestedPods']})",
-            ", ".join(w["nodes"]) or "-",
-            w["pendingReason"] or "",
+            w.name,
+            w.project_name,
+            w.actual_phase,
+            f"{w.allocated_gpus:g} ({w.requested_gpus:g})",
+            f"{w.running_pods} ({w.requested_pods})",
+            ", ".join(w.nodes) or "-",
+            w.pending_reason or "",
         )
     console.print(table)

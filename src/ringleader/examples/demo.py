@@ -85,20 +85,20 @@ def stop_workloads(url: str, home: Path) -> list[str]:
     creds = _credentials(home) or {}
     c = Client(url, creds["clientId"], creds["clientSecret"])
     done = (*FINAL_PHASES, "Deleted")
-    active = [w for w in c.list_workloads(limit=500)["workloads"] if w["actualPhase"] not in done]
+    active = [w for w in c.list_workloads(limit=500).workloads if w.actual_phase not in done]
     for w in active:
         with contextlib.suppress(RingleaderError):
-            c.action(w["workloadId"], "suspend")
+            c.action(w.workload_id, "suspend")
     deadline = time.monotonic() + STOP_TIMEOUT_S + 15
     for w in active:
         while time.monotonic() < deadline:
             try:
-                if c.workload(w["workloadId"])["actualPhase"] in done:
+                if c.workload(w.workload_id).actual_phase in done:
                     break
             except RingleaderError:
                 break
             time.sleep(0.1)
-    return [w["name"] for w in active]
+    return [w.name for w in active]
 
 
 def stop_server(home: Path, *, workloads: bool = False) -> int | None:
@@ -107,7 +107,7 @@ def stop_server(home: Path, *, workloads: bool = False) -> int | None:
     With ``workloads``, first suspend the workloads it still runs (their
     processes are detached from the server and would outlive it).
     """
-    from ringleader.client import read_config
+    from ringleader.connection import read_config
 
     pid = server_pid(home)
     url = read_config(home).get("url")
@@ -153,11 +153,12 @@ def _credentials(home: Path) -> dict[str, str] | None:
 
 def _answers_to_us(url: str, home: Path) -> bool:
     """The server at ``url`` is up and takes this home's key (so it is ours, not another)."""
-    from ringleader.client import Client, _healthy
+    from ringleader.client import Client
+    from ringleader.connection import healthy
     from ringleader.errors import RingleaderError
 
     creds = _credentials(home)
-    if not creds or not _healthy(url):
+    if not creds or not healthy(url):
         return False
     try:
         Client(url, creds["clientId"], creds["clientSecret"]).token()
@@ -170,7 +171,7 @@ def ensure_server(
     home: Path, port: int, env: dict[str, str], ringleader: list[str]
 ) -> tuple[str, int, bool]:
     """This home's server, started if needed: (url, pid, started)."""
-    from ringleader.client import read_config, write_config
+    from ringleader.connection import read_config, write_config
 
     url = read_config(home).get("url")
     pid = server_pid(home)
@@ -261,7 +262,7 @@ def _phase(url: str, home: Path, name: str) -> tuple[str, str]:
         w = Client(url, creds["clientId"], creds["clientSecret"]).find(name)
     except (RingleaderError, httpx.HTTPError, KeyError) as exc:
         return "Unknown", f"cannot ask the server: {exc}"
-    return w["actualPhase"], w.get("phaseMessage") or ""
+    return w.actual_phase, w.phase_message or ""
 
 
 def run_demo(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from ringleader import __version__
@@ -28,18 +29,22 @@ from ringleader.errors import (
     Forbidden,
     InvalidSpec,
     NotFound,
-    QuotaExceeded,
+    PayloadTooLarge,
     RingleaderError,
+    TooManyRequests,
     Unauthorized,
 )
 from ringleader.launch.ssh import SSHOptions
 from ringleader.server import auth, inventory
+from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
+from ringleader.server.backends.ssh import NodeBook, SSHNode
+from ringleader.server.background import Background, World
+from ringleader.server.background.heartbeats import NodeMonitor
 from ringleader.server.config import ServerConfig
-from ringleader.server.db import open_database
-from ringleader.server.heartbeats import NodeMonitor
-from ringleader.server.loops import Loops
+from ringleader.server.db import Database, open_database
 from ringleader.server.migrate import upgrade
+from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
 from ringleader.server.routers import auth as auth_routes
 from ringleader.server.routers import exec as exec_routes
@@ -53,7 +58,8 @@ _STATUS: list[tuple[type[RingleaderError], int]] = [
     (Unauthorized, 401),
     (Forbidden, 403),
     (InvalidSpec, 422),
-    (QuotaExceeded, 422),
+    (PayloadTooLarge, 413),
+    (TooManyRequests, 429),
 ]
 
 
@@ -96,13 +102,22 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
     return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
 
 
-def default_backend() -> Backend:
-    from ringleader.server.backends.local import LocalBackend
+def ssh_nodes(database: Database) -> Callable[[], dict[str, SSHNode]]:
+    """What fills the SSH backend's book of login targets: the nodes table."""
 
-    return LocalBackend()
+    def load() -> dict[str, SSHNode]:
+        with database.reader() as s:
+            rows = s.execute(
+                select(Node.name, Node.ssh, Node.address).where(Node.kind == "ssh")
+            ).all()
+        return {name: SSHNode(ssh or name, address or name) for name, ssh, address in rows}
+
+    return load
 
 
 def create_app(config: ServerConfig | None = None, backend: Backend | None = None) -> FastAPI:
+    """The app; ``backend``: one backend object for every pool (tests inject fakes),
+    instead of the configured ``config.backends``."""
     config = config or ServerConfig()
     url = config.resolved_database_url()
 
@@ -121,19 +136,20 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
                 here = inventory.local_node(getattr(app.state.backend, "node", "localhost"))
                 declared = [here] if config.local_node else []
             inventory.sync_nodes(session, declared)
-        interval = config.loop_interval_s
-        loops = app.state.loops = Loops(
-            database, app.state.backend, config.runs_dir, interval, config.placement
-        )
-        monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, loops.wake.set)
+        book.load_with(ssh_nodes(database))
+        world = World(database, app.state.backends, config.runs_dir, config.placement)
+        background = app.state.background = Background(world, interval_s=config.loop_interval_s)
+        monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, background.wake)
 
         def nodes_changed() -> None:
+            book.refresh()
             monitor.refresh()
-            loops.wake.set()
+            background.wake()
 
         app.state.nodes_changed = nodes_changed
-        loops.start()
-        monitor.start()
+        if config.background:
+            background.start()
+            monitor.start()
         # Everything made so far (the app, its routes, SQLAlchemy's mappers) lives as
         # long as the server: out of the collector's sight, a full collection no longer
         # walks it, which made every ~75th request wait ~90 ms.
@@ -143,14 +159,21 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             yield
         finally:
             monitor.stop()
-            loops.stop()
+            background.stop()
             database.dispose()
 
     app = FastAPI(title="ringleader", version=__version__, lifespan=lifespan)
     app.state.config = config
-    app.state.backend = backend or default_backend()
+    book = NodeBook()  # filled from the nodes table once the database is open
+    context = BackendContext(options={"node_book": book})
+    if backend is None:
+        app.state.backends = BackendSet(config.backends, context)
+    else:
+        app.state.backends = BackendSet.only(backend)
+    # The default pool's backend: what routes use until they ask per workload.
+    app.state.backend = app.state.backends.default
     app.state.ssh = SSHOptions.from_env(config.ssh_config)
-    # What SSH nodes are probed with: the interpreter the backend starts agents with.
+    # What SSH nodes are probed with: the interpreter the backends start agents with.
     app.state.node_python = getattr(app.state.backend, "python", sys.executable)
     app.state.probe_node = probe_node  # replaceable in tests that must not open SSH
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ringleader.sched.model import Strategy
+    from ringleader.server.backends import BackendChoice
     from ringleader.server.inventory import NodeDecl
 
 DEFAULT_PORT = 8470
@@ -39,6 +40,10 @@ class ServerConfig:
     # only places work on registered SSH nodes.
     local_node: bool = True
     ssh_config: str | None = None  # ssh -F for probes and heartbeats (else $RINGLEADER_SSH_CONFIG)
+    # Which backend runs each node pool's work (--backend NAME[:ARG][@POOL]); none: local.
+    backends: list[BackendChoice] = field(default_factory=list)
+    # Off: the API alone, no background work (benchmarks measure the API by itself).
+    background: bool = True
 
     @property
     def runs_dir(self) -> Path:

@@ -9,9 +9,13 @@ Nomenclature (Run:ai's phase names, plain strings):
 
 Invariants:
 - ``transition``, ``transition_pod`` and ``restart_pod`` are the only writers
-  of ``phase``. Each change checks the table, stamps the times and adds exactly one event row;
-  a disallowed change raises ``IllegalTransition`` and changes nothing; a
-  change to the current phase is a no-op (no event), so loops can repeat
+  of ``phase``; ``observe`` is how a backend's report reaches them (the door,
+  not its caller, decides what an observed phase means); ``end_attempt``,
+  ``count_attempts`` and ``note_pending`` are the only writers of the attempt
+  counter and of a phase's reason outside a transition.  Each change checks
+  the table, stamps the times and adds exactly one event row; a disallowed
+  change raises ``IllegalTransition`` and changes nothing; a change to the
+  current phase is a no-op (no event), so background passes can repeat
   themselves harmlessly.
 - Nothing here commits or flushes: the caller owns the transaction, so the
   phase, the timestamps and the event are saved together or not at all.
@@ -60,8 +64,17 @@ WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
     "Deleted": frozenset(),
 }
 WORKLOAD_PHASES: tuple[str, ...] = tuple(WORKLOAD_TRANSITIONS)
+UNKNOWN = "Unknown"
 # Phases that end a run: entering one stamps completed_at.
 WORKLOAD_ENDED: frozenset[str] = frozenset({"Completed", "Failed", "Stopped", "Deleted"})
+# The groups the services, the scheduler's snapshot and the background work act on.
+FINAL = ("Completed", "Failed", "Stopped")  # a run ended; the user may resume or delete it
+ACTIVE = ("Creating", "Pending", "Initializing", "Running", "Degraded", "Resuming", "Unknown")
+POLLED = ("Initializing", "Running", "Degraded", "Unknown")  # the backend says how it goes
+STOPPING = ("Stopping", "Deleting")  # the backend is asked to stop it
+# Admitted and not ended, or being stopped: its bound pods hold their resources.
+HOLDING = (*POLLED, *STOPPING)
+LINGERING = ("Completed", "Failed")  # ended, but cleanPodPolicy None may leave pods running
 
 POD_TRANSITIONS: dict[str, frozenset[str]] = {
     "Pending": frozenset({"Running", "Succeeded", "Failed", "Stopped", "Unknown"}),
@@ -73,6 +86,20 @@ POD_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 POD_PHASES: tuple[str, ...] = tuple(POD_TRANSITIONS)
 POD_ENDED: frozenset[str] = frozenset({"Succeeded", "Failed", "Stopped"})
+POD_LIVE = ("Pending", "Running", "Unknown")  # what a stop or a preemption stops
+# What a backend observed that is no allowed move from the current phase, and what
+# the door makes of it instead.  A workload is stopped only through Stopping (the
+# user's suspend), so a backend that reports Stopped for a running one saw it
+# stopped from outside (its supervisor signalled): that run has failed.
+OBSERVED_INSTEAD: dict[tuple[str, str], tuple[str, str, str]] = {
+    (current, "Stopped"): (
+        "Failed",
+        "StoppedOutside",
+        "the backend reports the workload stopped, but nobody asked ringleader to stop it "
+        "(its processes were signalled from outside?)",
+    )
+    for current in POLLED
+}
 
 
 class IllegalTransition(RingleaderError):
@@ -268,3 +295,76 @@ def _add_event(
     )
     session.add(event)
     return event
+
+
+def observe(
+    session: Session,
+    workload: Workload,
+    observed: str,
+    *,
+    message: str = "",
+    now: datetime | None = None,
+) -> bool:
+    """A backend's report of ``workload``'s phase, unfiltered: the door decides.
+
+    An allowed move is made (reason: the observed phase); a report that is
+    no allowed move is mapped by ``OBSERVED_INSTEAD`` when it names one, and
+    otherwise changes nothing (a lingering Completed workload whose backend
+    still says Running, say).  False when nothing was written.
+    """
+    current = workload.phase
+    if observed == current:
+        return False
+    if observed in WORKLOAD_TRANSITIONS.get(current, frozenset()):
+        return transition(session, workload, observed, reason=observed, message=message, now=now)
+    instead = OBSERVED_INSTEAD.get((current, observed))
+    if instead is None:
+        return False
+    to_phase, reason, why = instead
+    text = f"{why}: {message}" if message else why
+    return transition(session, workload, to_phase, reason=reason, message=text, now=now)
+
+
+def would_observe(workload: Workload, observed: str) -> bool:
+    """Whether ``observe`` would write for ``observed`` (checked on a read snapshot)."""
+    current = workload.phase
+    return observed != current and (
+        observed in WORKLOAD_TRANSITIONS.get(current, frozenset())
+        or (current, observed) in OBSERVED_INSTEAD
+    )
+
+
+def count_attempts(workload: Workload, attempt: int) -> None:
+    """The backend restarted the gang in place: its attempt counter only grows."""
+    workload.attempt = max(workload.attempt, attempt)
+
+
+def end_attempt(
+    session: Session, workload: Workload, reason: str, cause: str, backoff_limit: int
+) -> None:
+    """An attempt ended whose restart is the server's (the scheduler places the gang
+    again): back to Pending with the next attempt, or Failed once ``backoff_limit``
+    restarts are spent.  ``reason``: one line, then the root-cause text."""
+    first, _, rest = reason.partition("\n")
+    if workload.attempt < backoff_limit:
+        workload.attempt += 1
+        message = (
+            f"{first}; restarting on the nodes that answer "
+            f"(attempt {workload.attempt + 1} of {backoff_limit + 1})"
+        )
+        transition(session, workload, "Pending", reason=cause, message=message)
+    else:
+        message = f"{first}; no restarts left (backoffLimit {backoff_limit})" + (
+            rest and f"\n{rest}"
+        )
+        transition(session, workload, "Failed", reason=cause, message=message)
+
+
+def note_pending(session: Session, workload: Workload, reason: str, message: str) -> None:
+    """Why a Pending workload waits.  The message is kept current (its counts
+    change); an event marks only the first time for a reason."""
+    if workload.phase != "Pending":
+        return
+    if workload.phase_reason != reason:
+        record_event(session, workload, reason, reason=reason, message=message)
+    workload.phase_reason, workload.phase_message = reason, message

@@ -32,10 +32,9 @@ from sqlalchemy.orm import Session, selectinload
 from ringleader import sched
 from ringleader.sched.model import UNMANAGED, Strategy
 from ringleader.server import models
-from ringleader.spec import Compute, Framework, WorkloadSpec, parse_quantity
+from ringleader.server.phases import HOLDING, LINGERING
+from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
-HOLDING = ("Initializing", "Running", "Degraded", "Unknown", "Stopping", "Deleting")
-LINGERING = ("Completed", "Failed")  # ended, but cleanPodPolicy None may leave pods running
 MB = 10**6
 log = logging.getLogger("ringleader.server.scheduling")
 _ID = re.compile(rf"\b[0-9a-f]{{{models.ID_LENGTH}}}\b")
@@ -104,7 +103,9 @@ def pod_requests(spec: WorkloadSpec, name: str) -> list[sched.PodRequest]:
         if role == "worker":
             requests.append(pod_request(pod, spec.spec.compute))
         else:
-            gpus = spec.framework != Framework.MPI or own_master
+            registered = spec.registered_framework
+            runs_ranks = registered is None or registered.layout.head_runs_ranks
+            gpus = runs_ranks or own_master
             requests.append(pod_request(pod, master.compute, gpus=gpus))
     return requests
 
@@ -196,7 +197,7 @@ def bindings(workload: models.Workload, nodes: dict[str, models.Node]) -> list[s
 
 
 @dataclass(frozen=True)
-class Asks:
+class PodAsks:
     """What a workload's spec asks the scheduler for (a spec never changes)."""
 
     requests: tuple[sched.PodRequest, ...]
@@ -205,15 +206,16 @@ class Asks:
     node_pools: tuple[str, ...]
 
 
-_ASKS: dict[str, Asks] = {}  # workload id -> Asks: parsing 10k specs per cycle is not free
+_ASKS: dict[str, PodAsks] = {}  # workload id -> PodAsks: parsing 10k specs per cycle is not free
 _ASKS_MAX = 100_000
 
 
-def asks(row: models.Workload) -> Asks:
+def pod_asks(row: models.Workload) -> PodAsks:
+    """What ``row``'s spec asks for, parsed once per workload (a spec never changes)."""
     found = _ASKS.get(row.id)
     if found is None:
         spec = WorkloadSpec.model_validate(row.spec)
-        found = Asks(
+        found = PodAsks(
             tuple(pod_requests(spec, row.name)),
             priority(spec),
             preemptible(spec),
@@ -229,7 +231,7 @@ def to_sched_workload(
     row: models.Workload, project: str, nodes: dict[str, models.Node]
 ) -> sched.Workload | None:
     """The scheduler's view of a row; None for a holding workload with nothing bound."""
-    ask = asks(row)
+    ask = pod_asks(row)
     requests = ask.requests
     common = {
         "id": row.id,
@@ -301,3 +303,6 @@ def allocated(workload: models.Workload) -> float:
         if holds(workload, p)
         for g in p.gpus or []
     )
+
+
+asks = pod_asks  # the services' old name, until they move to pod_asks

@@ -171,25 +171,31 @@ def test_scheduler_bindings_become_each_ranks_devices_share_threads_and_node() -
 
 def test_pods_on_ssh_nodes_become_the_launchs_hosts_and_restarts_the_servers() -> None:
     from ringleader.server.backends.base import PodPlacement
+    from ringleader.server.backends.ssh import NodeBook, SSHBackend, SSHNode
 
     request = make_request("/runs/w4", name="far", workers=3, command="python t.py",
                            backoffLimit=4)  # fmt: skip
     placements = {
-        "far-master-0": PodPlacement("gpu1", "ssh", cpu_cores=1, ssh="me@gpu1", address="10.0.0.1"),
-        "far-worker-0": PodPlacement("gpu1", "ssh", cpu_cores=1, ssh="me@gpu1", address="10.0.0.1"),
-        "far-worker-1": PodPlacement("gpu2", "ssh", ssh="gpu2", address="10.0.0.2"),
-        "far-worker-2": PodPlacement("gpu1", "ssh", ssh="me@gpu1", address="10.0.0.1"),
+        "far-master-0": PodPlacement("gpu1", "ssh", cpu_cores=1),
+        "far-worker-0": PodPlacement("gpu1", "ssh", cpu_cores=1),
+        "far-worker-1": PodPlacement("gpu2", "ssh"),
+        "far-worker-2": PodPlacement("gpu1", "ssh"),
     }
     request = BackendRequest(**{**request.__dict__, "placements": placements})
-    plan = LocalBackend(python=PY).plan(request)
+    # The login targets live in the SSH backend's book, not in the request.
+    book = NodeBook({"gpu1": SSHNode("me@gpu1", "10.0.0.1"), "gpu2": SSHNode("gpu2", "10.0.0.2")})
+    backend = SSHBackend(python=PY, book=book)
+    plan = backend.plan(request)
     # Ranks fill hosts in order: consecutive pods on one node are one host.
     assert plan.spec.hosts == [
         Host("me@gpu1", "10.0.0.1", 2), Host("gpu2", "10.0.0.2", 1), Host("me@gpu1", "10.0.0.1", 1)
     ]  # fmt: skip
     assert [p.node for p in plan.pods] == ["gpu1", "gpu1", "gpu2", "gpu1"]
     assert plan.spec.max_restarts == 0  # a restart goes back to the scheduler
+    assert not backend.capabilities.restarts_in_place
     assert "RINGLEADER_CPU_AFFINITY" not in plan.spec.rank_env["0"]  # not this machine's cores
     assert plan.spec.rank_env["2"]["RINGLEADER_NODE_KIND"] == "ssh"
+    assert backend.plan(request) == plan  # pure: the same request, the same plan
 
 
 def test_probe_answers_become_capacity_and_readiness() -> None:
@@ -300,7 +306,7 @@ print("to-stderr", os.environ["RANK"], file=sys.stderr)
 
 def test_pytorch_workload_completes_with_pods_and_logs(backend, script, tmp_path) -> None:
     request = make_request(tmp_path / "run", name="hi", command=f"python {script(HELLO)}")
-    handle = backend.submit(request)
+    handle = backend.start(request)
     assert backend.poll(handle).phase in ("Initializing", "Running", "Completed")
     status = wait_final(backend, handle)
     assert status.phase == "Completed" and status.exit_code == 0 and status.attempt == 0
@@ -339,7 +345,7 @@ dist.destroy_process_group()
 
 def test_gloo_all_reduce_across_master_and_workers(backend, script, tmp_path) -> None:
     require(_have_torch(), "torch")
-    handle = backend.submit(
+    handle = backend.start(
         make_request(tmp_path / "run", name="ar", command=f"python {script(ALL_REDUCE)}")
     )
     status = wait_final(backend, handle, timeout=180)
@@ -366,7 +372,7 @@ def test_failure_respects_backoff_limit_and_names_the_root_cause(backend, script
     request = make_request(
         tmp_path / "run", name="bad", command=f"python {script(FAIL_RANK_1)}", backoffLimit=1
     )
-    handle = backend.submit(request)
+    handle = backend.start(request)
     status = wait_final(backend, handle)
     assert status.phase == "Failed" and status.exit_code == 7
     assert status.attempt == 1  # attempts 0 and 1: one restart, as backoffLimit allows
@@ -399,7 +405,7 @@ while not os.path.exists(sys.argv[1]):
 
 def test_cancel_while_running_stops_everything(backend, script, tmp_path) -> None:
     request = make_request(tmp_path / "run", command=f"python {script(READY_THEN_WAIT)} ''")
-    handle = backend.submit(request)
+    handle = backend.start(request)
     wait_lines(backend, handle, "ready", 3)
     assert backend.poll(handle).phase == "Running"
     assert job_pids(f"rl-{request.workload_id}") != []
@@ -414,7 +420,7 @@ def test_cancel_while_running_stops_everything(backend, script, tmp_path) -> Non
 
 def test_cancel_right_after_submit_is_stopped(backend, script, tmp_path) -> None:
     request = make_request(tmp_path / "run", command=f"python {script(READY_THEN_WAIT)} ''")
-    handle = backend.submit(request)
+    handle = backend.start(request)
     backend.cancel(handle)
     assert backend.poll(handle).phase == "Stopped"
     assert job_pids(f"rl-{request.workload_id}") == []
@@ -422,7 +428,7 @@ def test_cancel_right_after_submit_is_stopped(backend, script, tmp_path) -> None
 
 def test_missing_working_dir_fails_before_any_rank(backend, tmp_path) -> None:
     request = make_request(tmp_path / "run", command="true", workingDir=str(tmp_path / "nope"))
-    status = wait_final(backend, backend.submit(request))
+    status = wait_final(backend, backend.start(request))
     assert status.phase == "Failed" and status.exit_code == 3
     assert f"working directory: {tmp_path / 'nope'} does not exist" in status.message
     assert {p.phase for p in status.pods} == {"Pending"}
@@ -432,7 +438,7 @@ def test_kill_9_of_the_supervisor_is_failed_and_leaves_no_orphans(
     backend, script, tmp_path
 ) -> None:
     request = make_request(tmp_path / "run", command=f"python {script(READY_THEN_WAIT)} ''")
-    handle = backend.submit(request)
+    handle = backend.start(request)
     wait_lines(backend, handle, "ready", 3)
     pid = state(handle)["pid"]
     os.kill(pid, signal.SIGKILL)
@@ -450,14 +456,14 @@ def test_kill_9_of_the_supervisor_is_failed_and_leaves_no_orphans(
 def test_a_new_backend_readopts_a_running_workload(script, tmp_path) -> None:
     go = tmp_path / "go"
     first = LocalBackend(grace_s=2.0)
-    handle = first.submit(
+    handle = first.start(
         make_request(tmp_path / "run", name="re", command=f"python {script(READY_THEN_WAIT)} {go}")
     )
     wait_lines(first, handle, "ready", 3)
     second = LocalBackend(grace_s=2.0)  # as after a server restart
     assert second.poll(handle).phase == "Running"
     with pytest.raises(Conflict):
-        second.submit(make_request(tmp_path / "run", name="re", command="true"))
+        second.start(make_request(tmp_path / "run", name="re", command="true"))
     go.touch()
     status = wait_final(second, handle)
     assert status.phase == "Completed"
@@ -471,7 +477,7 @@ from ringleader.server.backends.local import LocalBackend
 from ringleader.spec import WorkloadSpec
 args = json.loads(sys.argv[1])
 request = BackendRequest(args["id"], "orphan", "team-a", WorkloadSpec.model_validate(args["spec"]), args["run_dir"])
-print(LocalBackend().submit(request), flush=True)
+print(LocalBackend().start(request), flush=True)
 time.sleep(300)
 """
 
@@ -515,7 +521,7 @@ def test_mpi_workload_completes_with_launcher_and_worker_pods(backend, script, t
         slotsPerWorker=2,
         command=f"python {script(MPI_HELLO)}",
     )
-    handle = backend.submit(request)
+    handle = backend.start(request)
     status = wait_final(backend, handle, timeout=120)
     assert status.phase == "Completed", state(handle).get("summary")
     assert pods(status) == {
@@ -553,7 +559,7 @@ def test_mpi_failure_fails_the_workers_pod_and_the_launcher(backend, script, tmp
         backoffLimit=0,
         command=f"python {script(MPI_FAIL)}",
     )
-    handle = backend.submit(request)
+    handle = backend.start(request)
     status = wait_final(backend, handle, timeout=120)
     assert status.phase == "Failed" and status.exit_code == 5
     phases = {p.name: p.phase for p in status.pods}

@@ -48,7 +48,7 @@ def _submit(backend: LocalBackend, script, tmp_path: Path, mode: str, **spec) ->
     request = make_request(
         tmp_path / "run", command=f"python {script(RANK0_FIRST)} {mode} {flag}", **spec
     )
-    handle = backend.submit(request)
+    handle = backend.start(request)
     wait_lines(backend, handle, "ready", 1)
     Path(f"{flag}.go").touch()  # only now may rank 0 finish: the worker is surely running
     return handle, f"rl-{request.workload_id}"
@@ -111,7 +111,7 @@ def test_interactive_pods_outlive_their_command_and_expose_an_exec_target(
     request = make_request(
         tmp_path / "run", command=f"python {script(body)}", interactive=True, workers=1
     )
-    handle = backend.submit(request)
+    handle = backend.start(request)
     wait_lines(backend, handle, "stays up", 2)  # the hold's notice, once per rank
     assert {ln.text for ln in backend.logs(handle) if ln.stream == "stdout"} == {
         "trained 0",
@@ -136,7 +136,7 @@ def test_interactive_pods_outlive_their_command_and_expose_an_exec_target(
 
 def test_interactive_without_a_command_just_holds(backend, tmp_path) -> None:
     request = make_request(tmp_path / "run", interactive=True, workers=1)
-    handle = backend.submit(request)
+    handle = backend.start(request)
     target = wait_until(
         lambda: _target_or_none(backend, handle, "job-master-0"), 30, "the master pod's process"
     )
@@ -166,7 +166,7 @@ def test_ranks_do_not_inherit_the_servers_own_settings(script, tmp_path) -> None
         " os.environ.get('USER_THING'))"
     )
     request = make_request(tmp_path / "run", command=f"python {script(body)}", workers=1)
-    handle = backend.submit(request)
+    handle = backend.start(request)
     assert wait_final(backend, handle).phase == "Completed"
     printed = {ln.text for ln in backend.logs(handle) if ln.stream == "stdout"}
     assert printed == {"[] kept"}
@@ -176,6 +176,6 @@ def test_more_ranks_than_the_machine_can_run_is_refused_before_any_start(tmp_pat
     backend = LocalBackend(max_ranks=8)
     request = make_request(tmp_path / "run", command="true", workers=8)  # 9 ranks
     with pytest.raises(InvalidSpec, match="9 ranks do not fit") as err:
-        backend.submit(request)
+        backend.start(request)
     assert err.value.where == "spec.numWorkers"
     assert not (tmp_path / "run" / "state.json").exists()

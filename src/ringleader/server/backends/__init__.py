@@ -1,1 +1,144 @@
-"""Backends run admitted workloads: local processes, SSH hosts, Slurm, Kubernetes."""
+"""Backends: the registry, and which backend runs the work of each node pool.
+
+Adding a backend is one module (a ``Backend`` subclass, see ``base``) and one
+line in ``REGISTRY``; a backend outside this package is named by its dotted
+path (``--backend mypkg.engines.MyBackend``) and needs no line at all.
+
+Nomenclature:
+- *choice*: one ``--backend NAME[:ARG][@POOL]`` (``BackendChoice``); without
+  ``@POOL`` it is the default for every pool not named otherwise;
+- *backend set*: the server's backends by name and its pool -> backend map
+  (``BackendSet``); a workload row records the name of the backend that
+  started it, so a poll, stop or log read reaches the same one.
+
+Invariant: with no choice, every pool runs on ``local``, and a gang bound to
+SSH nodes on ``ssh`` (the same supervisor with agents over SSH).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ringleader.errors import InvalidSpec
+from ringleader.server.backends.base import Backend, PodPlacement
+
+REGISTRY: dict[str, str] = {
+    "local": "ringleader.server.backends.local.LocalBackend",
+    "ssh": "ringleader.server.backends.ssh.SSHBackend",
+}
+DEFAULT = "local"
+# A node of this kind runs on this backend unless its pool names another.
+BY_NODE_KIND = {"ssh": "ssh"}
+_CHOICE = re.compile(
+    r"^(?P<name>[A-Za-z_][\w.]*)(?::(?P<arg>[^@]*))?(?:@(?P<pool>[a-z0-9]([-a-z0-9]*[a-z0-9])?))?$"
+)
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    name: str
+    arg: str = ""
+    pool: str | None = None  # None: the default for pools not named
+
+    @classmethod
+    def parse(cls, text: str) -> BackendChoice:
+        """``NAME[:ARG][@POOL]``; an error names ``--backend`` and what is known."""
+        match = _CHOICE.match(text.strip())
+        if match is None or (match["name"] not in REGISTRY and "." not in match["name"]):
+            known = ", ".join(sorted(REGISTRY))
+            raise InvalidSpec(
+                f"{text!r}: NAME[:ARG][@POOL] with NAME one of {known} "
+                "(or a backend class's dotted path)",
+                "--backend",
+            )
+        return cls(match["name"], match["arg"] or "", match["pool"])
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What the server gives every backend it creates."""
+
+    python: str = sys.executable
+    options: Mapping[str, object] = field(default_factory=dict)  # per-backend extras (node book)
+
+
+def backend_class(name: str) -> type[Backend]:
+    path = REGISTRY.get(name, name)
+    module, _, attr = path.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise InvalidSpec(f"no backend {name!r} ({exc})", "--backend") from exc
+    if not (isinstance(found, type) and issubclass(found, Backend)):
+        raise InvalidSpec(f"{path} is not a ringleader Backend", "--backend")
+    return found
+
+
+class BackendSet:
+    """The server's backends: created once each, by name, on first use."""
+
+    def __init__(
+        self,
+        choices: Iterable[BackendChoice] = (),
+        context: BackendContext | None = None,
+        made: Mapping[str, Backend] | None = None,
+    ) -> None:
+        self.context = context or BackendContext()
+        choices = list(choices)
+        defaults = [c for c in choices if c.pool is None]
+        self.default_name = defaults[-1].name if defaults else DEFAULT
+        self.pools = {c.pool: c.name for c in choices if c.pool is not None}
+        self._args = {c.name: c.arg for c in choices}
+        self._made: dict[str, Backend] = dict(made or {})
+        for name in {self.default_name, *self.pools.values()}:
+            self.named(name)  # a bad choice fails at start-up, not at the first workload
+
+    @classmethod
+    def only(cls, backend: Backend) -> BackendSet:
+        """Every pool and every row on ``backend`` (tests and benchmarks inject one)."""
+        made = cls(made={DEFAULT: backend, backend.name: backend})
+        made._only = backend
+        return made
+
+    _only: Backend | None = None
+
+    @property
+    def default(self) -> Backend:
+        return self.named(self.default_name)
+
+    def named(self, name: str | None) -> Backend:
+        """The backend called ``name`` (a row's; None: rows from before backends had names)."""
+        if self._only is not None:
+            return self._only
+        name = name or DEFAULT
+        if name not in self._made:
+            cls = backend_class(name)
+            made = cls.configured(self.context, self._args.get(name, ""))
+            # Rows record the backend's own short name: a dotted path may be long.
+            self._made[name] = self._made.setdefault(made.name, made)
+        return self._made[name]
+
+    def all(self) -> list[Backend]:
+        return list(self._made.values())
+
+    def for_pool(self, pool: str | None) -> Backend:
+        """Whose rules a workload for ``pool`` is checked against at submit."""
+        return self.named(self.pools.get(pool or "", self.default_name))
+
+    def for_placement(
+        self, placements: Mapping[str, PodPlacement], pool_of: Mapping[str, str]
+    ) -> Backend:
+        """Who runs a gang bound as ``placements``: its nodes' pool's backend if the
+        configuration names one, else by node kind (SSH nodes: ``ssh``), else the default."""
+        for placement in placements.values():
+            pool = pool_of.get(placement.node)
+            if pool in self.pools:
+                return self.named(self.pools[pool])
+        for placement in placements.values():
+            if placement.node_kind in BY_NODE_KIND:
+                return self.named(BY_NODE_KIND[placement.node_kind])
+        return self.default

@@ -2,51 +2,66 @@
 
 Nomenclature:
 - *request*: what the server hands a backend for one admitted workload
-  (``BackendRequest``): the spec plus where files go;
+  (``BackendRequest``): the spec, where files go, and the scheduler's
+  binding of each pod (``PodPlacement``: node, node kind, GPUs, cores);
+- *plan*: the backend's native request (argv, an sbatch script, a manifest)
+  built from a request by the pure ``plan``; ``submit`` runs exactly it;
 - *handle*: the backend's own id for what it started (a run directory, a
-  Slurm job id, a PyTorchJob name); the server stores it and passes it back;
+  Slurm job id, a PyTorchJob name); the server stores it with the backend's
+  name and passes it back;
 - *native state*: what the backend reads from its engine; ``poll`` maps it
-  to Run:ai phase names through one table per backend, Unknown by default.
+  to Run:ai phase names through the backend's one ``STATES`` table
+  (``Backend.phase_of``), Unknown for anything the table does not name.
+  The server does not filter the result: ``phases.observe`` decides.
 
 Invariants: ``plan`` is pure (golden-testable); ``submit``/``poll``/
 ``cancel``/``logs`` do the I/O and are never called inside a DB
-transaction; ``cancel`` is idempotent; capabilities are declared here and
-checked at submit time, not discovered by failing.
+transaction; ``cancel`` is idempotent (the base class's template: a handle
+that is unknown or already ended is a no-op); capabilities are declared here
+and checked when a workload is submitted, not discovered by failing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, ClassVar
 
+from ringleader.errors import Conflict, InvalidSpec
 from ringleader.sched import GpuShare
+from ringleader.server.phases import UNKNOWN
 from ringleader.spec import WorkloadSpec
-
-# Workload phases a backend may report (Run:ai names).
-BACKEND_PHASES = ("Pending", "Initializing", "Running", "Completed", "Failed", "Stopped", "Unknown")
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    multi_node: bool = False
-    gpu_isolation: bool = False
+    """What a backend can do; the service refuses at submit what it cannot.
+
+    ``restarts_in_place``: the backend restarts a failed gang itself, on the
+    same nodes, up to ``backoffLimit``; else a failed attempt comes back to
+    the server, whose scheduler places the gang again (on nodes that answer).
+    """
+
+    multi_node: bool = False  # a gang of more than one pod
+    gpu_isolation: bool = False  # devices enforced by the engine, not only by env
     suspend: bool = True
-    container_images: bool = False
+    exec: bool = False  # exec/bash into a pod, and so interactive pods
+    container_images: bool = False  # runs any image, not only ringleader's stand-ins
+    restarts_in_place: bool = True
 
 
 @dataclass(frozen=True)
 class PodPlacement:
     """Where the scheduler bound one pod: the node, its kind (``local``,
-    ``simulated``, ``ssh``), and the GPU devices with each one's share; an
-    SSH node's login target and the address other nodes reach it at."""
+    ``simulated``, ``ssh`` ...), the GPU devices with each one's share, and
+    the CPU cores it asked for.  How a backend reaches the node is its own
+    business (the SSH backend keeps login targets in its ``NodeBook``)."""
 
     node: str
     node_kind: str = "local"
     gpus: tuple[GpuShare, ...] = ()
     cpu_cores: float = 0.0
-    ssh: str = ""
-    address: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,15 +91,11 @@ class PodStatus:
 
 @dataclass(frozen=True)
 class BackendStatus:
-    phase: str  # one of BACKEND_PHASES
+    phase: str  # a workload phase (phases.WORKLOAD_PHASES), from the backend's STATES
     message: str = ""
     attempt: int = 0
     pods: list[PodStatus] = field(default_factory=list)
     exit_code: int | None = None
-    # Restarts are the server's to make (a gang on SSH nodes goes back to the
-    # scheduler, which places it on nodes that answer): a Failed with attempts
-    # left becomes Pending again instead of ending the workload.
-    server_restarts: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,22 +117,74 @@ class ExecTarget:
     prefix: tuple[str, ...] = ()  # argv before the command (e.g. ssh -t HOST); none locally
 
 
-class Backend(Protocol):
-    name: str
-    capabilities: Capabilities
+class Backend(ABC):
+    """A backend: one module (or package) and one line in ``backends.registry``.
 
-    def plan(self, request: BackendRequest) -> object:
-        """Pure: the native request (argv, sbatch script, manifest) for ``request``."""
+    Subclasses set ``name``, ``capabilities`` and ``STATES`` (native state ->
+    our phase) and implement the abstract methods.  ``start`` and ``cancel``
+    are templates: the server calls them, subclasses fill in the steps.
+    """
 
-    def submit(self, request: BackendRequest) -> str:
-        """Start it; return the handle."""
+    name: ClassVar[str] = "backend"
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    STATES: ClassVar[Mapping[str, str]] = {}
 
-    def poll(self, handle: str) -> BackendStatus:
-        """Current state, mapped to our phases."""
+    @classmethod
+    def configured(cls, context: Any, arg: str = "") -> Backend:
+        """The instance the server runs, from its ``BackendContext`` and the ``ARG`` of
+        ``--backend NAME:ARG``.  A backend that needs neither keeps this default."""
+        cls.refuse_arg(arg)
+        return cls()
+
+    @classmethod
+    def refuse_arg(cls, arg: str) -> None:
+        if arg:
+            raise InvalidSpec(
+                f"the {cls.name} backend takes no argument (got {arg!r})", "--backend"
+            )
+
+    @classmethod
+    def phase_of(cls, native: str) -> str:
+        """Our phase for a native state: the one table, Unknown by default."""
+        return cls.STATES.get(native, UNKNOWN)
+
+    # ----- the server's entry points (templates) ------------------------------------
+    def start(self, request: BackendRequest) -> str:
+        """Plan, then submit exactly that plan; return the handle.
+
+        A backend whose plan needs facts only I/O can give (the cores other
+        runs hold, say) overrides this to gather them, then still plans purely.
+        """
+        return self.submit(self.plan(request))
 
     def cancel(self, handle: str) -> None:
-        """Stop everything it started; safe to call again, or for something gone."""
+        """Stop everything ``handle`` started; a no-op for an unknown or ended one."""
+        if self.is_live(handle):
+            self.stop(handle)
 
+    # ----- what each backend implements -------------------------------------------------
+    @abstractmethod
+    def plan(self, request: BackendRequest) -> Any:
+        """Pure: the native request (argv, sbatch script, manifest) for ``request``."""
+
+    @abstractmethod
+    def submit(self, plan: Any) -> str:
+        """Start exactly ``plan``; return the handle."""
+
+    @abstractmethod
+    def poll(self, handle: str) -> BackendStatus:
+        """Current state, mapped to our phases through ``STATES``."""
+
+    @abstractmethod
+    def is_live(self, handle: str) -> bool:
+        """Whether ``handle`` names something of ours that has not ended (or may not
+        have: when in doubt, True, so that ``cancel`` makes sure)."""
+
+    @abstractmethod
+    def stop(self, handle: str) -> None:
+        """Stop what ``handle`` started (called by ``cancel`` only when it is live)."""
+
+    @abstractmethod
     def logs(
         self, handle: str, pod: str | None = None, tail: int | None = None
     ) -> Iterator[LogLine]:
@@ -129,3 +192,31 @@ class Backend(Protocol):
 
     def exec_target(self, handle: str, pod: str) -> ExecTarget:
         """Where to run a command inside ``pod``; Conflict when it has no live process."""
+        raise Conflict(f"the {self.name} backend cannot exec into pods")
+
+
+def check_supported(backend: Backend, spec: WorkloadSpec) -> None:
+    """Refuse, naming the field, what ``backend`` cannot do for ``spec`` (at submit,
+    before anything is stored: never discovered by failing later)."""
+    caps, dist = backend.capabilities, spec.spec
+    if dist.interactive and not caps.exec:
+        raise InvalidSpec(
+            f"the {backend.name} backend cannot exec into pods, so it runs no interactive "
+            "workloads: submit without --interactive",
+            "spec.interactive",
+        )
+    pods = len(spec.pod_layout(spec.name))
+    if pods > 1 and not caps.multi_node:
+        raise InvalidSpec(
+            f"the {backend.name} backend runs single-pod workloads only, and this one is a "
+            f"gang of {pods} pods: submit it to a node pool whose backend runs gangs",
+            "spec.numWorkers",
+        )
+
+
+def check_suspendable(backend: Backend) -> None:
+    """Refuse a suspend the backend cannot do (its runs cannot be stopped and resumed)."""
+    if not backend.capabilities.suspend:
+        raise InvalidSpec(
+            f"the {backend.name} backend cannot suspend workloads: delete it instead", "suspend"
+        )

@@ -3,16 +3,13 @@ admins register SSH hosts (probed first) and remove them."""
 
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
 from ringleader.server.schemas import NodeIn, NodeOut
-from ringleader.server.services import nodes
-from ringleader.server.ssh_nodes import node_state
+from ringleader.server.services import nodes, views
 
 router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
 
@@ -22,14 +19,14 @@ def list_all(
     user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> list[NodeOut]:
     """Every node, its resources and what the scheduler has allocated on it."""
-    return nodes.list_nodes(s, user)
+    return views.nodes(s, user)
 
 
 @router.get("/{name}", response_model=NodeOut, response_model_by_alias=True)
 def get(
     name: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> NodeOut:
-    return nodes.get_node(s, user, name)
+    return views.node(s, user, name)
 
 
 @router.post("", status_code=201, response_model=NodeOut, response_model_by_alias=True)
@@ -41,14 +38,16 @@ def add(
 ) -> NodeOut:
     """Register an SSH host: probed over SSH (cores, memory, GPUs, interpreter,
     versions) with the server's own keys before anything is stored."""
-    nodes.check_new_node(s, user, body)
-    s.rollback()  # no transaction (nor SQLite's write lock) held while the probe waits
     state = request.app.state
-    facts = state.probe_node(body.ssh, state.node_python, state.ssh)
-    node = nodes.add_node(s, body, node_state(facts, state.node_python, time.time()))
-    s.commit()
+    node = nodes.register(
+        s,
+        user,
+        body,
+        probe=lambda target: state.probe_node(target, state.node_python, state.ssh),
+        python=state.node_python,
+    )
     state.nodes_changed()
-    return nodes.get_node(s, user, node.name)
+    return node
 
 
 @router.delete("/{name}", status_code=204)
@@ -60,6 +59,5 @@ def remove(
 ) -> Response:
     """Unregister an SSH node no live workload holds."""
     nodes.remove_node(s, user, name)
-    s.commit()
     request.app.state.nodes_changed()
     return Response(status_code=204)

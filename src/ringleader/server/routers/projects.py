@@ -8,8 +8,7 @@ from sqlalchemy.orm import Session
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
 from ringleader.server.schemas import ProjectIn, ProjectOut, ProjectUpdate
-from ringleader.server.services import projects
-from ringleader.server.services.workloads import resolve_project
+from ringleader.server.services import projects, views
 
 router = APIRouter(prefix="/api/v1/org-unit/projects", tags=["projects"])
 
@@ -18,23 +17,21 @@ router = APIRouter(prefix="/api/v1/org-unit/projects", tags=["projects"])
 def create(
     body: ProjectIn, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> ProjectOut:
-    project = projects.create(s, user, body)
-    s.commit()
-    return projects.to_out(project)
+    return projects.create(s, user, body)
 
 
 @router.get("", response_model=list[ProjectOut], response_model_by_alias=True)
 def list_all(
     user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> list[ProjectOut]:
-    return [projects.to_out(p) for p in projects.list_projects(s, user)]
+    return views.projects(s, user)
 
 
 @router.get("/{key}", response_model=ProjectOut, response_model_by_alias=True)
 def get(
     key: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> ProjectOut:
-    return projects.to_out(resolve_project(s, user, key))
+    return views.project(s, user, key)
 
 
 @router.put("/{key}", response_model=ProjectOut, response_model_by_alias=True)
@@ -44,9 +41,7 @@ def update(
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> ProjectOut:
-    project = projects.update(s, user, key, body.resources)
-    s.commit()
-    return projects.to_out(project)
+    return projects.update(s, user, key, body.resources)
 
 
 @router.delete("/{key}", status_code=204)
@@ -54,5 +49,4 @@ def delete(
     key: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> Response:
     projects.delete(s, user, key)
-    s.commit()
     return Response(status_code=204)

@@ -1,7 +1,9 @@
 """Projects (Run:ai org-unit projects): quotas per node pool, members.
 
 Quotas are stored as given (a list of per-node-pool resources) and used by
-the scheduler; here they are only validated and recorded.
+the scheduler; here they are only validated and recorded. Each write commits
+and answers with the project's view (``views.project_out``), so a route or a
+UI handler is one call.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from sqlalchemy.orm import Session
 from ringleader.errors import Conflict, Forbidden
 from ringleader.server.models import Project, ProjectMember, User, Workload
 from ringleader.server.schemas import NodePoolResources, ProjectIn, ProjectOut
-from ringleader.server.services.workloads import resolve_project, visible_projects
+from ringleader.server.services.views import project_out
+from ringleader.server.services.workloads import resolve_project
 
 
 def _resources(items: list[NodePoolResources]) -> list[dict]:
@@ -22,19 +25,14 @@ def _resources(items: list[NodePoolResources]) -> list[dict]:
     return [r.model_dump(mode="json", by_alias=True) for r in items]
 
 
-def to_out(project: Project) -> ProjectOut:
-    return ProjectOut(
-        id=project.id, name=project.name, resources=project.resources, created_at=project.created_at
-    )
-
-
 def require_admin(user: User, what: str) -> None:
     """Quotas decide who may take GPUs from whom: only admins set them."""
     if not user.is_admin:
         raise Forbidden(f"only an admin can {what}")
 
 
-def create(session: Session, user: User, body: ProjectIn) -> Project:
+def create(session: Session, user: User, body: ProjectIn) -> ProjectOut:
+    """A new project with ``user`` (an admin) as its first member."""
     require_admin(user, "create projects")
     if session.scalar(select(Project).where(Project.name == body.name)) is not None:
         raise Conflict(f"a project named {body.name!r} already exists")
@@ -42,27 +40,23 @@ def create(session: Session, user: User, body: ProjectIn) -> Project:
     session.add(project)
     session.flush()
     session.add(ProjectMember(project_id=project.id, user_id=user.id))
-    return project
+    session.commit()
+    return project_out(project)
 
 
-def list_projects(session: Session, user: User) -> list[Project]:
-    return list(
-        session.scalars(
-            select(Project)
-            .where(Project.id.in_(visible_projects(session, user)))
-            .order_by(Project.name)
-        )
-    )
-
-
-def update(session: Session, user: User, key: str, resources: list[NodePoolResources]) -> Project:
+def update(
+    session: Session, user: User, key: str, resources: list[NodePoolResources]
+) -> ProjectOut:
+    """Replace a project's quotas (admins only)."""
     require_admin(user, "set a project's quotas")
     project = resolve_project(session, user, key)
     project.resources = _resources(resources)
-    return project
+    session.commit()
+    return project_out(project)
 
 
 def delete(session: Session, user: User, key: str) -> None:
+    """Remove a project that no longer has workloads (admins only)."""
     require_admin(user, "delete projects")
     project = resolve_project(session, user, key)
     live = session.scalar(
@@ -75,3 +69,4 @@ def delete(session: Session, user: User, key: str) -> None:
             f"project {project.name!r} still has workloads (e.g. {live!r}); delete them first"
         )
     session.delete(project)
+    session.commit()

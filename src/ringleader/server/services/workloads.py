@@ -7,6 +7,8 @@ Invariants:
   another project's workload is "not found", never "forbidden";
 - DELETE / suspend / resume only record the desired phase and move the
   phase through the one door (``phases.transition``); loops do the I/O;
+- a write (``accept``, ``record_intent``) commits its own transaction, so a
+  route or a UI handler is one call; what is shown is built in ``views``;
 - bad user input is an InvalidSpec (422) or NotFound (404), never a database
   error: a key with NUL finds nothing (PostgreSQL text cannot hold it),
   createdAt filters take ISO times, ``=@`` is a literal substring.
@@ -14,27 +16,26 @@ Invariants:
 
 from __future__ import annotations
 
-import math
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server import phases
+from ringleader.server.backends import BackendSet
+from ringleader.server.backends.base import check_supported, check_suspendable
 from ringleader.server.images import resolve_image
-from ringleader.server.models import Pod, Project, ProjectMember, User, Workload
-from ringleader.server.scheduling import allocated, pod_requests
-from ringleader.server.schemas import WorkloadOut
+from ringleader.server.models import Project, ProjectMember, User, Workload
+from ringleader.server.schemas import Accepted
 from ringleader.spec import RUNNABLE_FRAMEWORKS, SPEC_VERSION, WorkloadSpec
 
-ACTIVE = ("Creating", "Pending", "Initializing", "Running", "Degraded", "Resuming", "Unknown")
-FINAL = ("Completed", "Failed", "Stopped")
 _FILTER = re.compile(r"^(\w+)(==|!=|<=|>=|=@)(.*)$")
 _FIELDS = {
     "name": Workload.name,
@@ -86,8 +87,10 @@ def may_use(session: Session, user: User, project_id: str) -> bool:
 
 
 def submit(
-    session: Session, user: User, body: WorkloadSpec, *, container_runtime: bool = False
+    session: Session, user: User, body: WorkloadSpec, *, backends: BackendSet | None = None
 ) -> Workload:
+    """Validate ``body`` (against what the backend of its pool can do, when
+    ``backends`` is given) and add its row; nothing is flushed here."""
     project = resolve_project(session, user, body.project_id)
     if body.framework not in RUNNABLE_FRAMEWORKS:
         raise InvalidSpec(
@@ -101,7 +104,11 @@ def submit(
             + ", ".join(sorted(PRIORITY_CLASSES)),
             "spec.priorityClass",
         )
-    stand_in = resolve_image(body.spec.image, container_runtime=container_runtime)
+    backend = backends.for_pool(next(iter(body.spec.node_pools), None)) if backends else None
+    if backend is not None:
+        check_supported(backend, body)
+    runs_images = backend is not None and backend.capabilities.container_images
+    stand_in = resolve_image(body.spec.image, container_runtime=runs_images)
     if stand_in is not None and not body.spec.command:
         body = body.model_copy(
             update={"spec": body.spec.model_copy(update={"command": stand_in.command})}
@@ -158,6 +165,46 @@ def name_taken(session: Session, workload: Workload) -> Conflict | None:
     )
 
 
+def accept(
+    session: Session, user: User, body: WorkloadSpec, *, backends: BackendSet | None = None
+) -> Accepted:
+    """Submit and commit: the 202 of POST .../distributed, or the 409 of a taken name."""
+    workload = submit(session, user, body, backends=backends)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        conflict = name_taken(session, workload)
+        if conflict is not None:
+            raise conflict from None
+        raise
+    return accepted(workload)
+
+
+def record_intent(
+    session: Session,
+    user: User,
+    workload_id: str,
+    change: Callable[[Session, Workload], None],
+) -> Accepted:
+    """Record what the user wants (``request_delete``, ``request_suspend``,
+    ``request_resume``) and commit; the caller wakes the loops that act on it."""
+    workload = get(session, user, workload_id)
+    change(session, workload)
+    session.commit()
+    return accepted(workload)
+
+
+def accepted(workload: Workload) -> Accepted:
+    """What a recorded intent answers: the desired phase beside the actual one."""
+    return Accepted(
+        workload_id=workload.id,
+        name=workload.name,
+        desired_phase=workload.desired_phase,
+        actual_phase=workload.phase,
+    )
+
+
 def get(session: Session, user: User, workload_id: str) -> Workload:
     workload = session.get(Workload, workload_id) if findable(workload_id) else None
     if (
@@ -167,27 +214,6 @@ def get(session: Session, user: User, workload_id: str) -> Workload:
     ):
         raise NotFound("workload", workload_id)
     return workload
-
-
-def find(session: Session, user: User, name_or_id: str, project: str | None = None) -> Workload:
-    """By id, or by name (within ``project`` when given); 404 or 409 when ambiguous."""
-    if not findable(name_or_id):
-        raise NotFound("workload", name_or_id)
-    query = select(Workload).where(
-        Workload.deleted_at.is_(None),
-        Workload.project_id.in_(visible_projects(session, user)),
-        (Workload.id == name_or_id) | (Workload.name == name_or_id),
-    )
-    if project:
-        query = query.where(Workload.project_id == resolve_project(session, user, project).id)
-    found = list(session.scalars(query))
-    if not found:
-        raise NotFound("workload", name_or_id)
-    if len(found) > 1:
-        raise Conflict(
-            f"{len(found)} workloads are named {name_or_id!r}; give the project or the id"
-        )
-    return found[0]
 
 
 def _filter_time(value: str) -> datetime:
@@ -264,7 +290,7 @@ def list_workloads(
     total = session.scalar(query.with_only_columns(func.count(), maintain_column_froms=True)) or 0
     order = column.asc() if sort_order == "asc" else column.desc()
     page = query.order_by(order, Workload.id).offset(offset).limit(limit)
-    # One query for the page's pods instead of one per workload (to_out counts them).
+    # One query for the page's pods instead of one per workload (views.workload_out counts them).
     rows = list(session.scalars(page.options(selectinload(Workload.pods))))
     return rows, total
 
@@ -274,8 +300,18 @@ def request_delete(session: Session, workload: Workload) -> None:
     phases.transition(session, workload, "Deleting", reason="DeleteRequested")
 
 
+def suspender(backends: BackendSet) -> Callable[[Session, Workload], None]:
+    """``request_suspend``, refused (422) where the workload's backend cannot suspend."""
+
+    def change(session: Session, workload: Workload) -> None:
+        check_suspendable(backends.named(workload.backend))
+        request_suspend(session, workload)
+
+    return change
+
+
 def request_suspend(session: Session, workload: Workload) -> None:
-    if workload.phase in FINAL or workload.phase in ("Stopping", "Deleting"):
+    if workload.phase in phases.FINAL or workload.phase in phases.STOPPING:
         raise Conflict(
             f"workload {workload.name!r} is {workload.phase}; "
             "only an active workload can be suspended"
@@ -292,43 +328,3 @@ def request_resume(session: Session, workload: Workload) -> None:
         )
     workload.desired_phase = "Running"
     phases.transition(session, workload, "Resuming", reason="ResumeRequested")
-
-
-def to_out(workload: Workload, project_name: str) -> WorkloadOut:
-    spec = WorkloadSpec.model_validate(workload.spec)
-    pods: list[Pod] = list(workload.pods)
-    requests = pod_requests(spec, workload.name)
-    pod_count = len(requests)
-    running = sum(p.phase == "Running" for p in pods)
-    requested = math.fsum(
-        r.gpu_devices * (r.gpu_portion or 1.0) if r.gpu_memory_bytes is None else 0.0
-        for r in requests
-    )
-    pending = workload.phase == "Pending" and workload.phase_reason == "Unschedulable"
-    return WorkloadOut(
-        workload_id=workload.id,
-        name=workload.name,
-        framework=workload.framework,
-        project_id=workload.project_id,
-        project_name=project_name,
-        created_by=workload.created_by,
-        created_at=workload.created_at,
-        started_at=workload.started_at,
-        completed_at=workload.completed_at,
-        desired_phase=workload.desired_phase,
-        actual_phase=workload.phase,
-        phase_reason=workload.phase_reason,
-        phase_message=workload.phase_message,
-        image=spec.spec.image,
-        requested_pods=pod_count,
-        running_pods=running,
-        pending_pods=sum(p.phase == "Pending" for p in pods)
-        if pods
-        else (pod_count if workload.phase in ("Pending", "Creating") else 0),
-        requested_gpus=requested,
-        allocated_gpus=allocated(workload),
-        nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
-        pending_reason=workload.phase_message if pending else None,
-        attempt=workload.attempt,
-        spec=workload.spec,
-    )

@@ -1,0 +1,138 @@
+"""Which server a client talks to, and starting this home's server when none runs.
+
+In order: ``RINGLEADER_URL``; the ``url`` of ``$RINGLEADER_HOME/config.json``
+(``ringleader login --url``) unless it is the default ``LOCAL_URL``; the URL
+in the record of the server that runs for this home (``ringleader.home``), on
+whatever port it was started; else ``LOCAL_URL``, where ``local_server``
+starts one in the background (the first ``submit`` of a new user does).
+
+Why the record comes before the default: ``ringleader server --port 8478``
+followed by ``ringleader list`` in the same home must reach that server, not
+start a second one on 8470 over the same database (which its lock would
+refuse anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ringleader.errors import RingleaderError
+from ringleader.home import live_record
+from ringleader.server.config import DEFAULT_PORT, home_dir
+
+LOCAL_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
+START_TIMEOUT_S = 60.0
+
+
+def read_config(home: Path | None = None) -> dict[str, Any]:
+    path = (home or home_dir()) / "config.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_config(updates: dict[str, Any], home: Path | None = None) -> None:
+    home = home or home_dir()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    data = {**read_config(home), **updates}
+    path = home / "config.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(data, indent=2) + "\n")
+
+
+def configured_url(home: Path | None = None) -> str | None:
+    """A server chosen on purpose: ``RINGLEADER_URL``, or a login's URL other than the default.
+
+    A config ``url`` equal to ``LOCAL_URL`` (a ``login`` without ``--url``)
+    means "this machine's server", so the home's record may point elsewhere.
+    """
+    url = os.environ.get("RINGLEADER_URL") or read_config(home).get("url")
+    return url if url and url != LOCAL_URL else None
+
+
+def current_project(home: Path | None = None) -> str | None:
+    """The project commands use by default: ``RINGLEADER_PROJECT``, else ``project set``'s."""
+    return os.environ.get("RINGLEADER_PROJECT") or read_config(home).get("project")
+
+
+def server_url(home: Path | None = None) -> str:
+    """Where this home's commands go, starting nothing (see the module's docstring)."""
+    home = home or home_dir()
+    record = live_record(home)
+    return configured_url(home) or (record.url if record else LOCAL_URL)
+
+
+def start_local_server(home: Path) -> subprocess.Popen[bytes]:
+    """Start the embedded server detached; it outlives this command."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "server", "--port", str(DEFAULT_PORT)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        env={**os.environ, "RINGLEADER_HOME": str(home)},
+    )
+    log.close()
+    return proc
+
+
+def local_server(home: Path) -> str:
+    """The URL of this home's server once it answers, started on ``LOCAL_URL`` if none runs.
+
+    A recorded server that is still starting is waited for, not doubled; one
+    whose record is stale (killed with -9) is replaced.  A server started here
+    that exits at once lost the home's lock (or the port) to another command's
+    server, which may still be starting: that one is waited for instead.
+    """
+    record = live_record(home)
+    if healthy(record.url if record else LOCAL_URL):
+        return record.url if record else LOCAL_URL
+    proc = None
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        record = live_record(home)
+        url = record.url if record else LOCAL_URL
+        if healthy(url):
+            return url
+        exited = proc is not None and proc.poll() is not None
+        if record is None and proc is None:
+            proc = start_local_server(home)
+        elif record is None and exited and not port_taken(LOCAL_URL):  # failed, not a lost race
+            raise RingleaderError(f"the local server did not start; see {home / 'server.log'}")
+        if time.monotonic() > deadline:
+            who = f"the server of {home} (pid {record.pid})" if record else "the local server"
+            raise RingleaderError(f"{who} did not answer at {url}; see {home / 'server.log'}")
+        time.sleep(0.1)
+
+
+def port_taken(url: str) -> bool:
+    """Something accepts connections at ``url``'s host and port (healthy or not)."""
+    import httpx  # here, not at the top: `login` and `config` import this module too
+
+    parsed = httpx.URL(url)
+    try:
+        socket.create_connection((parsed.host, parsed.port or 80), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def healthy(url: str) -> bool:
+    """A ringleader server answers at ``url`` (within a second)."""
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,331 @@
+"""The local backend: each workload is a detached supervisor on this machine.
+
+The package's parts, one job each: ``planning`` (the pure plan: launch spec
+and pods), ``status`` (the one state table, ``state.json`` -> our status),
+``processes`` (adoption through /proc, the final state of a dead supervisor,
+sweeping leftovers, a pod's live process), ``cores`` (cores other runs
+hold).  This module spawns supervisors and answers the server's calls.
+
+Nomenclature:
+- *run dir*: the workload's directory (``BackendRequest.run_dir``); its
+  resolved path is the *handle*.  Its files are described in
+  ``ringleader.launch.detached``: ``launch.json`` (written here),
+  ``state.json`` and ``logs/`` (written by the detached supervisor).
+
+Invariants:
+- the detached supervisor runs in its own session with its stdio on files,
+  so the server can stop, restart or die without touching a workload; a new
+  ``LocalBackend`` re-adopts a workload from its handle alone;
+- ``submit`` runs exactly the plan it is given;
+- no orphans: after a supervisor's death (noticed by ``poll``) or a
+  ``cancel``, every process carrying the job id is swept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ringleader.errors import Conflict, NotFound, RingleaderError
+from ringleader.launch.detached import (
+    LAUNCH_FILE,
+    STATE_FILE,
+    SUPERVISOR_LOG,
+    LaunchFile,
+    detached_argv,
+    is_detached_supervisor,
+    job_processes,
+    load_launch,
+    read_json,
+    read_logs,
+    write_json_atomic,
+)
+from ringleader.server.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendStatus,
+    Capabilities,
+    ExecTarget,
+    LogLine,
+)
+from ringleader.server.backends.local.cores import pinned_cores
+from ringleader.server.backends.local.planning import (
+    LocalPlan,
+    LocalPod,
+    Where,
+    plan_launch,
+    pods_from_launch,
+)
+from ringleader.server.backends.local.processes import (
+    died,
+    is_final,
+    pod_process,
+    sweep_job,
+    tail,
+    write_final_state,
+)
+from ringleader.server.backends.local.status import STATES, pod_phase, status_of
+
+__all__ = ["SERVER_ONLY", "LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
+
+# The server's secrets; its other settings (RINGLEADER_HOME, _URL) are plain paths and
+# addresses that let a rank's own `ringleader` calls reach the same server.
+SERVER_ONLY = frozenset(
+    {"RINGLEADER_DATABASE_URL", "RINGLEADER_CLIENT_ID", "RINGLEADER_CLIENT_SECRET"}
+)
+
+
+class LocalBackend(Backend):
+    """Runs each workload as a detached ``ringleader.launch.detached`` here."""
+
+    name: ClassVar[str] = "local"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        multi_node=True, suspend=True, exec=True, restarts_in_place=True
+    )
+    STATES = STATES
+
+    def __init__(
+        self,
+        *,
+        python: str = sys.executable,
+        grace_s: float = 5.0,
+        start_timeout_s: float = 30.0,
+        stop_timeout_s: float | None = None,
+        spawn: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+        clock: Callable[[], float] = time.time,
+        node: str | None = None,
+        environ: Mapping[str, str] | None = None,
+        max_ranks: int | None = None,
+    ) -> None:
+        self.python = python
+        self.grace_s = grace_s
+        self.start_timeout_s = start_timeout_s
+        # The supervisor stops its gang within about its grace plus agent slack.
+        self.stop_timeout_s = stop_timeout_s if stop_timeout_s is not None else grace_s + 15.0
+        self.spawn = spawn
+        self.clock = clock
+        self.node = node or socket.gethostname()
+        # Oversubscription is fine for small CPU jobs; thousands of ranks on one box is not.
+        self.max_ranks = max_ranks or max(64, 16 * (os.cpu_count() or 1))
+        # What supervisors (and so ranks) inherit: the server's environment without
+        # its own settings and secrets (database URL with its password, API keys).
+        self.environ = {
+            k: v
+            for k, v in (os.environ if environ is None else environ).items()
+            if k not in SERVER_ONLY
+        }
+        self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
+        # The cores pods may be pinned to (this process's own CPU set).
+        self.cpus = (
+            tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+        )
+
+    @classmethod
+    def configured(cls, context: Any, arg: str = "") -> LocalBackend:
+        cls.refuse_arg(arg)
+        return cls(python=context.python)
+
+    # ----- plan (pure) -----------------------------------------------------------
+    def where(self) -> Where:
+        """Every rank on this machine, restarted in place by the supervisor."""
+        return Where(max_ranks=self.max_ranks)
+
+    def plan(self, request: BackendRequest, busy_cpus: frozenset[int] = frozenset()) -> LocalPlan:
+        """The launch for ``request`` (pure); ``busy_cpus``: cores other workloads'
+        pods are pinned to, so this one's pods pinned to cores of their own."""
+        return plan_launch(
+            request,
+            python=self.python,
+            grace_s=self.grace_s,
+            where=self.where(),
+            cpus=self.cpus,
+            busy_cpus=busy_cpus,
+        )
+
+    def start(self, request: BackendRequest) -> str:
+        """Gather what the plan needs from this machine, plan, submit that plan."""
+        run_dir = Path(request.run_dir).resolve()
+        # Other runs' pinned cores matter only to a pod that will be pinned: scanning
+        # every run directory costs a read per run ever made.
+        pins = any(p.node_kind == "local" and p.cpu_cores >= 1 for p in request.placements.values())
+        busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
+        return self.submit(self.plan(dataclasses.replace(request, run_dir=str(run_dir)), busy))
+
+    # ----- submit --------------------------------------------------------------------
+    def submit(self, plan: LocalPlan) -> str:
+        run_dir = Path(plan.run_dir)
+        state = read_json(run_dir / STATE_FILE)
+        if state and is_detached_supervisor(state.get("pid"), run_dir):
+            raise Conflict(f"a supervisor (pid {state['pid']}) already runs in {run_dir}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if plan.spec.cwd == f"{run_dir}/work":
+            Path(plan.spec.cwd).mkdir(exist_ok=True)
+        (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
+        write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
+        env = {k: v for k, v in self.environ.items() if not k.startswith("RINGLEADER_JOB")}
+        with open(run_dir / SUPERVISOR_LOG, "ab") as log:
+            proc = self.spawn(
+                detached_argv(self.python, run_dir),
+                cwd=str(run_dir),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        handle = str(run_dir)
+        self._children[handle] = proc
+        self._await_state(run_dir, proc)
+        return handle
+
+    def _await_state(self, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
+        """Wait until the supervisor wrote its first state, so poll() works at once."""
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            state = read_json(run_dir / STATE_FILE)
+            if state and state.get("pid") == proc.pid:
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        last = tail(run_dir / SUPERVISOR_LOG, 20)
+        raise RingleaderError(
+            f"the detached supervisor for {run_dir} did not start (exit {proc.returncode})"
+            + (f":\n{last}" if last else "")
+        )
+
+    # ----- poll ----------------------------------------------------------------------
+    def poll(self, handle: str) -> BackendStatus:
+        self._reap()
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        state = read_json(run_dir / STATE_FILE)
+        if launch is None or state is None:
+            return BackendStatus("Unknown", message=f"no launch.json or state.json in {run_dir}")
+        if not is_final(state) and not is_detached_supervisor(state.get("pid"), run_dir):
+            state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
+            if not is_final(state):
+                state = self._write_final(run_dir, launch, state, "Failed", died(state))
+        return status_of(
+            state,
+            pods_from_launch(launch),
+            this_node=self.node,
+            phase_of=self.phase_of,
+            on_rank0_success=launch.spec.on_rank0_success,
+        )
+
+    # ----- cancel (the base class's template: is_live, then stop) ---------------------
+    def is_live(self, handle: str) -> bool:
+        """A run whose state is not final, or with a process of its job left."""
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        if launch is None:
+            return False
+        return not is_final(read_json(run_dir / STATE_FILE)) or bool(
+            job_processes(launch.spec.run_id)
+        )
+
+    def stop(self, handle: str) -> None:
+        """SIGTERM the supervisor, wait for it, SIGKILL if need be, sweep the rest."""
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        state = read_json(run_dir / STATE_FILE) or {}
+        pid = state.get("pid")
+        alive = isinstance(pid, int) and is_detached_supervisor(pid, run_dir)
+        reason = died(state)
+        if isinstance(pid, int) and alive:
+            reason = "stopped by the backend"
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            if not self._await_gone(pid, run_dir, self.stop_timeout_s):
+                reason = f"the supervisor (pid {pid}) did not stop in time and was killed"
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self._await_gone(pid, run_dir, 5.0)
+        self._reap()
+        if launch is not None:
+            sweep_job(launch.spec.run_id, self.grace_s)
+            state = read_json(run_dir / STATE_FILE)
+            if state and not is_final(state):
+                self._write_final(run_dir, launch, state, "Stopped" if alive else "Failed", reason)
+
+    def _await_gone(self, pid: int, run_dir: Path, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._reap()
+            if not is_detached_supervisor(pid, run_dir):
+                return True
+            time.sleep(0.02)
+        return False
+
+    # ----- logs ----------------------------------------------------------------------
+    def logs(
+        self, handle: str, pod: str | None = None, tail: int | None = None
+    ) -> Iterator[LogLine]:
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        if launch is None:
+            raise NotFound("workload run", handle)
+        owner = {r: p.name for p in pods_from_launch(launch) for r in p.ranks}
+        if pod is not None and pod not in owner.values():
+            raise NotFound("pod", pod)
+        ranks = None if pod is None else {r for r, name in owner.items() if name == pod}
+        lines = (
+            LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
+            for r in read_logs(run_dir / launch.log_dir, ranks)
+        )
+        return iter(deque(lines, maxlen=tail)) if tail is not None else lines
+
+    # ----- exec ----------------------------------------------------------------------
+    def exec_target(self, handle: str, pod: str) -> ExecTarget:
+        """Where ``exec``/``bash`` run: the pod's live process's directory and environment."""
+        run_dir = Path(handle).resolve()
+        launch = load_launch(run_dir)
+        if launch is None:
+            raise NotFound("workload run", handle)
+        pods = {p.name: p for p in pods_from_launch(launch)}
+        if pod not in pods:
+            raise NotFound("pod", pod)
+        self.check_exec(launch, pods[pod])
+        found = pod_process(launch.spec.run_id, pods[pod].ranks[0])
+        if found is None:
+            raise Conflict(
+                f"pod {pod} has no running process to exec into (its command has ended); "
+                "submit with --interactive to keep pods up after their command"
+            )
+        pid, env = found
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            cwd = launch.spec.cwd
+        return ExecTarget(node=self.node, cwd=cwd, env=env)
+
+    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
+        """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
+
+    # ----- helpers -------------------------------------------------------------------
+    def _write_final(
+        self, run_dir: Path, launch: LaunchFile, state: dict[str, Any], phase: str, reason: str
+    ) -> dict[str, Any]:
+        return write_final_state(
+            run_dir, launch, state, phase, reason, grace_s=self.grace_s, clock=self.clock
+        )
+
+    def _reap(self) -> None:
+        """Collect our own supervisors' exit statuses so none stays a zombie."""
+        for handle, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                self._children.pop(handle, None)

@@ -1,0 +1,174 @@
+"""The local backend's plan (pure): a workload's launch on this machine and its pods.
+
+Nomenclature:
+- *pod mapping*: Run:ai's pods over the launcher's ranks.  PyTorch: the
+  master pod (``NAME-master-0``) is rank 0 and ``numWorkers`` worker pods
+  (``NAME-worker-I``) are ranks 1..N, one rank each.  MPI: the launcher pod
+  (``NAME-launcher``) runs mpirun (pseudo-rank -1) and worker pod I holds
+  ranks ``I*slots .. I*slots+slots-1`` (``slotsPerWorker``, default 1).
+  Both come from the framework's registry entry (``launch.frameworks``);
+- *where*: the launch's hosts for the pods (``Where``): this machine for the
+  local backend, the SSH nodes' login targets for the SSH backend.
+
+Invariant: ``plan_launch`` reads nothing and writes nothing; what it needs
+from the world (cores other runs hold, this machine's CPU set) is passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ringleader.errors import InvalidSpec
+from ringleader.hosts import Host
+from ringleader.launch import frameworks
+from ringleader.launch.detached import LaunchFile
+from ringleader.launch.hold import hold_argv
+from ringleader.launch.options import resolve_command
+from ringleader.launch.plan import LaunchSpec
+from ringleader.runtime.checkpoint import CHECKPOINT_DIR
+from ringleader.server.backends.base import BackendRequest
+from ringleader.server.backends.pod_env import assign_cores, pod_env
+
+# cleanPodPolicy -> what the supervisor does with ranks still running when the
+# master (rank 0) completes.  Processes that ended hold nothing and their logs
+# are kept, so All and Running differ only on engines that delete pods.
+ON_RANK0_SUCCESS = {"Running": "stop-rest", "All": "stop-rest", "None": "leave-rest"}
+
+
+@dataclass(frozen=True)
+class LocalPod:
+    name: str
+    role: str  # master | worker | launcher
+    index: int
+    ranks: tuple[int, ...]  # -1: mpirun itself
+    node: str = ""  # the scheduler's node ("" before the scheduler: this machine)
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """The native request: a launch (here or over SSH) and its pods."""
+
+    spec: LaunchSpec
+    framework: str  # the launcher's: "pytorch" | "mpi"
+    pods: tuple[LocalPod, ...]
+    run_dir: str
+    attempt_offset: int = 0
+
+    def launch_file(self) -> LaunchFile:
+        pods = [dataclasses.asdict(p) | {"ranks": list(p.ranks)} for p in self.pods]
+        return LaunchFile(spec=self.spec, attempt_offset=self.attempt_offset, pods=pods)
+
+
+def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
+    return [
+        LocalPod(p["name"], p["role"], int(p["index"]), tuple(p["ranks"]), str(p.get("node") or ""))
+        for p in launch.pods
+    ]
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a gang's ranks run, as the backend decides it.
+
+    ``hosts``: the launch's hosts for the pods, given the request; ``None``
+    means one host, this machine, with every rank.  ``restarts_in_place``:
+    False when a failed attempt goes back to the server's scheduler.
+    ``max_ranks``: the most ranks the hosts can take (None: no limit here).
+    """
+
+    hosts: Callable[[list[LocalPod], BackendRequest], list[Host]] | None = None
+    restarts_in_place: bool = True
+    max_ranks: int | None = None
+
+
+def plan_launch(
+    request: BackendRequest,
+    *,
+    python: str,
+    grace_s: float,
+    where: Where,
+    cpus: Sequence[int] = (),
+    busy_cpus: frozenset[int] = frozenset(),
+) -> LocalPlan:
+    """The launch for ``request``: pure.  ``cpus``: this machine's cores pods on its
+    own node may be pinned to; ``busy_cpus``: those other runs' pods hold."""
+    spec, dist = request.spec, request.spec.spec
+    framework = spec.registered_framework
+    if framework is None:
+        runnable = " and ".join(f.spec_name for f in frameworks.all_frameworks())
+        raise InvalidSpec(
+            f"the local backend runs {runnable} workloads, not {spec.framework.value}",
+            "spec.distributedFramework",
+        )
+    master = spec.master()
+    argv = master.argv()
+    if not argv and not dist.interactive:
+        raise InvalidSpec(
+            "no command given: set command (and args), or submit an interactive workload",
+            "spec.command",
+        )
+    command = resolve_command(argv, python) if argv else []
+    if dist.interactive:  # pods outlive their command, for bash/exec
+        command = hold_argv(python, command)
+    workers = dist.num_workers
+    world = framework.world_size(workers, dist.slots_per_worker)
+    if where.max_ranks is not None and world > where.max_ranks:
+        raise InvalidSpec(
+            f"{world} ranks do not fit on this machine: the local backend runs at most "
+            f"{where.max_ranks} ({os.cpu_count()} CPU cores)",
+            "spec.numWorkers",
+        )
+    run_dir = request.run_dir.rstrip("/") or "/"
+    env = {
+        **master.env(),
+        "RINGLEADER_WORKLOAD_ID": request.workload_id,
+        "RINGLEADER_WORKLOAD_NAME": request.name,
+        "RINGLEADER_PROJECT": request.project,
+        "RUNAI_MPI_NUM_WORKERS": str(workers),
+    }
+    # Survives restarts, preemptions and resumes: the run dir is kept (runtime.checkpoint).
+    env.setdefault(CHECKPOINT_DIR, f"{run_dir}/checkpoints")
+    layout = spec.pod_layout(request.name)
+    ranks = framework.pod_ranks(workers, dist.slots_per_worker)
+    placements = request.placements
+    pods = [
+        LocalPod(n, role, i, r, placements[n].node if n in placements else "")
+        for (n, role, i), r in zip(layout, ranks, strict=True)
+    ]
+    local = {name: p.cpu_cores for name, p in placements.items() if p.node_kind == "local"}
+    cores = assign_cores(local, tuple(cpus), busy_cpus)
+    rank_env = {
+        str(rank): pod_env(placements[pod.name], env, cores.get(pod.name, ()))
+        for pod in pods
+        if pod.name in placements
+        for rank in pod.ranks
+        if rank >= 0
+    }
+    hosts = (
+        where.hosts(pods, request)
+        if where.hosts is not None
+        else [Host("localhost", "127.0.0.1", world)]
+    )
+    launch = LaunchSpec(
+        command=command,
+        hosts=hosts,
+        run_id=f"rl-{request.workload_id}",
+        cwd=master.working_dir or dist.working_dir or f"{run_dir}/work",
+        python=python,
+        framework=framework.name,
+        max_restarts=max(0, dist.backoff_limit - request.attempt_offset)
+        if where.restarts_in_place
+        else 0,
+        grace_s=grace_s,
+        env=env,
+        rank_env=rank_env,
+        # A master is rank 0, whose success is the job's; a launcher (mpirun) only
+        # ends after every rank, so there is nothing to decide for the rest.
+        on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
+        if framework.layout.head_runs_ranks
+        else "wait",
+    )
+    return LocalPlan(launch, framework.name, tuple(pods), run_dir, request.attempt_offset)

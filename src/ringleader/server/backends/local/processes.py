@@ -1,0 +1,110 @@
+"""A run's processes as /proc shows them: adoption, the final state a dead
+supervisor could not write, sweeping leftovers, and a pod's live process.
+
+Invariants: the supervisor's pid lives only in ``state.json``, written by the
+supervisor itself, and is trusted only while ``/proc/PID/cmdline`` names the
+run dir (``is_detached_supervisor``); after a supervisor's death or a stop,
+every process carrying the job id is swept, so nothing is orphaned.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ringleader.launch.detached import (
+    FINAL_PHASES,
+    STATE_FILE,
+    LaunchFile,
+    job_processes,
+    process_argv,
+    write_json_atomic,
+)
+from ringleader.launch.frameworks import LAUNCHER_RANK
+from ringleader.launch.procs import process_environ, start_ticks, terminate
+
+MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
+
+
+def sweep_job(run_id: str, grace_s: float) -> None:
+    """SIGTERM, grace, SIGKILL for whatever of the job still runs (agents, ranks).
+
+    Returns once none is left (a SIGKILLed process takes a moment to go), or
+    after a few seconds if one cannot be killed (a process stuck in the kernel).
+    """
+    pids = job_processes(run_id)
+    if not pids:
+        return
+    terminate(pids, grace_s, marker=f"RINGLEADER_JOB_ID={run_id}")
+    deadline = time.monotonic() + 5.0
+    while job_processes(run_id) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def write_final_state(
+    run_dir: Path,
+    launch: LaunchFile,
+    state: dict[str, Any],
+    phase: str,
+    reason: str,
+    *,
+    grace_s: float,
+    clock: Callable[[], float],
+) -> dict[str, Any]:
+    """The final state a dead (or stopped) supervisor could not write, after
+    its leftovers are swept: ranks still marked Running become Stopped."""
+    sweep_job(launch.spec.run_id, grace_s)
+    for info in (state.get("ranks") or {}).values():
+        if info.get("phase") == "Running":
+            info["phase"] = "Stopped"
+    state = {**state, "phase": phase, "reason": reason, "summary": reason}
+    state["updated_at"] = clock()
+    write_json_atomic(run_dir / STATE_FILE, state)
+    return state
+
+
+def is_final(state: dict[str, Any] | None) -> bool:
+    return bool(state) and state.get("phase") in FINAL_PHASES  # type: ignore[union-attr]
+
+
+def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
+    """The oldest live process of the job that is this rank (or the launcher, mpirun), with its env.
+
+    A rank's children (and exec sessions) inherit its environment; the rank
+    itself started first.
+    """
+    found: list[tuple[int, int, dict[str, str]]] = []
+    for pid in job_processes(run_id):
+        env = process_environ(pid)
+        if env is None or env.get("RINGLEADER_JOB_ID") != run_id:
+            continue  # an agent (named by argv) rather than a rank
+        if rank == LAUNCHER_RANK:
+            argv = process_argv(pid) or [b""]
+            if os.path.basename(argv[0].decode(errors="replace")) not in MPIRUN_NAMES:
+                continue
+        elif str(rank) not in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK")):
+            continue
+        ticks = start_ticks(pid)
+        if ticks is not None:
+            found.append((ticks, pid, env))
+    if not found:
+        return None
+    _, pid, env = min(found, key=lambda item: item[:2])
+    return pid, env
+
+
+def died(state: dict[str, Any]) -> str:
+    return (
+        f"the workload's supervisor died (pid {state.get('pid')}) before the workload ended; "
+        "its remaining processes were stopped"
+    )
+
+
+def tail(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,104 @@
+"""The detached supervisor's ``state.json`` as a ``BackendStatus``: the one table.
+
+Nomenclature: *native phase* is the supervisor's (``Starting``, ``Running``,
+``Restarting``, ``Stopping``, ``Succeeded``, ``Failed``, ``Stopped``); a
+*pod* is Run:ai's view over the launcher's ranks (``LocalPod``).
+
+Invariant: ``STATES`` is the only map from native phases to ours; anything it
+does not name is Unknown (``Backend.phase_of``).  The only other rule here is
+cleanPodPolicy None's: the master's success is the job's while other pods run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ringleader.server.backends.base import BackendStatus, PodStatus
+from ringleader.server.backends.local.planning import LocalPod
+
+STATES: Mapping[str, str] = {
+    "Starting": "Initializing",
+    "Running": "Running",
+    "Restarting": "Running",
+    "Stopping": "Running",
+    "Succeeded": "Completed",
+    "Failed": "Failed",
+    "Stopped": "Stopped",
+}
+MESSAGES = {
+    "Starting": "starting the supervisor and its agent",
+    "Restarting": "restarting the gang after a failure",
+    "Stopping": "stopping the gang",
+}
+
+
+def pod_phase(rank_phases: list[str]) -> str:
+    """A pod fails with any rank, runs while any runs, succeeds when all did."""
+    if not rank_phases:
+        return "Pending"
+    for phase in ("Failed", "Running"):
+        if phase in rank_phases:
+            return phase
+    if all(p == "Succeeded" for p in rank_phases):
+        return "Succeeded"
+    return "Stopped" if "Stopped" in rank_phases else "Unknown"
+
+
+def pod_exit_code(ranks: list[dict[str, Any]]) -> int | None:
+    """The failed rank's code, else the first non-zero one, else 0 (None: none ended)."""
+    codes = [r["exit_code"] for r in ranks if r.get("exit_code") is not None]
+    failed = [r["exit_code"] for r in ranks if r.get("phase") == "Failed"]
+    return (failed or [c for c in codes if c] or codes or [None])[0]
+
+
+def status_of(
+    state: dict[str, Any],
+    pods: list[LocalPod],
+    *,
+    this_node: str,
+    phase_of: Any,
+    on_rank0_success: str = "wait",
+) -> BackendStatus:
+    """``state`` (the supervisor's record) as our status; ``phase_of``: the table's lookup."""
+    native = str(state.get("phase"))
+    attempt = int(state.get("attempt") or 0)
+    ranks: dict[str, dict[str, Any]] = state.get("ranks") or {}
+    pod_states = []
+    for pod in pods:
+        infos = [ranks[str(r)] for r in pod.ranks if str(r) in ranks]
+        phase = pod_phase([str(i.get("phase")) for i in infos])
+        pod_states.append(
+            PodStatus(
+                name=pod.name,
+                role=pod.role,
+                index=pod.index,
+                phase=phase,
+                node=pod.node or this_node,
+                exit_code=None if phase == "Running" else pod_exit_code(infos),
+                attempt=attempt,
+                ranks=tuple(r for r in pod.ranks if r >= 0),
+            )
+        )
+    message = state.get("reason") or MESSAGES.get(native, "")
+    summary = state.get("summary")
+    if native == "Failed" and summary and summary != message:
+        message = f"{message}\n{summary}"  # one line first, the root-cause text below it
+    if native == "Restarting":
+        message = f"{message} (attempt {attempt + 1} next)"
+    phase = phase_of(native)
+    master = (ranks.get("0") or {}).get("phase")
+    if phase == "Running" and on_rank0_success == "leave-rest" and master == "Succeeded":
+        running = [p.name for p in pod_states if p.phase == "Running"]
+        phase = "Completed"  # the master's success is the job's; the rest run on
+        message = (
+            f"the master completed; {len(running)} pod(s) left running by cleanPodPolicy "
+            f"None until they end or the workload is deleted: {', '.join(running)}"
+        )
+    return BackendStatus(
+        phase=phase,
+        message=message,
+        attempt=attempt,
+        pods=pod_states,
+        exit_code=state.get("exit_code"),
+    )

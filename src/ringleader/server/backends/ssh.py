@@ -1,0 +1,138 @@
+"""The SSH backend: the local backend's detached supervisor, its agents started
+on registered SSH nodes (DESIGN: one way to start a gang).
+
+A gang the scheduler bound to SSH nodes runs as a detached supervisor here
+whose launch has those nodes as its hosts (``gang_hosts``), so the
+launcher's agents start there over SSH and their output comes back here.
+A failed attempt is not restarted in place: it goes back to the server's
+scheduler (``restarts_in_place=False``), which places the gang on nodes that
+still answer.
+
+Nomenclature:
+- *node book*: where each SSH node is logged into (``ssh`` target) and the
+  address other nodes reach it at; the server keeps it from its nodes table
+  (``NodeBook.refresh``), so these SSH details stay on this path instead of
+  travelling in every request.
+
+Invariant: ``plan`` stays pure: it reads the book (memory), never the network.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ringleader.errors import Conflict
+from ringleader.hosts import Host
+from ringleader.launch.detached import LaunchFile
+from ringleader.server.backends.base import BackendRequest, Capabilities, PodPlacement
+from ringleader.server.backends.local import LocalBackend
+from ringleader.server.backends.local.planning import LocalPod, Where
+
+
+@dataclass(frozen=True)
+class SSHNode:
+    target: str  # what ssh is given: user@host, or a name from ssh_config
+    address: str  # what other nodes' ranks reach it at
+
+
+class NodeBook:
+    """SSH nodes by name, replaced whole whenever the inventory changes."""
+
+    def __init__(
+        self,
+        nodes: Mapping[str, SSHNode] | None = None,
+        load: Callable[[], Mapping[str, SSHNode]] | None = None,
+    ) -> None:
+        self._nodes: Mapping[str, SSHNode] = dict(nodes or {})
+        self._load = load
+        self._lock = threading.Lock()
+
+    def load_with(self, load: Callable[[], Mapping[str, SSHNode]]) -> None:
+        """Read the inventory with ``load`` from now on, starting now."""
+        self._load = load
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the inventory again (the server calls this when nodes change)."""
+        if self._load is not None:
+            nodes = dict(self._load())
+            with self._lock:
+                self._nodes = nodes
+
+    def get(self, name: str) -> SSHNode:
+        with self._lock:
+            found = self._nodes.get(name)
+        return found or SSHNode(name, name)
+
+
+def gang_hosts(
+    pods: list[LocalPod], placements: Mapping[str, PodPlacement], book: NodeBook
+) -> list[Host]:
+    """The launch's hosts for a gang placed on SSH nodes: each pod's node in rank
+    order, consecutive pods on one node as one host with their ranks as slots.
+
+    A pod on this machine's own node (local or simulated) runs here; the
+    supervisor then gives the others this machine's address toward them.
+    """
+    hosts: list[Host] = []
+    for pod in pods:
+        ranks = [r for r in pod.ranks if r >= 0]
+        if not ranks:
+            continue  # mpirun itself (the MPI launcher pod) runs here
+        where = placements.get(pod.name)
+        if where is not None and where.node_kind == "ssh":
+            node = book.get(where.node)
+            host = Host(node.target, node.address, len(ranks))
+        else:
+            host = Host("localhost", "127.0.0.1", len(ranks))
+        if hosts and (hosts[-1].ssh, hosts[-1].address) == (host.ssh, host.address):
+            host = Host(host.ssh, host.address, hosts.pop().slots + host.slots)
+        hosts.append(host)
+    return hosts
+
+
+class SSHBackend(LocalBackend):
+    """Gangs on SSH nodes (and this machine): agents over SSH, restarts by the scheduler."""
+
+    name: ClassVar[str] = "ssh"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        multi_node=True, suspend=True, exec=False, restarts_in_place=False
+    )
+
+    def __init__(self, *, book: NodeBook | None = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.book = book or NodeBook()
+
+    @classmethod
+    def configured(cls, context: Any, arg: str = "") -> SSHBackend:
+        cls.refuse_arg(arg)
+        book = context.options.get("node_book")
+        return cls(python=context.python, book=book if isinstance(book, NodeBook) else None)
+
+    def where(self) -> Where:
+        return Where(hosts=self._hosts, restarts_in_place=False)
+
+    def _hosts(self, pods: list[LocalPod], request: BackendRequest) -> list[Host]:
+        return gang_hosts(pods, request.placements, self.book)
+
+    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
+        """A pod on an SSH node is out of the local exec's reach: say what to do instead."""
+        remote = {h.name for h in launch.spec.hosts if not h.is_local}
+        if _launch_host(launch, pod) in remote:
+            raise Conflict(
+                f"pod {pod.name} runs on SSH node {pod.node}: exec into pods on SSH nodes is "
+                f"not supported yet; log in there (ssh {pod.node}) and cd {launch.spec.cwd}"
+            )
+
+
+def _launch_host(launch: LaunchFile, pod: LocalPod) -> str:
+    """The launch host that runs ``pod``'s first rank ("" for mpirun)."""
+    rank = pod.ranks[0]
+    for host in launch.spec.hosts:
+        if 0 <= rank < host.slots:
+            return host.name
+        rank -= host.slots
+    return ""

@@ -1,0 +1,108 @@
+"""What every pipeline shares: the world it acts on, its thread, one write helper.
+
+Each pass is load -> process -> apply: read what needs action in one short
+transaction, hand backend I/O to the pipeline's workers with no transaction
+open, and write each outcome in another (re-reading the row, since a user
+or another pipeline may have acted in between).  Every phase change goes
+through ``phases``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from ringleader.sched.model import Strategy
+from ringleader.server.backends import BackendSet
+from ringleader.server.background.calls import BackendCalls, Busy
+from ringleader.server.db import Database
+from ringleader.server.models import Workload
+
+log = logging.getLogger("ringleader.server.background")
+MIN_PASS_GAP_S = 0.05  # a burst of wake-ups makes one pass, at most this often
+
+
+@dataclass
+class World:
+    """What the pipelines act on and with."""
+
+    database: Database
+    backends: BackendSet
+    runs_dir: Path
+    strategy: Strategy = "binpack"
+    busy: Busy = field(default_factory=Busy)
+
+    def __post_init__(self) -> None:
+        self.sessions, self.readers = self.database.writer, self.database.reader
+
+
+def act(world: World, workload_id: str, change: Callable[[Session, Workload], object]) -> None:
+    """Apply ``change`` to the current row of ``workload_id`` in one short write."""
+    with world.sessions() as s, s.begin():
+        workload = s.get(Workload, workload_id)
+        if workload is not None:
+            change(s, workload)
+
+
+class Pipeline:
+    """One thread doing ``run_once`` when woken, or every ``interval_s``."""
+
+    name = "pipeline"
+    workers = 8
+
+    def __init__(
+        self,
+        world: World,
+        *,
+        interval_s: float = 0.25,
+        inline: bool = False,
+        wake_all: Callable[[], None] | None = None,
+    ) -> None:
+        self.world = world
+        self.interval_s = interval_s
+        self.wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # A finished call may let this or another pipeline act: wake them all.
+        self.calls = BackendCalls(
+            self.name,
+            world.busy,
+            workers=self.workers,
+            inline=inline,
+            done=wake_all or self.wake.set,
+        )
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"ringleader-{self.name}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.wake.set()
+        if self._thread:
+            self._thread.join(timeout=10)
+        self.calls.shutdown()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.run_once()
+                self.calls.report_slow()
+            except Exception:  # keep going: one bad pass must not stop the server
+                log.exception("%s pass failed", self.name)
+            self.wake.wait(self.interval_s)
+            # Gather a burst of wake-ups into one pass at most every MIN_PASS_GAP_S.
+            self._stop.wait(max(0.0, MIN_PASS_GAP_S - (time.monotonic() - started)))
+            self.wake.clear()

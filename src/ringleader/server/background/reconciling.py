@@ -1,0 +1,153 @@
+"""Reconciling: what runs -> ``backend.poll`` -> phases and pods, through the door.
+
+- Initializing/Running/Degraded/Unknown -> poll -> ``phases.observe`` (the
+  door decides what the backend's phase means: a Stopped nobody asked for
+  fails the run with its reason) and each pod's phase; a backend that does
+  not restart gangs in place hands a failed attempt back: Pending with the
+  next attempt (the scheduler places the gang on nodes that answer), or
+  Failed once ``backoffLimit`` is spent;
+- node lost: a live pod on a NotReady node -> the backend stops the gang
+  everywhere -> the same restart-or-fail, with a NodeLost event;
+- linger: Completed/Failed with pods still Running (cleanPodPolicy None) ->
+  poll -> those pods' phases, until they end.
+
+Invariant: a poll that would change nothing writes nothing (checked on the
+read snapshot), so polling every running workload costs no write lock.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session, selectinload
+
+from ringleader.server import phases
+from ringleader.server.backends.base import Backend, BackendStatus
+from ringleader.server.background.pipeline import Pipeline, act
+from ringleader.server.models import Node as NodeRow
+from ringleader.server.models import Workload
+from ringleader.server.scheduling import lingering
+from ringleader.spec import WorkloadSpec
+
+# A backend's pod phase -> ours (the pod table's names; anything else Unknown).
+POD_PHASES = ("Succeeded", "Failed", "Running", "Stopped", "Pending")
+
+
+def pod_phase(native: str) -> str:
+    return native if native in POD_PHASES else phases.UNKNOWN
+
+
+class Reconciling(Pipeline):
+    name = "reconciling"
+
+    def run_once(self) -> None:
+        with self.world.readers() as s:
+            not_ready = dict(
+                s.execute(
+                    select(NodeRow.name, NodeRow.message).where(NodeRow.ready.is_(False))
+                ).all()
+            )
+            workloads = s.scalars(
+                select(Workload)
+                .options(selectinload(Workload.pods))
+                .where(
+                    Workload.deleted_at.is_(None),
+                    Workload.handle.is_not(None),
+                    or_(Workload.phase.in_(phases.POLLED), lingering()),
+                )
+            ).all()
+        for w in workloads:  # detached copies: what the rows held when read
+            if w.id in self.world.busy:
+                continue  # a start, stop or poll of it has not returned yet
+            backend = self.world.backends.named(w.backend)
+            lost = {p.node: not_ready[p.node] for p in w.pods
+                    if p.node in not_ready and p.phase in phases.POD_LIVE}  # fmt: skip
+            if lost and w.phase in phases.POLLED:
+                self.calls.run(w.id, "stop (node lost)", lambda w=w, b=backend, lost=lost: (
+                    self._node_lost(b, w, lost)))  # fmt: skip
+            else:
+                self.calls.run(w.id, "poll", lambda w=w, b=backend: self._poll(b, w))
+
+    def _poll(self, backend: Backend, w: Workload) -> None:
+        status = backend.poll(w.handle or "")
+        if status_changes(w, status):  # most polls change nothing: no write
+            act(self.world, w.id, lambda s, row: apply_status(s, row, status, backend))
+
+    def _node_lost(self, backend: Backend, w: Workload, lost: dict[str, str]) -> None:
+        """Its pods on ``lost`` nodes (name -> why NotReady) cannot be reached: stop the
+        rest of the gang everywhere, then restart it through the scheduler or fail it."""
+        if w.handle:
+            backend.cancel(w.handle)
+        reason = "; ".join(f"node {n} is NotReady ({lost[n] or 'gone'})" for n in sorted(lost))
+
+        def requeue(s: Session, w: Workload) -> None:
+            if w.phase not in phases.POLLED:
+                return  # the user acted meanwhile
+            for pod in w.pods:
+                if pod.phase in phases.POD_LIVE:
+                    ended = "Failed" if pod.node in lost else "Stopped"
+                    phases.transition_pod(s, pod, ended, reason="NodeLost")
+            phases.record_event(s, w, "NodeLost", reason="NodeLost", message=reason)
+            phases.end_attempt(s, w, reason, "NodeLost", _backoff_limit(w))
+
+        act(self.world, w.id, requeue)
+
+
+def _backoff_limit(w: Workload) -> int:
+    return WorkloadSpec.model_validate(w.spec).spec.backoff_limit
+
+
+def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backend) -> None:
+    """Write what a poll found: pods' phases, then the workload's through the door."""
+    if w.phase not in phases.POLLED and w.phase not in phases.LINGERING:
+        return  # the user asked for something else meanwhile
+    phases.count_attempts(w, status.attempt)
+    pods = {p.name: p for p in w.pods}
+    if (
+        status.phase == "Failed"
+        and not backend.capabilities.restarts_in_place
+        and w.phase in phases.POLLED
+    ):
+        for ps in status.pods:
+            pod = pods.get(ps.name)
+            if pod is not None and pod.phase in phases.POD_LIVE:
+                ended = "Failed" if ps.phase == "Failed" else "Stopped"
+                phases.transition_pod(s, pod, ended, exit_code=ps.exit_code)
+        phases.end_attempt(s, w, status.message or "the gang failed", "Failed", _backoff_limit(w))
+        return
+    for ps in status.pods:
+        pod = pods.get(ps.name)
+        if pod is None:
+            continue
+        target = pod_phase(ps.phase)
+        if ps.attempt > pod.attempt:
+            phases.restart_pod(
+                s, pod, attempt=ps.attempt, reason="GangRestarted", keep_binding=True
+            )
+        pod.node, pod.ranks = pod.node or ps.node, list(ps.ranks)
+        if pod.phase != target:
+            phases.transition_pod(s, pod, target, exit_code=ps.exit_code)
+    phases.observe(s, w, status.phase, message=status.message)
+
+
+def status_changes(workload: Workload, status: BackendStatus) -> bool:
+    """Whether ``apply_status`` would write anything for ``status``.
+
+    Checked on a read snapshot first, so that polls take the write lock only
+    for real changes (polling every running workload each pass would
+    otherwise queue a write transaction per workload per pass).
+    """
+    if status.attempt > workload.attempt or phases.would_observe(workload, status.phase):
+        return True
+    pods = {p.name: p for p in workload.pods}
+    for ps in status.pods:
+        pod = pods.get(ps.name)
+        if pod is None:
+            continue
+        if (
+            ps.attempt > pod.attempt
+            or pod_phase(ps.phase) != pod.phase
+            or (ps.node and not pod.node)
+            or list(ps.ranks) != list(pod.ranks or [])
+        ):
+            return True
+    return False

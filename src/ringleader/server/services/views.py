@@ -1,0 +1,309 @@
+"""Views: what the API and the web UI show of workloads, pods, events, nodes,
+projects and the caller, as the wire models of ``server/schemas.py``.
+
+Nomenclature: a *view* takes a Session, the calling ``User`` and plain
+arguments, reads, and returns a wire model (or a list of them); it never
+writes, commits or calls a backend. The REST routers return a view as is;
+the UI renders the same objects, so both show the same facts by one code
+path, and a test can call a view without HTTP.
+
+Invariants:
+- visibility is the services' (``workloads.get``/``list_workloads``): a
+  workload of another project is "not found", never "forbidden"; node
+  allocations count everyone's pods but name only visible ones;
+- names of projects and creators are looked up per page, in two queries
+  whatever its length, never per row;
+- pods are ordered master/launcher first, then by index; events by id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload
+
+from ringleader.errors import NotFound
+from ringleader.server.models import (
+    Event,
+    Node,
+    Pod,
+    Project,
+    ProjectMember,
+    User,
+    Workload,
+)
+from ringleader.server.scheduling import allocated, asks, holding, holds, pod_requests
+from ringleader.server.schemas import (
+    EventOut,
+    MeOut,
+    NodeGpuOut,
+    NodeOut,
+    PodOut,
+    ProjectOut,
+    WorkloadCount,
+    WorkloadList,
+    WorkloadOut,
+)
+from ringleader.server.services.workloads import (
+    findable,
+    get,
+    list_workloads,
+    resolve_project,
+    visible_projects,
+)
+from ringleader.spec import WorkloadSpec
+
+# ----- workloads ------------------------------------------------------------------------
+
+
+def workload(session: Session, user: User, workload_id: str) -> WorkloadOut:
+    """One workload ``user`` may see (404 otherwise)."""
+    return workload_out(session, get(session, user, workload_id))
+
+
+def workloads(
+    session: Session,
+    user: User,
+    *,
+    filters: Sequence[str] = (),
+    sort_by: str = "createdAt",
+    sort_order: str = "desc",
+    offset: int = 0,
+    limit: int = 50,
+) -> WorkloadList:
+    """A page of the workloads ``user`` may see, filtered and sorted, with the total."""
+    rows, total = list_workloads(
+        session,
+        user,
+        filters=filters,
+        sort_by=sort_by,
+        sort_order=sort_order,
+        offset=offset,
+        limit=limit,
+    )
+    names = workload_names(session, rows)
+    return WorkloadList(
+        workloads=[workload_out(session, w, names) for w in rows],
+        total=total,
+        offset=offset,
+        limit=limit,
+    )
+
+
+def workload_count(session: Session, user: User, filters: Sequence[str] = ()) -> WorkloadCount:
+    """How many workloads ``user`` may see match ``filters``."""
+    return WorkloadCount(count=list_workloads(session, user, filters=filters, limit=1)[1])
+
+
+def workload_names(session: Session, rows: Sequence[Workload]) -> dict[str, str]:
+    """Project and creator names of ``rows``, in two queries whatever their number."""
+    projects = {w.project_id for w in rows}
+    users = {w.created_by for w in rows if w.created_by}
+    names = dict(
+        session.execute(select(Project.id, Project.name).where(Project.id.in_(projects))).all()
+    )
+    if users:
+        names |= dict(session.execute(select(User.id, User.name).where(User.id.in_(users))).all())
+    return names
+
+
+def workload_out(
+    session: Session, row: Workload, names: dict[str, str] | None = None
+) -> WorkloadOut:
+    """The wire form of a row; ``names`` (id -> name of projects and users) saves a
+    query per row when a page of rows is shown."""
+    names = names if names is not None else workload_names(session, [row])
+    spec = WorkloadSpec.model_validate(row.spec)
+    pods: list[Pod] = list(row.pods)
+    requests = pod_requests(spec, row.name)
+    pod_count = len(requests)
+    requested = math.fsum(
+        r.gpu_devices * (r.gpu_portion or 1.0) if r.gpu_memory_bytes is None else 0.0
+        for r in requests
+    )
+    pending = row.phase == "Pending" and row.phase_reason == "Unschedulable"
+    return WorkloadOut(
+        workload_id=row.id,
+        name=row.name,
+        framework=row.framework,
+        project_id=row.project_id,
+        project_name=names.get(row.project_id, row.project_id),
+        created_by=names.get(row.created_by or ""),
+        created_at=row.created_at,
+        started_at=row.started_at,
+        completed_at=row.completed_at,
+        desired_phase=row.desired_phase,
+        actual_phase=row.phase,
+        phase_reason=row.phase_reason,
+        phase_message=row.phase_message,
+        image=spec.spec.image,
+        requested_pods=pod_count,
+        running_pods=sum(p.phase == "Running" for p in pods),
+        pending_pods=sum(p.phase == "Pending" for p in pods)
+        if pods
+        else (pod_count if row.phase in ("Pending", "Creating") else 0),
+        requested_gpus=requested,
+        allocated_gpus=allocated(row),
+        nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
+        pending_reason=row.phase_message if pending else None,
+        attempt=row.attempt,
+        spec=row.spec,
+    )
+
+
+def pods(session: Session, user: User, workload_id: str) -> list[PodOut]:
+    """A workload's pods, the master or launcher first, then by index."""
+    rows = sorted(
+        get(session, user, workload_id).pods,
+        key=lambda p: (p.role != "master" and p.role != "launcher", p.index),
+    )
+    return [
+        PodOut(
+            name=p.name,
+            role=p.role,
+            index=p.index,
+            node=p.node,
+            status=p.phase,
+            exit_code=p.exit_code,
+            attempt=p.attempt,
+            ranks=list(p.ranks or []),
+            gpus=list(p.gpus or []),
+            started_at=p.started_at,
+            completed_at=p.completed_at,
+        )
+        for p in rows
+    ]
+
+
+def events(session: Session, user: User, workload_id: str) -> list[EventOut]:
+    """A workload's events (phase changes, submissions, stand-ins), oldest first."""
+    row = get(session, user, workload_id)
+    query = select(Event).where(Event.workload_id == row.id).order_by(Event.id)
+    return [
+        EventOut(
+            id=e.id,
+            time=e.time,
+            type=e.type,
+            pod_name=e.pod_name,
+            from_phase=e.from_phase,
+            to_phase=e.to_phase,
+            reason=e.reason,
+            message=e.message,
+        )
+        for e in session.scalars(query)
+    ]
+
+
+# ----- projects and the caller ------------------------------------------------------------
+
+
+def project_out(row: Project) -> ProjectOut:
+    return ProjectOut(id=row.id, name=row.name, resources=row.resources, created_at=row.created_at)
+
+
+def project(session: Session, user: User, key: str) -> ProjectOut:
+    """A project by id or name that ``user`` may use (404 otherwise)."""
+    return project_out(resolve_project(session, user, key))
+
+
+def projects(session: Session, user: User) -> list[ProjectOut]:
+    """The projects ``user`` may use (admins: all), by name."""
+    query = select(Project).where(Project.id.in_(visible_projects(session, user)))
+    return [project_out(p) for p in session.scalars(query.order_by(Project.name))]
+
+
+def me(session: Session, user: User) -> MeOut:
+    """Who the caller is and the projects they are a member of."""
+    names = session.scalars(
+        select(Project.name).join(ProjectMember).where(ProjectMember.user_id == user.id)
+    )
+    return MeOut(id=user.id, name=user.name, is_admin=user.is_admin, projects=sorted(names))
+
+
+# ----- nodes --------------------------------------------------------------------------------
+# Allocation is what the scheduler bound (requests, not measured use): the pods
+# that hold resources on each node, their GPUs (fractions as fractions, per
+# device), CPU cores and memory.
+
+
+def nodes(session: Session, user: User) -> list[NodeOut]:
+    """Every node, its resources and what the scheduler has allocated on it."""
+    rows = list(session.scalars(select(Node).order_by(Node.pool, Node.name)))
+    usage = _usage(session, user)
+    return [_node_out(n, usage.get(n.name)) for n in rows]
+
+
+def node(session: Session, user: User, name: str) -> NodeOut:
+    """One node by name (404 otherwise)."""
+    row = session.scalar(select(Node).where(Node.name == name)) if findable(name) else None
+    if row is None:
+        raise NotFound("node", name)
+    return _node_out(row, _usage(session, user).get(name))
+
+
+class _Usage:
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.memory = 0
+        self.gpu_shares: dict[int, float] = defaultdict(float)
+        self.pods: list[str] = []
+
+
+def _usage(session: Session, user: User) -> dict[str, _Usage]:
+    """Allocation per node; pod names only of projects ``user`` may see (the
+    amounts count everyone's: capacity is shared)."""
+    visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
+    rows = session.scalars(select(Workload).options(selectinload(Workload.pods)).where(holding()))
+    usage: dict[str, _Usage] = defaultdict(_Usage)
+    for row in rows:
+        requests = {r.name: r for r in asks(row).requests}
+        for pod in row.pods:
+            if not holds(row, pod):
+                continue
+            on = usage[pod.node]
+            if visible is None or row.project_id in visible:
+                on.pods.append(pod.name)
+            request = requests.get(pod.name)
+            if request is not None:
+                on.cpu += request.cpu_cores
+                on.memory += request.memory_bytes
+            for gpu in pod.gpus or []:
+                on.gpu_shares[int(gpu["index"])] += float(gpu.get("share", 1.0))
+    return usage
+
+
+def _node_out(row: Node, usage: _Usage | None) -> NodeOut:
+    usage = usage or _Usage()
+    gpus = [
+        NodeGpuOut(
+            index=int(g["index"]),
+            memory_bytes=int(g.get("memoryBytes") or 0),
+            model=g.get("model"),
+            simulated=bool(g.get("simulated")) or row.kind == "simulated",
+            allocated=round(usage.gpu_shares.get(int(g["index"]), 0.0), 6),
+        )
+        for g in row.gpus
+    ]
+    return NodeOut(
+        name=row.name,
+        kind=row.kind,
+        simulated=row.kind == "simulated",
+        pool=row.pool,
+        address=row.address,
+        status="Ready" if row.ready else "NotReady",
+        message=row.message,
+        labels=row.labels or {},
+        cpu_cores=row.cpu_cores,
+        memory_bytes=row.memory_bytes,
+        gpus=gpus,
+        gpu_count=len(gpus),
+        allocated_gpus=round(math.fsum(g.allocated for g in gpus), 6),
+        allocated_cpu_cores=usage.cpu,
+        allocated_memory_bytes=usage.memory,
+        pods=sorted(usage.pods),
+        ssh=row.ssh,
+        facts=row.facts or {},
+    )
