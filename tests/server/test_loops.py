@@ -106,7 +106,7 @@ def _world(tmp_path: Path, **spec: Any) -> tuple[Any, str, SteadyBackend, Backgr
 
 def test_a_workload_deleted_after_the_snapshot_is_not_started(tmp_path: Path) -> None:
     from ringleader import sched
-    from ringleader.server.scheduling import load_snapshot
+    from ringleader.server.snapshot import load_snapshot
 
     database, workload_id, backend, loops = _world(tmp_path)
     try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 
+from ringleader.runtime.env_readers import from_kubeflow, from_openmpi, from_slurm
 from ringleader.runtime.rankenv import (
     PORT_BASE,
     PORT_SPAN,
@@ -38,7 +39,6 @@ from ringleader.runtime.rankenv import (
     read_int,
     read_port,
 )
-from ringleader.runtime.schedulers import from_kubeflow, from_openmpi, from_slurm
 
 __all__ = [
     "PORT_BASE",

@@ -1,7 +1,7 @@
 """The answer of environment detection and the small readers every source shares (torch-free).
 
 Split from :mod:`ringleader.runtime.env` so that the per-scheduler readers in
-:mod:`ringleader.runtime.schedulers` and the detection logic can share them
+:mod:`ringleader.runtime.env_readers` and the detection logic can share them
 without importing each other.  See :mod:`ringleader.runtime.env` for the
 nomenclature and invariants of :class:`RankEnv`.
 """

@@ -29,7 +29,7 @@ from ringleader.server.backends.base import Backend, BackendRequest, PodPlacemen
 from ringleader.server.background.pipeline import Pipeline, World, act
 from ringleader.server.models import Node as NodeRow
 from ringleader.server.models import Pod, Workload
-from ringleader.server.scheduling import gpu_json, load_snapshot, pod_asks
+from ringleader.server.snapshot import gpu_json, load_snapshot, pod_asks
 from ringleader.spec import WorkloadSpec
 
 RESCHEDULE_S = 2.0  # a cycle with nothing changed in the workloads, at most this often

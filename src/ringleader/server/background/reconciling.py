@@ -25,7 +25,7 @@ from ringleader.server.backends.base import Backend, BackendStatus
 from ringleader.server.background.pipeline import Pipeline, act
 from ringleader.server.models import Node as NodeRow
 from ringleader.server.models import Workload
-from ringleader.server.scheduling import lingering
+from ringleader.server.snapshot import lingering
 from ringleader.spec import WorkloadSpec
 
 # A backend's pod phase -> ours (the pod table's names; anything else Unknown).

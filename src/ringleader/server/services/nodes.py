@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session
 from ringleader.errors import Conflict, NotFound
 from ringleader.hosts import ssh_host
 from ringleader.server.models import Node, Pod, User, Workload
-from ringleader.server.scheduling import holding
 from ringleader.server.schemas import NodeIn, NodeOut
 from ringleader.server.services import views
 from ringleader.server.services.projects import require_admin
 from ringleader.server.services.workloads import findable
+from ringleader.server.snapshot import holding
 from ringleader.server.ssh_nodes import NodeState, node_state
 
 # ssh target -> the probe's facts (``cluster.probe``); the app's, or a test's stand-in.

@@ -35,7 +35,6 @@ from ringleader.server.models import (
     User,
     Workload,
 )
-from ringleader.server.scheduling import allocated, asks, holding, holds, pod_requests
 from ringleader.server.schemas import (
     EventOut,
     MeOut,
@@ -54,6 +53,7 @@ from ringleader.server.services.workloads import (
     resolve_project,
     visible_projects,
 )
+from ringleader.server.snapshot import allocated, holding, holds, pod_asks, pod_requests
 from ringleader.spec import WorkloadSpec
 
 # ----- workloads ------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def _usage(session: Session, user: User) -> dict[str, _Usage]:
     rows = session.scalars(select(Workload).options(selectinload(Workload.pods)).where(holding()))
     usage: dict[str, _Usage] = defaultdict(_Usage)
     for row in rows:
-        requests = {r.name: r for r in asks(row).requests}
+        requests = {r.name: r for r in pod_asks(row).requests}
         for pod in row.pods:
             if not holds(row, pod):
                 continue

@@ -25,7 +25,7 @@ from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch import frameworks
 from ringleader.launch.detached import LaunchFile
-from ringleader.launch.hold import hold_argv
+from ringleader.launch.keepalive import keepalive_argv
 from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
@@ -112,7 +112,7 @@ def plan_launch(
         )
     command = resolve_command(argv, python) if argv else []
     if dist.interactive:  # pods outlive their command, for bash/exec
-        command = hold_argv(python, command)
+        command = keepalive_argv(python, command)
     workers = dist.num_workers
     world = framework.world_size(workers, dist.slots_per_worker)
     if where.max_ranks is not None and world > where.max_ranks:

@@ -36,7 +36,7 @@ from ringleader.server.phases import HOLDING, LINGERING
 from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
 MB = 10**6
-log = logging.getLogger("ringleader.server.scheduling")
+log = logging.getLogger("ringleader.server.snapshot")
 _ID = re.compile(rf"\b[0-9a-f]{{{models.ID_LENGTH}}}\b")
 
 
@@ -303,6 +303,3 @@ def allocated(workload: models.Workload) -> float:
         if holds(workload, p)
         for g in p.gpus or []
     )
-
-
-asks = pod_asks  # the services' old name, until they move to pod_asks

@@ -1,6 +1,6 @@
 """Keep a rank alive after its command: the pod of an interactive workload.
 
-``python -m ringleader.launch.hold [-- CMD ...]`` runs CMD (if any) with this
+``python -m ringleader.launch.keepalive [-- CMD ...]`` runs CMD (if any) with this
 process's stdio and environment, says how it ended, and then waits until it
 is stopped, so ``ringleader bash``/``exec`` find the pod with its working
 directory and environment long after the command itself has ended (Run:ai's
@@ -16,10 +16,10 @@ import subprocess
 import sys
 import threading
 
-MODULE = "ringleader.launch.hold"
+MODULE = "ringleader.launch.keepalive"
 
 
-def hold_argv(python: str, command: list[str]) -> list[str]:
+def keepalive_argv(python: str, command: list[str]) -> list[str]:
     return [python, "-m", MODULE, "--", *command]
 
 

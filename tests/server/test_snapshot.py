@@ -11,7 +11,7 @@ from ringleader import sched
 from ringleader.errors import InvalidSpec
 from ringleader.server.inventory import inventory_file, simulated_nodes
 from ringleader.server.models import Project, Workload
-from ringleader.server.scheduling import pod_requests, preemptible, priority, to_sched_project
+from ringleader.server.snapshot import pod_requests, preemptible, priority, to_sched_project
 from ringleader.spec import WorkloadSpec
 
 
@@ -176,7 +176,7 @@ def rows(phase: str, pod_phases: list[str]) -> Workload:
 
 def test_a_gang_being_restarted_keeps_its_gpus_and_lingering_pods_keep_theirs() -> None:
     from ringleader.server.models import Node
-    from ringleader.server.scheduling import to_sched_workload
+    from ringleader.server.snapshot import to_sched_workload
 
     nodes = {"sim-0": Node(name="sim-0", gpus=[{"index": i} for i in range(4)])}
     restarting = to_sched_workload(rows("Running", ["Failed", "Stopped", "Pending"]), "p", nodes)
