@@ -48,14 +48,12 @@ from ringleader.connection import (
     server_url,
 )
 from ringleader.errors import (
+    HTTP_STATUS,
     ApiError,
     Conflict,
-    Forbidden,
     InvalidSpec,
     NotFound,
-    PayloadTooLarge,
     RingleaderError,
-    TooManyRequests,
     Unauthorized,
 )
 from ringleader.server.config import home_dir
@@ -80,15 +78,7 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound=BaseModel)
 
 # Each status the API answers with, as the typed error the server raised; any other is ApiError.
-ERRORS: dict[int, type[RingleaderError]] = {
-    401: Unauthorized,
-    403: Forbidden,
-    404: NotFound,
-    409: Conflict,
-    413: PayloadTooLarge,
-    422: InvalidSpec,
-    429: TooManyRequests,
-}
+ERRORS: dict[int, type[RingleaderError]] = {status: kind for kind, status in HTTP_STATUS.items()}
 
 
 def error_for(response: httpx.Response) -> RingleaderError:

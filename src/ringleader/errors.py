@@ -118,3 +118,16 @@ class ApiError(RingleaderError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+# The HTTP status each typed error is answered with: the server maps errors to
+# statuses with it, and the client maps statuses back to the same classes.
+HTTP_STATUS: dict[type[RingleaderError], int] = {
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    PayloadTooLarge: 413,
+    InvalidSpec: 422,
+    TooManyRequests: 429,
+}

@@ -17,10 +17,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# ``server``: a real ``ringleader server`` process; its local node has this machine's GPUs.
+from tests.server.conftest import server  # noqa: F401
 
 
 def cuda_devices() -> int:
@@ -77,17 +79,3 @@ def run_script(
         text=True,
         timeout=timeout,
     )
-
-
-@pytest.fixture
-def gpu_server(tmp_path: Path) -> Iterator[object]:
-    """``ringleader server`` as a real process whose local node has this machine's GPUs."""
-    from tests.server.conftest import ServerProcess, stop_workloads
-
-    proc = ServerProcess(tmp_path / "home")
-    proc.start()
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        stop_workloads(proc.home)

@@ -92,8 +92,8 @@ def _pod_lines(logs: str, pod: str) -> list[str]:
     return [line.split("] ", 1)[1] for line in logs.splitlines() if line.startswith(f"[{pod}]")]
 
 
-def test_a_one_gpu_pod_sees_exactly_its_device(gpu_server: ServerProcess, tmp_path: Path) -> None:
-    client = Client(gpu_server)
+def test_a_one_gpu_pod_sees_exactly_its_device(server: ServerProcess, tmp_path: Path) -> None:
+    client = Client(server)
     (node,) = client.get("/api/v1/nodes").json()
     assert node["gpuCount"] >= 1 and not any(g["simulated"] for g in node["gpus"]), node
     logs = client.run(tmp_path, "devices", SHOW_DEVICES, {"gpuDevicesRequest": 1})
@@ -106,10 +106,8 @@ def test_a_one_gpu_pod_sees_exactly_its_device(gpu_server: ServerProcess, tmp_pa
     assert "visible=" in master and "torch_devices=0" in master, logs  # no GPU asked: none seen
 
 
-def test_half_a_gpu_caps_the_pod_to_half_its_memory(
-    gpu_server: ServerProcess, tmp_path: Path
-) -> None:
-    client = Client(gpu_server)
+def test_half_a_gpu_caps_the_pod_to_half_its_memory(server: ServerProcess, tmp_path: Path) -> None:
+    client = Client(server)
     logs = client.run(
         tmp_path, "half", MEMORY_CAP, {"gpuRequestType": "portion", "gpuPortionRequest": 0.5}
     )

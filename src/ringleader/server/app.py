@@ -24,16 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from ringleader import __version__
-from ringleader.errors import (
-    Conflict,
-    Forbidden,
-    InvalidSpec,
-    NotFound,
-    PayloadTooLarge,
-    RingleaderError,
-    TooManyRequests,
-    Unauthorized,
-)
+from ringleader.errors import HTTP_STATUS, InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
 from ringleader.server import auth, inventory
 from ringleader.server.backends import BackendContext, BackendSet
@@ -51,15 +42,10 @@ from ringleader.server.routers import exec as exec_routes
 from ringleader.server.routers import nodes, projects, workloads
 from ringleader.server.ssh_nodes import probe_node
 
+# IllegalTransition is a race or a bug, never input: a conflict with what just happened.
 _STATUS: list[tuple[type[RingleaderError], int]] = [
-    (NotFound, 404),
-    (Conflict, 409),
+    *HTTP_STATUS.items(),
     (IllegalTransition, 409),
-    (Unauthorized, 401),
-    (Forbidden, 403),
-    (InvalidSpec, 422),
-    (PayloadTooLarge, 413),
-    (TooManyRequests, 429),
 ]
 
 
