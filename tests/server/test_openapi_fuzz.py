@@ -52,7 +52,13 @@ from schemathesis.specs.openapi.checks import (
 
 from ringleader.errors import Conflict, HostUnreachable
 from ringleader.server.app import create_app
-from ringleader.server.backends.base import BackendRequest, BackendStatus, Capabilities, LogLine
+from ringleader.server.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendStatus,
+    Capabilities,
+    LogLine,
+)
 from ringleader.server.config import ServerConfig
 from tests.server.conftest import API
 
@@ -66,22 +72,25 @@ def probe_answer(target: str, python: str, ssh: object) -> dict[str, Any]:
     return {"cpu_cores": 4, "memory_bytes": 2**33, "gpus": [], "ringleader": "0.1.0"}
 
 
-class NullBackend:
-    """A backend that runs nothing: submit hands back a handle, poll says Running."""
+class NullBackend(Backend):
+    """A backend that runs nothing: start hands back a handle, poll says Running."""
 
     name = "null"
-    capabilities = Capabilities()
+    capabilities = Capabilities(multi_node=True, exec=True)
 
-    def plan(self, request: BackendRequest) -> object:
-        return {}
+    def plan(self, request: BackendRequest) -> BackendRequest:
+        return request
 
-    def submit(self, request: BackendRequest) -> str:
-        return f"null-{request.workload_id}"
+    def submit(self, plan: BackendRequest) -> str:
+        return f"null-{plan.workload_id}"
 
     def poll(self, handle: str) -> BackendStatus:
         return BackendStatus(phase="Running")
 
-    def cancel(self, handle: str) -> None:
+    def is_live(self, handle: str) -> bool:
+        return False
+
+    def stop(self, handle: str) -> None:
         pass
 
     def logs(
