@@ -37,7 +37,6 @@ def lowest_name_first() -> Iterator[PlacementPolicy]:
     policy = policies.register(
         PlacementPolicy(
             name=TOY,
-            summary="the first node by name that fits, devices by position",
             node_key=_by_name,
             candidates=_every_node,
             device_rank=_by_position,

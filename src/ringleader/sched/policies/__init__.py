@@ -22,12 +22,16 @@ Invariants a policy keeps (the scheduler's decisions rest on them):
   key order; it may yield others (the caller checks each node), and it
   should stop or skip early, since the first node that fits is taken: that
   is why a placement looks at few nodes however large the pool;
+- ``candidates`` is read lazily while the order stands still: the caller
+  takes the first node that fits before it changes any free row;
 - hooks are pure: no state, no clock, no I/O.
 
 Adding a policy is one module that builds a :class:`PlacementPolicy` and
 one line in ``_BUILT_IN`` (or a :func:`register` call from a plug-in or a
-test).  Built-ins are imported on first use, so this module imports nothing
-of the scheduler and ``model`` can validate names against it.
+test; the registry is per process, so a plug-in's module must be imported
+in the server's process before it starts).  Built-ins are imported on
+first use, so this module imports nothing of the scheduler and ``model``
+can validate names against it.
 """
 
 from __future__ import annotations
@@ -54,7 +58,6 @@ class PlacementPolicy:
     """
 
     name: str  # ``Snapshot.strategy``, ``ringleader server --placement NAME``
-    summary: str  # one line for docs and help
     # The node's sort key: best for this policy first, its name last.
     node_key: Callable[[NodeState], NodeKey]
     # Names of the nodes, from the sorted keys, that may hold ``share``, best first.

@@ -36,7 +36,6 @@ def device_rank(used: float, position: int) -> float:
 
 POLICY = PlacementPolicy(
     name="binpack",
-    summary="the fullest node that fits (keeps whole nodes free)",
     node_key=node_key,
     candidates=candidates,
     device_rank=device_rank,

@@ -35,7 +35,6 @@ def device_rank(used: float, position: int) -> float:
 
 POLICY = PlacementPolicy(
     name="spread",
-    summary="the emptiest node that fits (shares load out)",
     node_key=node_key,
     candidates=candidates,
     device_rank=device_rank,
