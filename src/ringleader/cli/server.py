@@ -43,7 +43,10 @@ def server(
         " pool, labels}.",
     ),
     placement: str = typer.Option(
-        "binpack", "--placement", help="How the scheduler picks nodes: binpack or spread."
+        "binpack",
+        "--placement",
+        help="How the scheduler picks nodes: a placement policy (binpack, spread or one"
+        " registered in ringleader.sched.policies).",
     ),
     local_node: bool = typer.Option(
         True,
@@ -88,11 +91,14 @@ def server(
     from pathlib import Path
 
     from ringleader.errors import InvalidSpec
+    from ringleader.sched import policies
     from ringleader.server import inventory
     from ringleader.server.backends import BackendChoice
 
-    if placement not in ("binpack", "spread"):
-        typer.echo(f"error: --placement: {placement!r} is not binpack or spread", err=True)
+    if placement not in policies.names():
+        *rest, last = policies.names()
+        choices = f"{', '.join(rest)} or {last}" if rest else last
+        typer.echo(f"error: --placement: {placement!r} is not {choices}", err=True)
         raise typer.Exit(2)
     try:
         nodes = inventory.declared_nodes(simulate_nodes, Path(nodes_file) if nodes_file else None)

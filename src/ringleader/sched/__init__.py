@@ -3,9 +3,10 @@
 Run:ai's policy on projects with deserved quotas, limits and over-quota
 weights per node pool: gangs placed whole, in-quota work first, fair share
 of unused capacity by weight, reclaim and priority preemption of whole
-preemptible workloads, bin-packing or spreading, GPU fractions sharing
-devices.  No I/O, no DB, no clock: the server builds the snapshot and
-applies the decisions.
+preemptible workloads, bin-packing, spreading or another registered
+placement policy (``sched.policies``), GPU fractions sharing devices.
+No I/O, no DB, no clock: the server builds the snapshot and applies the
+decisions.
 """
 
 from ringleader.sched.model import (

@@ -29,9 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ringleader.sched import policies
+
 Resource = Literal["gpu", "cpu", "memory"]
 RESOURCES: tuple[Resource, ...] = ("gpu", "cpu", "memory")
-Strategy = Literal["binpack", "spread"]
+# A placement policy's registered name (``sched.policies``): "binpack", "spread"...
+Strategy = str
 PendingCause = Literal["unknown-project", "quota", "limit", "department-limit", "capacity"]
 
 # Run:ai's priority classes; from NON_PREEMPTIBLE_PRIORITY up a workload is
@@ -285,8 +288,7 @@ class Snapshot:
                 if item in seen:
                     raise ValueError(f"duplicate {kind} {item!r} in snapshot")
                 seen.add(item)
-        if self.strategy not in ("binpack", "spread"):
-            raise ValueError(f"unknown placement strategy {self.strategy!r}")
+        policies.get(self.strategy)  # a ValueError naming the known policies
         departments = {d.name for d in self.departments}
         for project in self.projects:
             if project.department is not None and project.department not in departments:

@@ -2,29 +2,32 @@
 
 Nomenclature:
 - *free row*: ``[cpu, memory, gpu share, whole devices]`` free on a node;
-- *rank key*: (free GPU share, free CPU, free memory, name), negated but the
-  name when spreading, so the best node for the strategy sorts first and
-  ties go to the name.
+- *node key*: the placement policy's sort key for a node, its name last
+  (``policies.PlacementPolicy.node_key``), so the best node for the policy
+  sorts first and ties go to the name.
 
 Invariants: a pool's order changes, through the journal, every time a
-node's free row does, so a rollback restores it too.  Bin-packing finds its
-first candidate by bisection on the GPU share a pod needs (skipping full
-nodes), spreading stops at the first node with too little share; either way
-the first node that fits is the best, so a placement rarely looks at more
-than a few nodes however large the pool.
+node's free row does, so a rollback restores it too.  The policy's
+``candidates`` walks the order from the best node and skips or stops at
+nodes with too little GPU share (bin-packing bisects, spreading stops);
+either way the first node that fits is the best, so a placement rarely
+looks at more than a few nodes however large the pool.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ringleader.sched.journal import Journal
-from ringleader.sched.model import Node, Strategy
+from ringleader.sched.model import Node
+
+if TYPE_CHECKING:
+    from ringleader.sched.policies import NodeKey, PlacementPolicy
 
 EPS = 1e-9
 CPU, MEMORY, SHARE, WHOLE = range(4)
-RankKey = tuple[float, float, float, str]
 
 
 class NodeState:
@@ -47,23 +50,17 @@ class NodeState:
 
 
 class NodeOrder:
-    """One pool's ready nodes, sorted best-first for the strategy."""
+    """One pool's ready nodes, sorted best-first by the placement policy's key."""
 
-    def __init__(self, nodes: Sequence[NodeState], strategy: Strategy, journal: Journal) -> None:
-        self._sign = 1 if strategy == "binpack" else -1
+    def __init__(
+        self, nodes: Sequence[NodeState], policy: PlacementPolicy, journal: Journal
+    ) -> None:
+        self.policy = policy
+        self._key = policy.node_key
         self._journal = journal
         self._nodes = {n.name: n for n in nodes}
         self._keys = {n.name: self._key(n) for n in nodes}
         self._sorted = sorted(self._keys.values())
-
-    def _key(self, node: NodeState) -> RankKey:
-        free, sign = node.free, self._sign
-        return (
-            sign * round(free[SHARE], 9),
-            sign * round(free[CPU], 9),
-            sign * free[MEMORY],
-            node.name,
-        )
 
     def update(self, node: NodeState) -> None:
         """Move ``node`` to where its free row now puts it."""
@@ -74,20 +71,12 @@ class NodeOrder:
         self._move(name, old, new)
         self._journal.record(lambda: self._move(name, new, old))
 
-    def _move(self, name: str, old: RankKey, new: RankKey) -> None:
+    def _move(self, name: str, old: NodeKey, new: NodeKey) -> None:
         """Re-sort one node from ``old`` to ``new`` (its key, kept in step)."""
         del self._sorted[bisect_left(self._sorted, old)]
         insort(self._sorted, new)
         self._keys[name] = new
 
     def best_first(self, share: float) -> Iterator[NodeState]:
-        """Nodes with at least ``share`` of GPU free, best first (stop early)."""
-        keys = self._sorted
-        if self._sign == 1:
-            for i in range(bisect_left(keys, (share - EPS,)), len(keys)):
-                yield self._nodes[keys[i][3]]
-            return
-        for key in keys:
-            if -key[0] < share - EPS:
-                return
-            yield self._nodes[key[3]]
+        """Nodes that may hold ``share`` of a GPU, best first (the policy stops early)."""
+        return map(self._nodes.__getitem__, self.policy.candidates(self._sorted, share))

@@ -16,7 +16,9 @@ Invariants:
 - only ready nodes receive pods, and a gang lies in one node pool;
 - every change goes through the journal, so a trial (a gang that does not
   fit, a preemption only being weighed) is undone exactly;
-- ties go to the node name and device position, never to dict or set order.
+- ties go to the node name and device position, never to dict or set order;
+- which node and which devices are best is the placement policy's alone
+  (``sched.policies``): nothing here names a policy.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ringleader.sched import policies
 from ringleader.sched.journal import Journal
 from ringleader.sched.model import GpuShare, Node, PodBinding, PodRequest, Strategy
 from ringleader.sched.nodes import CPU, EPS, MEMORY, SHARE, WHOLE, NodeOrder, NodeState
+from ringleader.sched.policies import PlacementPolicy
 
 
 class Grant:
@@ -70,6 +74,7 @@ class Cluster:
 
     def __init__(self, nodes: Sequence[Node], strategy: Strategy, journal: Journal) -> None:
         self.journal = journal
+        self.policy = policies.get(strategy)
         self.nodes = {n.name: NodeState(n) for n in sorted(nodes, key=lambda n: n.name)}
         self.pools: dict[str, list[NodeState]] = {}
         self.pool_free: dict[str, list[float]] = {}
@@ -87,7 +92,7 @@ class Cluster:
         self.shares: dict[tuple[int, float, int | None], GpuShare] = {}
         self._ready = {pool: [n for n in nodes if n.ready] for pool, nodes in self.pools.items()}
         self.orders = {
-            pool: NodeOrder(nodes, strategy, journal) for pool, nodes in self._ready.items()
+            pool: NodeOrder(nodes, self.policy, journal) for pool, nodes in self._ready.items()
         }
         self._device_memory = {
             pool: max((g.memory_bytes for n in nodes for g in n.gpus), default=0)
@@ -150,14 +155,13 @@ def place_gang(
     cluster: Cluster,
     pool: str,
     pods: Sequence[PodRequest],
-    strategy: Strategy,
     order: Sequence[int] | None = None,
 ) -> list[Grant] | Shortfall:
     """Grants for every pod in ``pods``, taken in ``cluster``, or where it stopped.
 
     Pods are placed largest first (first-fit decreasing, ``fill_order``;
     a caller that placed this gang before passes the order it got), each on
-    the best node for ``strategy``.  On a shortfall the grants already taken
+    the best node for the cluster's placement policy.  On a shortfall the grants already taken
     stay taken, so the caller can explain it from the state the gang left
     before rolling the journal back.
     """
@@ -168,7 +172,7 @@ def place_gang(
         order = fill_order(pods)
     grants: list[Grant | None] = [None] * len(pods)
     for placed, i in enumerate(order):
-        grant = best_grant(cluster.orders[pool], pods[i], largest, strategy)
+        grant = best_grant(cluster.orders[pool], pods[i], largest)
         if grant is None:
             return Shortfall(pods[i], placed)
         cluster.take(grant)
@@ -211,12 +215,10 @@ def pod_size(pod: PodRequest) -> tuple[float, ...]:
     return (pod.gpu_devices * share, pod.gpu_memory_bytes or 0, pod.cpu_cores, pod.memory_bytes)
 
 
-def best_grant(
-    order: NodeOrder, pod: PodRequest, largest_device_memory: int, strategy: Strategy
-) -> Grant | None:
-    """The pod's grant on the first node in ``order`` it fits: bin-packing
-    takes the node with the least free (GPU share, CPU, memory), spreading
-    the most."""
+def best_grant(order: NodeOrder, pod: PodRequest, largest_device_memory: int) -> Grant | None:
+    """The pod's grant on the first node in ``order`` it fits: the order is the
+    placement policy's, best first (bin-packing: the least free GPU share, CPU
+    and memory; spreading: the most)."""
     wanted, whole = pod.gpu_devices, not pod.fractional
     share = wanted * device_share(pod, largest_device_memory) if wanted else 0.0
     for node in order.best_first(share):
@@ -225,20 +227,22 @@ def best_grant(
             continue
         if whole and free[WHOLE] < wanted:
             continue
-        devices = devices_for(node, pod, strategy)
+        devices = devices_for(node, pod, order.policy)
         if devices is not None:
             return Grant(node, pod, devices)
     return None
 
 
 def devices_for(
-    node: NodeState, pod: PodRequest, strategy: Strategy
+    node: NodeState, pod: PodRequest, policy: PlacementPolicy
 ) -> tuple[tuple[int, float], ...] | None:
     """Device positions and shares for the pod on this node, or None.
 
-    Whole devices: the lowest free positions.  Fractions: devices with room,
-    the fullest first when bin-packing (so partly used devices fill up before
-    a fresh one is broken into), the emptiest first when spreading.
+    Whole devices: the lowest free positions (they are all alike).
+    Fractions: devices with room, by the policy's ``device_rank`` of their
+    used share, ties to the position (bin-packing: the fullest first, so
+    partly used devices fill up before a fresh one is broken into;
+    spreading: the emptiest first).
     """
     wanted = pod.gpu_devices
     if wanted == 0:
@@ -252,20 +256,19 @@ def devices_for(
         share = pod.gpu_portion
         if share is None:
             share = device_share(pod, node.device_memory or 0)
-        limit = 1 + EPS
-        if strategy == "binpack":
-            fits = [(-used, pos) for pos, used in enumerate(node.used) if used + share <= limit]
-        else:
-            fits = [(used, pos) for pos, used in enumerate(node.used) if used + share <= limit]
+        limit, rank = 1 + EPS, policy.device_rank
+        fits = [
+            (rank(used, pos), pos) for pos, used in enumerate(node.used) if used + share <= limit
+        ]
         if len(fits) < wanted:
             return None
         fits.sort()
         return tuple((pos, share) for _, pos in fits[:wanted])
-    room = []
+    room, rank = [], policy.device_rank
     for pos, (gpu, used) in enumerate(zip(node.gpus, node.used, strict=True)):
         share = device_share(pod, gpu.memory_bytes)
         if used + share <= 1 + EPS:
-            room.append((-used if strategy == "binpack" else used, pos, share))
+            room.append((rank(used, pos), pos, share))
     if len(room) < wanted:
         return None
     room.sort()

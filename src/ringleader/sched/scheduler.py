@@ -85,7 +85,6 @@ class _Cycle:
     def __init__(self, snapshot: Snapshot) -> None:
         self.state = CycleState(snapshot)
         self.book = self.state.book
-        self.strategy = snapshot.strategy
         # Bindings by workload, and misses by (workload, pool) with the pools in
         # the order they first missed: tuples and flat dicts rather than a list
         # or dict per workload, so that tens of thousands of pending workloads
@@ -231,7 +230,7 @@ class _Cycle:
         if miss:
             return miss
         mark = self.state.mark()
-        result = place_gang(self.state.cluster, pool, pods, self.strategy, order)
+        result = place_gang(self.state.cluster, pool, pods, order)
         if isinstance(result, Shortfall):
             reason = explain(self.state.cluster, pool, pods, result) if explained else ""
             self.state.rollback(mark)

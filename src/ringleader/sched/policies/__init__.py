@@ -1,0 +1,122 @@
+"""The placement-policy registry: which node, and which devices, a pod gets.
+
+Nomenclature:
+- *placement policy*: a :class:`PlacementPolicy`, three hooks under a
+  ``name``; ``Snapshot.strategy`` (and ``ringleader server --placement``)
+  names one.  Built in: ``binpack`` (fill the fullest node that fits) and
+  ``spread`` (the emptiest);
+- *node key*: ``policy.node_key(node)``, a tuple whose last item is the
+  node's name.  ``nodes.NodeOrder`` keeps each pool's ready nodes sorted by
+  it, so the best node for the policy sorts first and ties go to the name;
+- *candidates*: ``policy.candidates(keys, share)``, the names of the nodes a
+  pod needing ``share`` of a GPU may fit on, best first, from the sorted
+  keys;
+- *device rank*: ``policy.device_rank(used, position)``, how good a device
+  with ``used`` share taken is for a fraction; lowest first, ties to the
+  device position (``placement.devices_for`` adds it).
+
+Invariants a policy keeps (the scheduler's decisions rest on them):
+- ``node_key`` depends only on the node's free row and name, so the order
+  moves, through the journal, exactly when a free row does;
+- ``candidates`` yields every node with at least ``share`` of GPU free, in
+  key order; it may yield others (the caller checks each node), and it
+  should stop or skip early, since the first node that fits is taken: that
+  is why a placement looks at few nodes however large the pool;
+- ``candidates`` is read lazily while the order stands still: the caller
+  takes the first node that fits before it changes any free row;
+- hooks are pure: no state, no clock, no I/O.
+
+Adding a policy is one module that builds a :class:`PlacementPolicy` and
+one line in ``_BUILT_IN`` (or a :func:`register` call from a plug-in or a
+test; the registry is per process, so a plug-in's module must be imported
+in the server's process before it starts).  Built-ins are imported on
+first use, so this module imports nothing of the scheduler and ``model``
+can validate names against it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ringleader.sched.nodes import NodeState
+
+# Sortable, the node's name last (ties, and how NodeOrder finds the node).
+NodeKey = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPolicy:
+    """One placement strategy: its name and its three hooks (see the module doc).
+
+    Plain functions in fields rather than methods to override: a policy is
+    data one module builds, and the placement loop calls ``device_rank``
+    per device, where a bound method per call would be measurable.
+    """
+
+    name: str  # ``Snapshot.strategy``, ``ringleader server --placement NAME``
+    # The node's sort key: best for this policy first, its name last.
+    node_key: Callable[[NodeState], NodeKey]
+    # Names of the nodes, from the sorted keys, that may hold ``share``, best first.
+    candidates: Callable[[Sequence[NodeKey], float], Iterator[str]]
+    # A device's rank for a fraction: lowest first; ties go to the position.
+    device_rank: Callable[[float, int], float]
+
+
+_REGISTRY: dict[str, PlacementPolicy] = {}
+# name -> "module:attribute" of a built-in, imported on first use.
+_BUILT_IN = {
+    "binpack": "ringleader.sched.policies.binpack:POLICY",
+    "spread": "ringleader.sched.policies.spread:POLICY",
+}
+
+
+def register(policy: PlacementPolicy) -> PlacementPolicy:
+    """Add ``policy`` under its name; a name already taken is an error."""
+    _load_built_ins()
+    name = policy.name
+    if not name or name != name.lower() or not name.isprintable() or " " in name:
+        raise ValueError(f"placement policy names are lowercase words: {name!r}")
+    if name in _REGISTRY:
+        raise ValueError(f"placement policy {name!r} is already registered")
+    _REGISTRY[name] = policy
+    return policy
+
+
+def unregister(name: str) -> None:
+    """Remove a policy (a plug-in's tests clean up after themselves)."""
+    _REGISTRY.pop(name, None)
+
+
+def names() -> list[str]:
+    """Registered policy names, built-ins first."""
+    _load_built_ins()
+    return list(_REGISTRY)
+
+
+def get(name: str) -> PlacementPolicy:
+    """The policy ``name``; an unknown name is a ValueError naming the known ones."""
+    policy = _REGISTRY.get(name)
+    if policy is None:
+        _load_built_ins()
+        policy = _REGISTRY.get(name)
+        if policy is None:
+            known = ", ".join(_REGISTRY)
+            raise ValueError(f"unknown placement strategy {name!r}; known policies: {known}")
+    return policy
+
+
+def _load_built_ins() -> None:
+    if _REGISTRY.keys() >= _BUILT_IN.keys():
+        return
+    for name, target in _BUILT_IN.items():
+        if name not in _REGISTRY:
+            module, _, attribute = target.partition(":")
+            _REGISTRY[name] = getattr(importlib.import_module(module), attribute)
+    # Built-ins first, then whatever was registered before they were loaded.
+    ordered = {n: _REGISTRY[n] for n in _BUILT_IN} | _REGISTRY
+    _REGISTRY.clear()
+    _REGISTRY.update(ordered)
