@@ -10,7 +10,8 @@ Invariants:
 - gangs are all-or-nothing: started whole, stopped whole, restarted whole;
 - one thread (``run``) owns all state; agents and signals only post events;
 - ``request_stop`` is safe from a signal handler or another thread, so the
-  CLI and (later) the server's backends stop a launch the same way;
+  CLI's Ctrl-C and a SIGTERM to a detached supervisor (how the server's local
+  and SSH backends stop a workload) stop a launch the same way;
 - every agent is asked to leave and then reaped, whatever happened.
 """
 
