@@ -116,10 +116,10 @@ def hostfile(
     if from_nodes:
         from ringleader.cli.common import client
 
-        nodes = [n for n in client().nodes() if n["kind"] == "ssh"]
+        nodes = [n for n in client().nodes() if n.kind == "ssh"]
         if not nodes:
             raise InvalidSpec("the server has no SSH nodes: `ringleader nodes add`", "--from-nodes")
-        hosts = [Host(n["ssh"], n["address"], max(1, n["gpuCount"])) for n in nodes]
+        hosts = [Host(n.ssh, n.address, max(1, n.gpu_count)) for n in nodes]
     else:
         if not source and not Path("hosts.json").is_file():
             raise InvalidSpec("no hosts.json here: give a file or --from-nodes", "SOURCE")
