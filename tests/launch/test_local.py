@@ -196,3 +196,11 @@ def test_local_names_in_a_hostfile_run_without_ssh(script, tmp_path: Path) -> No
     envs = _envs(proc.stdout)
     assert [envs[r]["NODE_RANK"] for r in range(3)] == ["0", "0", "1"]
     assert {e["MASTER_ADDR"] for e in envs.values()} == {"127.0.0.1"}
+
+
+def test_the_loopback_master_is_found_without_asking_ip() -> None:
+    from ringleader.launch import netif
+
+    assert netif.local_addresses().get("127.0.0.1") == "lo"  # what `ip addr` says
+    assert netif.interface_toward("127.0.0.1") == ("lo", "127.0.0.1")
+    assert netif.interface_toward("localhost") == ("lo", "127.0.0.1")

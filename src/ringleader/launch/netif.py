@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 
+LOOPBACK = "127.0.0.1"
 _DEV = re.compile(r"\bdev\s+(\S+)")
 _SRC = re.compile(r"\bsrc\s+(\S+)")
 
@@ -51,6 +52,8 @@ def interface_toward(target: str) -> tuple[str | None, str | None]:
     address = resolve(target)
     if address is None:
         return None, None
+    if address == LOOPBACK and os.path.exists("/sys/class/net/lo"):
+        return "lo", LOOPBACK  # what `ip addr` says on Linux, without starting it
     own = local_addresses()
     if address in own:
         return own[address], address
