@@ -37,9 +37,17 @@ class Background:
         self.pipelines: tuple[Pipeline, ...] = (self.placing, self.reconciling, self.stopping)
 
     def wake(self) -> None:
-        """Something changed (a submission, a user's action, a node): act now."""
+        """Something changed that any pipeline may act on (a node, a finished call)."""
         for pipeline in self.pipelines:
             pipeline.wake.set()
+
+    def submitted(self) -> None:
+        """A workload was submitted: only placing has something to do."""
+        self.placing.wake.set()
+
+    def intent_recorded(self) -> None:
+        """A user asked for a stop, a delete or a resume: stopping acts on it."""
+        self.stopping.wake.set()
 
     def start(self) -> None:
         for pipeline in self.pipelines:

@@ -78,7 +78,10 @@ class BackendCalls:
         self._slow_logged: set[str] = set()
 
     def run(self, workload_id: str, what: str, call: Callable[[], object]) -> bool:
-        """Run ``call`` for ``workload_id`` unless a call for it is in flight (False)."""
+        """Run ``call`` for ``workload_id`` unless a call for it is in flight (False).
+
+        ``call`` returns False when it changed nothing; anything else wakes the
+        pipelines, since what it wrote may let one of them act."""
         if not self.busy.claim(workload_id, f"{self.name}: {what}"):
             return False
         if self._pool is None:
@@ -91,13 +94,17 @@ class BackendCalls:
         return True
 
     def _guarded(self, workload_id: str, what: str, call: Callable[[], object]) -> None:
+        changed: object = True
         try:
-            call()
+            changed = call()
         except Exception:  # one workload's failure never stops the others'
             log.exception("%s: %s of workload %s failed", self.name, what, workload_id)
         finally:
             self.busy.release(workload_id)
             self._slow_logged.discard(workload_id)
+        # A call that wrote nothing (most polls) wakes nobody: waking every pipeline
+        # after every poll kept them all busy (and the cores) with nothing to do.
+        if changed is not False:
             self.done()
 
     def report_slow(self) -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from ringleader.server.models import Workload
 
 log = logging.getLogger("ringleader.server.background")
 MIN_PASS_GAP_S = 0.05  # a burst of wake-ups makes one pass, at most this often
+PACE = 3.0  # a pipeline woken constantly uses at most about 1 / (1 + PACE) of a core
 
 
 @dataclass
@@ -37,9 +39,20 @@ class World:
     runs_dir: Path
     strategy: Strategy = "binpack"
     busy: Busy = field(default_factory=Busy)
+    # One background write at a time: the API's writes queue for the same one
+    # connection (SQLite), and a dozen workers queued before them made every POST
+    # wait behind all of them.  Backend calls run outside it, so none waits on I/O.
+    write_turn: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.sessions, self.readers = self.database.writer, self.database.reader
+        self._writer = self.database.writer
+        self.readers = self.database.reader
+
+    @contextmanager
+    def sessions(self) -> Iterator[Session]:
+        """A writer session, taken in turn with the other background writers."""
+        with self.write_turn, self._writer() as session:
+            yield session
 
 
 def act(world: World, workload_id: str, change: Callable[[Session, Workload], object]) -> None:
@@ -96,13 +109,17 @@ class Pipeline:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            started, cpu = time.monotonic(), time.thread_time()
             try:
                 self.run_once()
                 self.calls.report_slow()
             except Exception:  # keep going: one bad pass must not stop the server
                 log.exception("%s pass failed", self.name)
+            # Gather a burst of wake-ups into one pass at most every MIN_PASS_GAP_S, and
+            # leave at least PACE times a pass's own CPU time before the next: a pass
+            # reads every workload it acts on, and a burst of submissions wakes it
+            # constantly; without this the pipelines took the cores from the API.
+            gap = max(MIN_PASS_GAP_S, PACE * (time.thread_time() - cpu))
             self.wake.wait(self.interval_s)
-            # Gather a burst of wake-ups into one pass at most every MIN_PASS_GAP_S.
-            self._stop.wait(max(0.0, MIN_PASS_GAP_S - (time.monotonic() - started)))
+            self._stop.wait(max(0.0, gap - (time.monotonic() - started)))
             self.wake.clear()

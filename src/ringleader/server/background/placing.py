@@ -187,7 +187,10 @@ class Placing(Pipeline):
         if claimed:
             self.calls.run(w.id, "start", lambda: self._run_start(backend, request))
 
-    def _run_start(self, backend: Backend, request: BackendRequest) -> None:
+    def _run_start(self, backend: Backend, request: BackendRequest) -> bool:
+        """Start it and record the handle.  True when it failed instead (its
+        resources are free again, so the pipelines should look); a started one
+        wakes nobody: the next reconciling pass polls it."""
         Path(request.run_dir).mkdir(parents=True, exist_ok=True)
         try:
             handle = backend.start(request)
@@ -202,7 +205,7 @@ class Placing(Pipeline):
                     else None
                 ),
             )
-            return
+            return True
 
         def record(s: Session, w: Workload) -> None:
             # Whatever the user did meanwhile (delete, suspend) the stopping pipeline
@@ -214,6 +217,7 @@ class Placing(Pipeline):
         except Exception:  # started but not recorded: nothing could ever stop it
             backend.cancel(handle)
             raise
+        return False
 
 
 def _where(bound: dict[str, PodPlacement]) -> str:

@@ -67,10 +67,13 @@ class Reconciling(Pipeline):
             else:
                 self.calls.run(w.id, "poll", lambda w=w, b=backend: self._poll(b, w))
 
-    def _poll(self, backend: Backend, w: Workload) -> None:
+    def _poll(self, backend: Backend, w: Workload) -> bool:
+        """Poll and write what changed; False when nothing did (most polls)."""
         status = backend.poll(w.handle or "")
-        if status_changes(w, status):  # most polls change nothing: no write
-            act(self.world, w.id, lambda s, row: apply_status(s, row, status, backend))
+        if not status_changes(w, status):
+            return False
+        act(self.world, w.id, lambda s, row: apply_status(s, row, status, backend))
+        return True
 
     def _node_lost(self, backend: Backend, w: Workload, lost: dict[str, str]) -> None:
         """Its pods on ``lost`` nodes (name -> why NotReady) cannot be reached: stop the

@@ -38,7 +38,7 @@ def submit(
 ) -> Accepted:
     state = request.app.state
     accepted = svc.accept(s, user, body, backends=state.backends)
-    state.background.wake()
+    state.background.submitted()
     return accepted
 
 
@@ -70,7 +70,7 @@ def delete(
     s: Session = Depends(get_session),
 ) -> Accepted:
     accepted = svc.record_intent(s, user, workload_id, svc.request_delete)
-    request.app.state.background.wake()
+    request.app.state.background.intent_recorded()
     return accepted
 
 
@@ -82,7 +82,7 @@ def suspend(
     s: Session = Depends(get_session),
 ) -> Accepted:
     accepted = svc.record_intent(s, user, workload_id, svc.suspender(request.app.state.backends))
-    request.app.state.background.wake()
+    request.app.state.background.intent_recorded()
     return accepted
 
 
@@ -94,7 +94,7 @@ def resume(
     s: Session = Depends(get_session),
 ) -> Accepted:
     accepted = svc.record_intent(s, user, workload_id, svc.request_resume)
-    request.app.state.background.wake()
+    request.app.state.background.intent_recorded()
     return accepted
 
 
