@@ -16,7 +16,7 @@ Nomenclature:
   ``mpirun``, which starts them (``MPISupervisor``).
 
 Adding a framework is one module that builds a :class:`Framework` and one
-line in ``_BUILT_IN`` (or a :func:`register` call from a plug-in).
+line in the built-ins of ``_REGISTRY`` (or a :func:`register` call from a plug-in).
 
 Invariants: this package imports only the standard library (the launch
 path and every MPI rank's wrapper import it); supervisors are imported
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ringleader.errors import InvalidSpec
+from ringleader.plugins import LazyRegistry
 
 # The pseudo-rank of a launcher pod: it runs mpirun, not a rank.
 LAUNCHER_RANK = -1
@@ -122,17 +123,18 @@ class Framework:
         )
 
 
-_REGISTRY: dict[str, Framework] = {}
 # name -> "module:attribute" of a built-in, imported on first use (kept light).
-_BUILT_IN = {
-    "pytorch": "ringleader.launch.frameworks.pytorch:FRAMEWORK",
-    "mpi": "ringleader.launch.frameworks.mpi:FRAMEWORK",
-}
+_REGISTRY: LazyRegistry[Framework] = LazyRegistry(
+    "framework",
+    {
+        "pytorch": "ringleader.launch.frameworks.pytorch:FRAMEWORK",
+        "mpi": "ringleader.launch.frameworks.mpi:FRAMEWORK",
+    },
+)
 
 
 def register(framework: Framework) -> Framework:
     """Add ``framework``; a name (or spec name) already taken is an error."""
-    _load_built_ins()
     if framework.name != framework.name.lower() or not framework.name:
         raise ValueError(f"framework names are lowercase: {framework.name!r}")
     for other in _REGISTRY.values():
@@ -140,50 +142,32 @@ def register(framework: Framework) -> Framework:
             framework.spec_name and other.spec_name == framework.spec_name
         ):
             raise ValueError(f"framework {framework.name!r} clashes with {other.name!r}")
-    _REGISTRY[framework.name] = framework
-    return framework
+    return _REGISTRY.add(framework.name, framework)
 
 
 def unregister(name: str) -> None:
     """Remove a framework (a plug-in's tests clean up after themselves)."""
-    _REGISTRY.pop(name, None)
+    _REGISTRY.remove(name)
 
 
 def names() -> list[str]:
     """Registered launcher names, built-ins first."""
-    _load_built_ins()
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def all_frameworks() -> Iterator[Framework]:
-    _load_built_ins()
-    return iter(list(_REGISTRY.values()))
+    return _REGISTRY.values()
 
 
 def get(name: str, *, flag: str = "--framework") -> Framework:
     """The framework ``name``; an unknown one is InvalidSpec naming ``flag`` and the choices."""
-    _load_built_ins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        choices = ", ".join(_REGISTRY)
-        raise InvalidSpec(f"unknown framework {name!r}; choose one of {choices}", flag) from None
+    found = _REGISTRY.find(name)
+    if found is None:
+        choices = ", ".join(_REGISTRY.names())
+        raise InvalidSpec(f"unknown framework {name!r}; choose one of {choices}", flag)
+    return found
 
 
 def by_spec_name(spec_name: str) -> Framework | None:
     """The framework a ``WorkloadSpec`` names (``"PyTorch"``), None when none is registered."""
-    _load_built_ins()
     return next((f for f in _REGISTRY.values() if f.spec_name == spec_name), None)
-
-
-def _load_built_ins() -> None:
-    if _REGISTRY.keys() >= _BUILT_IN.keys():
-        return
-    for name, target in _BUILT_IN.items():
-        if name not in _REGISTRY:
-            module, _, attribute = target.partition(":")
-            _REGISTRY[name] = getattr(importlib.import_module(module), attribute)
-    # Built-ins first, then whatever was registered before they were loaded.
-    ordered = {n: _REGISTRY[n] for n in _BUILT_IN} | _REGISTRY
-    _REGISTRY.clear()
-    _REGISTRY.update(ordered)

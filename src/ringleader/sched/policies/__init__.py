@@ -27,7 +27,7 @@ Invariants a policy keeps (the scheduler's decisions rest on them):
 - hooks are pure: no state, no clock, no I/O.
 
 Adding a policy is one module that builds a :class:`PlacementPolicy` and
-one line in ``_BUILT_IN`` (or a :func:`register` call from a plug-in or a
+one line in the built-ins of ``_REGISTRY`` (or a :func:`register` call from a plug-in or a
 test; the registry is per process, so a plug-in's module must be imported
 in the server's process before it starts).  Built-ins are imported on
 first use, so this module imports nothing of the scheduler and ``model``
@@ -36,10 +36,11 @@ can validate names against it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ringleader.plugins import LazyRegistry
 
 if TYPE_CHECKING:
     from ringleader.sched.nodes import NodeState
@@ -66,57 +67,38 @@ class PlacementPolicy:
     device_rank: Callable[[float, int], float]
 
 
-_REGISTRY: dict[str, PlacementPolicy] = {}
 # name -> "module:attribute" of a built-in, imported on first use.
-_BUILT_IN = {
-    "binpack": "ringleader.sched.policies.binpack:POLICY",
-    "spread": "ringleader.sched.policies.spread:POLICY",
-}
+_REGISTRY: LazyRegistry[PlacementPolicy] = LazyRegistry(
+    "placement policy",
+    {
+        "binpack": "ringleader.sched.policies.binpack:POLICY",
+        "spread": "ringleader.sched.policies.spread:POLICY",
+    },
+)
 
 
 def register(policy: PlacementPolicy) -> PlacementPolicy:
     """Add ``policy`` under its name; a name already taken is an error."""
-    _load_built_ins()
     name = policy.name
     if not name or name != name.lower() or not name.isprintable() or " " in name:
         raise ValueError(f"placement policy names are lowercase words: {name!r}")
-    if name in _REGISTRY:
-        raise ValueError(f"placement policy {name!r} is already registered")
-    _REGISTRY[name] = policy
-    return policy
+    return _REGISTRY.add(name, policy)
 
 
 def unregister(name: str) -> None:
     """Remove a policy (a plug-in's tests clean up after themselves)."""
-    _REGISTRY.pop(name, None)
+    _REGISTRY.remove(name)
 
 
 def names() -> list[str]:
     """Registered policy names, built-ins first."""
-    _load_built_ins()
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get(name: str) -> PlacementPolicy:
     """The policy ``name``; an unknown name is a ValueError naming the known ones."""
-    policy = _REGISTRY.get(name)
+    policy = _REGISTRY.find(name)
     if policy is None:
-        _load_built_ins()
-        policy = _REGISTRY.get(name)
-        if policy is None:
-            known = ", ".join(_REGISTRY)
-            raise ValueError(f"unknown placement strategy {name!r}; known policies: {known}")
+        known = ", ".join(_REGISTRY.names())
+        raise ValueError(f"unknown placement strategy {name!r}; known policies: {known}")
     return policy
-
-
-def _load_built_ins() -> None:
-    if _REGISTRY.keys() >= _BUILT_IN.keys():
-        return
-    for name, target in _BUILT_IN.items():
-        if name not in _REGISTRY:
-            module, _, attribute = target.partition(":")
-            _REGISTRY[name] = getattr(importlib.import_module(module), attribute)
-    # Built-ins first, then whatever was registered before they were loaded.
-    ordered = {n: _REGISTRY[n] for n in _BUILT_IN} | _REGISTRY
-    _REGISTRY.clear()
-    _REGISTRY.update(ordered)
