@@ -41,13 +41,9 @@ class SSHNode:
 class NodeBook:
     """SSH nodes by name, replaced whole whenever the inventory changes."""
 
-    def __init__(
-        self,
-        nodes: Mapping[str, SSHNode] | None = None,
-        load: Callable[[], Mapping[str, SSHNode]] | None = None,
-    ) -> None:
+    def __init__(self, nodes: Mapping[str, SSHNode] | None = None) -> None:
         self._nodes: Mapping[str, SSHNode] = dict(nodes or {})
-        self._load = load
+        self._load: Callable[[], Mapping[str, SSHNode]] | None = None
         self._lock = threading.Lock()
 
     def load_with(self, load: Callable[[], Mapping[str, SSHNode]]) -> None:
@@ -113,7 +109,7 @@ class SSHBackend(LocalBackend):
         return cls(python=context.python, book=book if isinstance(book, NodeBook) else None)
 
     def where(self) -> Where:
-        return Where(hosts=self._hosts, restarts_in_place=False)
+        return Where(hosts=self._hosts, restarts_in_place=self.capabilities.restarts_in_place)
 
     def _hosts(self, pods: list[LocalPod], request: BackendRequest) -> list[Host]:
         return gang_hosts(pods, request.placements, self.book)

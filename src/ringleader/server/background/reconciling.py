@@ -28,12 +28,10 @@ from ringleader.server.models import Workload
 from ringleader.server.snapshot import lingering
 from ringleader.spec import WorkloadSpec
 
-# A backend's pod phase -> ours (the pod table's names; anything else Unknown).
-POD_PHASES = ("Succeeded", "Failed", "Running", "Stopped", "Pending")
-
 
 def pod_phase(native: str) -> str:
-    return native if native in POD_PHASES else phases.UNKNOWN
+    """A backend's pod phase as ours: the pod table's names, anything else Unknown."""
+    return native if native in phases.POD_PHASES else phases.UNKNOWN
 
 
 class Reconciling(Pipeline):

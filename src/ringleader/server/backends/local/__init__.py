@@ -138,7 +138,9 @@ class LocalBackend(Backend):
     # ----- plan (pure) -----------------------------------------------------------
     def where(self) -> Where:
         """Every rank on this machine, restarted in place by the supervisor."""
-        return Where(max_ranks=self.max_ranks)
+        return Where(
+            max_ranks=self.max_ranks, restarts_in_place=self.capabilities.restarts_in_place
+        )
 
     def plan(self, request: BackendRequest, busy_cpus: frozenset[int] = frozenset()) -> LocalPlan:
         """The launch for ``request`` (pure); ``busy_cpus``: cores other workloads'
