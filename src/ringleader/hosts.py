@@ -224,6 +224,8 @@ def _local_names() -> frozenset[str]:
 def is_local_address(name: str) -> bool:
     """True for localhost, loopback addresses and this machine's own names/addresses."""
     name = name.strip("[]").lower()
+    if name == "localhost":  # the default host: no need to ask the system for its names
+        return True
     try:
         ip = ipaddress.ip_address(name)
         if ip.is_loopback:

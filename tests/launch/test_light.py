@@ -126,3 +126,35 @@ def test_help_lines_are_the_commands_own() -> None:
         command = entry.load(name)
         own = (command.help or "").split("\n\n")[0]
         assert entry.summary == own, name
+
+
+def test_the_agent_starts_without_the_slow_standard_modules() -> None:
+    """The agent is on every launch's path: argparse, dataclasses, pathlib stay out."""
+    full = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import ringleader.launch.agent, json, sys; print(json.dumps(sorted(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    modules = set(json.loads(full.stdout.splitlines()[-1]))
+    slow = modules & {"argparse", "dataclasses", "pathlib", "tempfile", "shutil", "inspect"}
+    assert not slow, sorted(slow)
+    assert "ringleader.runtime" not in modules
+
+
+def test_the_agent_reads_its_arguments_and_refuses_others() -> None:
+    from ringleader.launch.agent import CPU_AFFINITY, parse_args
+    from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S
+    from ringleader.runtime.env import CPU_AFFINITY as RUNTIME_CPU_AFFINITY
+
+    assert CPU_AFFINITY == RUNTIME_CPU_AFFINITY
+    assert parse_args(["--job-id", "rl-1"]) == ("rl-1", HEARTBEAT_TIMEOUT_S)
+    assert parse_args(["--job-id=rl-2", "--heartbeat-timeout", "3"]) == ("rl-2", 3.0)
+    for bad in ([], ["--job-id"], ["--jobid", "x"], ["--job-id", "x", "--heartbeat-timeout", "z"]):
+        with pytest.raises(SystemExit, match=r"usage: python -m ringleader\.launch\.agent"):
+            parse_args(bad)

@@ -230,6 +230,9 @@ def app(args: Sequence[str] | None = None, prog_name: str | None = None, **extra
     """
     argv = list(sys.argv[1:] if args is None else args)
     if argv[:1] == ["launch"]:
+        from ringleader.launch import prestart
+
+        prestart.prestart(argv[1:])  # the local agent starts while the rest is imported
         from ringleader.launch.command import parse_quick, run
 
         quick = parse_quick(argv[1:])

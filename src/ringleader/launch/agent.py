@@ -17,25 +17,28 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from subprocess import DEVNULL, PIPE, Popen
-from typing import IO, Any
 
 from ringleader.launch import netif, procs
 from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
-from ringleader.runtime.env import CPU_AFFINITY
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO, Any
+
+# Modules are imported where they are first needed, and argparse, dataclasses,
+# pathlib and typing not at all: the agent starts on the path of every launch
+# (bench/launch.py's fixed cost), and each of those costs milliseconds.
+
+#: ringleader.runtime.env.CPU_AFFINITY (the runtime package is not imported here).
+CPU_AFFINITY = "RINGLEADER_CPU_AFFINITY"
 LINK_LOST_GRACE_S = 2.0
 
 
@@ -55,12 +58,16 @@ def pin(pid: int, cores: str) -> bool:
     return True
 
 
-@dataclass
 class RankProcess:
-    rank: int
-    proc: Popen[bytes]
-    readers: list[threading.Thread] = field(default_factory=list)
-    done: threading.Event = field(default_factory=threading.Event)
+    """One running rank: its process, output readers and a flag set once reported."""
+
+    __slots__ = ("done", "proc", "rank", "readers")
+
+    def __init__(self, rank: int, proc: Popen[bytes]) -> None:
+        self.rank = rank
+        self.proc = proc
+        self.readers: list[threading.Thread] = []
+        self.done = threading.Event()
 
 
 def forward_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
@@ -101,7 +108,7 @@ class Agent:
         self.job_id = job_id
         self.marker = f"RINGLEADER_JOB_ID={job_id}"
         self.ranks: dict[int, RankProcess] = {}
-        self.rundir: Path | None = None
+        self.rundir: str | None = None
         self.grace_s = 5.0
         self.last_message = time.monotonic()
         self.lock = threading.RLock()
@@ -123,16 +130,17 @@ class Agent:
                 return
         elif msg.get("master_addr"):
             iface, address = netif.interface_toward(msg["master_addr"])
-        base = Path(msg.get("tmpdir") or tempfile.gettempdir())
-        self.rundir = base / f"ringleader-{self.job_id}" / f"node-{msg.get('node_rank', 0)}"
-        self.rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        base = msg.get("tmpdir") or _temp_dir()
+        job_dir = os.path.join(base, f"ringleader-{self.job_id}")
+        self.rundir = os.path.join(job_dir, f"node-{msg.get('node_rank', 0)}")
+        os.makedirs(self.rundir, mode=0o700, exist_ok=True)
         self.grace_s = float(msg.get("grace", self.grace_s))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         self.writer.send(
             "ready",
             hostname=os.uname().nodename,
             cores=cores or 1,
-            rundir=str(self.rundir),
+            rundir=self.rundir,
             interface=iface,
             interface_address=address,
             port=netif.free_port() if msg.get("want_port") else None,
@@ -142,10 +150,12 @@ class Agent:
     def start(self, msg: dict[str, Any]) -> None:
         cwd = msg["cwd"]
         if msg.get("hostfile_path"):
-            Path(msg["hostfile_path"]).write_text(msg.get("hostfile", ""))
+            with open(msg["hostfile_path"], "w") as hostfile:
+                hostfile.write(msg.get("hostfile", ""))
         for spec in msg["ranks"]:
-            Path(spec["error_file"]).parent.mkdir(parents=True, exist_ok=True)
-            Path(spec["error_file"]).unlink(missing_ok=True)
+            os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spec["error_file"])
             env = dict(os.environ)
             for key, value in spec["env_defaults"].items():
                 env.setdefault(key, value)
@@ -224,9 +234,11 @@ class Agent:
             self.closing = True
         self.stop(grace_s)
         if self.rundir is not None:
+            import shutil
+
             shutil.rmtree(self.rundir, ignore_errors=True)
             with contextlib.suppress(OSError):
-                self.rundir.parent.rmdir()
+                os.rmdir(os.path.dirname(self.rundir))
 
     # ----- loop ------------------------------------------------------------
     def handle(self, msg: dict[str, Any]) -> bool:
@@ -268,14 +280,44 @@ class Agent:
         return 3
 
 
+def _temp_dir() -> str:
+    """Where run dirs go without a ``tmpdir``: what tempfile would pick, found cheaply."""
+    for base in (*(os.environ.get(n, "") for n in ("TMPDIR", "TEMP", "TMP")), "/tmp"):
+        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            return base
+    import tempfile  # the rare rest: /var/tmp, the working directory ...
+
+    return tempfile.gettempdir()
+
+
+USAGE = "usage: python -m ringleader.launch.agent --job-id ID [--heartbeat-timeout SECONDS]"
+
+
+def parse_args(argv: list[str]) -> tuple[str, float]:
+    """``--job-id ID [--heartbeat-timeout S]``; the supervisor is the only caller."""
+    values = {"--job-id": "", "--heartbeat-timeout": str(HEARTBEAT_TIMEOUT_S)}
+    args = list(argv)
+    while args:
+        flag, _, inline = args.pop(0).partition("=")
+        if flag not in values or (not inline and not args):
+            raise SystemExit(f"{USAGE}\nringleader agent: bad argument {flag!r}")
+        values[flag] = inline or args.pop(0)
+    try:
+        timeout = float(values["--heartbeat-timeout"])
+    except ValueError:
+        raise SystemExit(
+            f"{USAGE}\nringleader agent: --heartbeat-timeout must be a number"
+        ) from None
+    if not values["--job-id"]:
+        raise SystemExit(f"{USAGE}\nringleader agent: --job-id is required")
+    return values["--job-id"], timeout
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ringleader-agent")
-    parser.add_argument("--job-id", required=True)
-    parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S)
-    args = parser.parse_args(argv)
+    job_id, heartbeat_timeout = parse_args(sys.argv[1:] if argv is None else argv)
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but protocol messages may reach the wire
-    agent = Agent(MessageWriter(out), args.job_id)
+    agent = Agent(MessageWriter(out), job_id)
 
     def on_signal(signum: int, _frame: object) -> None:
         # Someone stopped the agent itself: its ranks must not outlive it.
@@ -284,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(signum, on_signal)
-    return agent.serve(sys.stdin.buffer, args.heartbeat_timeout)
+    return agent.serve(sys.stdin.buffer, heartbeat_timeout)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ringleader.errors import RingleaderError
-from ringleader.launch import frameworks
+from ringleader.launch import frameworks, prestart
 from ringleader.launch.options import build_spec, parse_env
 from ringleader.launch.output import ConsoleSink
 from ringleader.launch.result import render_summary
@@ -151,10 +151,11 @@ def run(args: LaunchArgs) -> int:
             grace_s=args.grace,
             network_interface=args.network_interface,
             env=parse_env(args.env),
-            run_id=args.run_id,
+            run_id=args.run_id or prestart.run_id(),
         )
         supervisor_cls = frameworks.get(spec.framework).load_supervisor()
     except RingleaderError as exc:
+        prestart.discard()
         print(f"ringleader: error: {exc}", file=sys.stderr)
         return exc.exit_code
     sink = ConsoleSink(
@@ -167,6 +168,7 @@ def run(args: LaunchArgs) -> int:
         result = sup.run()
     finally:
         sink.close()
+        prestart.discard()  # started ahead but not taken (ranks on other hosts only)
     if result.exit_code != 0:
         print(
             "ringleader: " + render_summary(result).replace("\n", "\nringleader: "), file=sys.stderr

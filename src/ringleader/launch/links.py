@@ -14,6 +14,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from subprocess import PIPE, Popen
@@ -51,8 +52,16 @@ class AgentLink:
             self.proc.kill()
 
     def wait(self, timeout_s: float) -> bool:
+        """True once the agent exited within ``timeout_s``.
+
+        Waits on the end of its output first (a thread join wakes at once)
+        rather than on Popen.wait's timed polling, which sleeps in growing steps.
+        """
+        deadline = time.monotonic() + timeout_s
+        for thread in self.threads[:1]:
+            thread.join(timeout=timeout_s)
         try:
-            self.proc.wait(timeout=timeout_s)
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except Exception:
             return False
         return True
@@ -83,9 +92,17 @@ def _read_stderr(link: AgentLink) -> None:
 
 
 def start_link(
-    node: int, host: Host, argv: list[str], env: dict[str, str] | None, events: queue.Queue[Event]
+    node: int,
+    host: Host,
+    argv: list[str],
+    env: dict[str, str] | None,
+    events: queue.Queue[Event],
+    started: Popen[bytes] | None = None,
 ) -> AgentLink:
-    proc = Popen(argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, start_new_session=True)
+    """Start ``argv`` as ``host``'s agent, or adopt ``started``, one started ahead."""
+    proc = started or Popen(
+        argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, start_new_session=True
+    )
     assert proc.stdin is not None
     link = AgentLink(node, host, proc, MessageWriter(proc.stdin))
     err = threading.Thread(target=_read_stderr, args=(link,), daemon=True)

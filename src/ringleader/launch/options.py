@@ -14,11 +14,7 @@ from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host, load_hostfile, parse_host_list, with_slots
 from ringleader.launch import frameworks
 from ringleader.launch.plan import LaunchSpec
-
-
-def new_run_id() -> str:
-    """``rl-`` and 8 random hex digits (os.urandom: ``secrets`` costs imports)."""
-    return f"rl-{os.urandom(4).hex()}"
+from ringleader.launch.prestart import new_run_id
 
 
 def resolve_hosts(

@@ -14,7 +14,6 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -24,6 +23,12 @@ def signal_group(pgid: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
+
+
+def _read(path: str) -> bytes:
+    """A whole /proc file (os-level: pathlib would slow the agent's start)."""
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _stat_fields(stat: str) -> list[str]:
@@ -37,14 +42,13 @@ def group_alive(pgid: int) -> bool:
     Zombies count as members for ``killpg(pgid, 0)``; an orphaned grandchild
     stays a zombie until init reaps it, which would stretch every stop.
     """
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not os.path.isdir("/proc"):
         return signal_group(pgid, 0)
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
         try:
-            fields = _stat_fields((entry / "stat").read_text())
+            fields = _stat_fields(_read(f"/proc/{name}/stat").decode())
         except OSError:
             continue
         if fields[2] == str(pgid) and fields[0] != "Z":
@@ -57,21 +61,20 @@ def pids_with_marker(marker: str, *, exclude: Iterable[int] = ()) -> list[int]:
     skip = {os.getpid(), *exclude}
     needle = marker.encode()
     found: list[int] = []
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not os.path.isdir("/proc"):
         return found
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in skip:
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in skip:
             continue
         try:
-            environ = (entry / "environ").read_bytes()
-            stat = (entry / "stat").read_text()
+            environ = _read(f"/proc/{name}/environ")
+            stat = _read(f"/proc/{name}/stat").decode()
         except OSError:
             continue
         if _stat_fields(stat)[0] == "Z":
             continue
         if needle in environ.split(b"\0"):
-            found.append(int(entry.name))
+            found.append(int(name))
     return found
 
 
@@ -87,15 +90,14 @@ def terminate(
     ``is_done`` lets the caller end the wait early (e.g. all ranks reaped).
     With ``marker`` the /proc sweep catches descendants that left their group.
     """
-    pgids = list(pgids)
-    for pgid in pgids:
-        signal_group(pgid, signal.SIGTERM)
+    # Only groups that still had a member when signalled need waiting for.
+    pgids = [pgid for pgid in pgids if signal_group(pgid, signal.SIGTERM)]
     swept = pids_with_marker(marker) if marker else []
     for pid in swept:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGTERM)
     if not pgids and not swept and (is_done is None or is_done()):
-        return  # nothing of the job is left (an agent's goodbye after a clean stop)
+        return  # nothing of the job is left (ranks that ended, an agent's goodbye)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         groups_left = any(group_alive(p) for p in pgids)
@@ -114,8 +116,8 @@ def terminate(
 def process_environ(pid: int) -> dict[str, str] | None:
     """A live process's environment (None: gone, a zombie or not ours to read)."""
     try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-        if _stat_fields(Path(f"/proc/{pid}/stat").read_text())[0] == "Z":
+        raw = _read(f"/proc/{pid}/environ")
+        if _stat_fields(_read(f"/proc/{pid}/stat").decode())[0] == "Z":
             return None
     except OSError:
         return None
@@ -126,6 +128,6 @@ def process_environ(pid: int) -> dict[str, str] | None:
 def start_ticks(pid: int) -> int | None:
     """When a process started (clock ticks since boot): orders a rank before its children."""
     try:
-        return int(_stat_fields(Path(f"/proc/{pid}/stat").read_text())[19])
+        return int(_stat_fields(_read(f"/proc/{pid}/stat").decode())[19])
     except (OSError, IndexError, ValueError):
         return None

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import IO, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_TIMEOUT_S = 10.0

@@ -17,7 +17,6 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 from ringleader.errors import HostUnreachable
 from ringleader.hosts import Host
-from ringleader.launch import netif
+from ringleader.launch import netif, prestart
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.observer import NullObserver, SupervisorObserver
 from ringleader.launch.output import OutputSink
@@ -137,8 +136,8 @@ class Supervisor:
             argv = agent_argv(
                 host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh
             )
-            env = {k: v for k, v in os.environ.items() if not k.startswith("RINGLEADER_JOB")}
-            link = start_link(node, host, argv, env, self.events)
+            started = prestart.take(spec.python, spec.run_id) if host.is_local else None
+            link = start_link(node, host, argv, prestart.agent_env(), self.events, started)
             self.links.append(link)
             link.send(
                 "setup",

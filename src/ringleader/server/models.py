@@ -130,6 +130,8 @@ class User(Base):
     id: Mapped[str] = _id_column()
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The OS account its workloads run as when the server runs as root (None: mapped).
+    os_user: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     created_at: Mapped[datetime] = _created_at()
 
     projects: Mapped[list[Project]] = relationship(
@@ -146,6 +148,9 @@ class ProjectMember(Base):
     user_id: Mapped[str] = mapped_column(
         ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
     )
+    role: Mapped[str] = mapped_column(
+        String(PHASE_LENGTH), default="researcher", server_default="researcher"
+    )
 
 
 class AccessKey(Base):
@@ -155,6 +160,7 @@ class AccessKey(Base):
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     client_id: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     secret_hash: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), default="", server_default="")
     created_at: Mapped[datetime] = _created_at()
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
@@ -165,6 +171,14 @@ class Token(Base):
     id: Mapped[str] = _id_column()
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True, index=True)
+    # The key it was issued for (revoking the key ends its tokens) ...
+    access_key_id: Mapped[str | None] = mapped_column(
+        ForeignKey("access_keys.id", ondelete="CASCADE"), index=True
+    )
+    # ... or the workload whose pods hold it (it ends with the workload).
+    workload_id: Mapped[str | None] = mapped_column(
+        ForeignKey("workloads.id", ondelete="CASCADE"), index=True
+    )
     created_at: Mapped[datetime] = _created_at()
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
@@ -239,6 +253,11 @@ class Pod(Base):
     ranks: Mapped[list[int]] = mapped_column(JSON, default=list)
     # The scheduler's binding: [{"index": 0, "share": 0.5, "memoryBytes": null}, ...]
     gpus: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # What the OS measured (cgroup): peak memory and CPU time; None where unmeasured.
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    cpu_seconds: Mapped[float | None] = mapped_column(Float)
+    # How its processes are tracked: "cgroup-v1", "cgroup-v2", or "environment" (fallback).
+    isolation: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="", server_default="")
     created_at: Mapped[datetime] = _created_at()
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
