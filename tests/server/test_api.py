@@ -414,7 +414,7 @@ def test_logs_since_at_the_edges(api: API) -> None:
 
 def test_the_document_says_what_routes_return(api: API) -> None:
     """Logs are text/plain (they were documented as JSON); /me and /count have schemas."""
-    paths = api.client.get("/openapi.json").json()["paths"]
+    paths = api.get("/openapi.json").json()["paths"]  # the document needs a token too
     logs = paths["/api/v1/workloads/{workload_id}/logs"]["get"]["responses"]["200"]["content"]
     assert list(logs) == ["text/plain"]
     for path in ("/api/v1/me", "/api/v1/workloads/count"):

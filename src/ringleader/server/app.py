@@ -37,9 +37,10 @@ from ringleader.server.db import Database, open_database
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
+from ringleader.server.ratelimit import KeyChecks, RateLimited, TokenLimits
 from ringleader.server.routers import auth as auth_routes
+from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
-from ringleader.server.routers import nodes, projects, workloads
 from ringleader.server.ssh_nodes import probe_node
 
 # IllegalTransition is a race or a bug, never input: a conflict with what just happened.
@@ -57,8 +58,10 @@ def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
         # document declares for every route: loc, msg and type are all required.
         loc = exc.where.split(".") if exc.where else []
         body["detail"] = [{"loc": loc, "msg": exc.problem, "type": "value_error"}]
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(body, status_code=status, headers=headers)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
@@ -148,8 +151,18 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             background.stop()
             database.dispose()
 
-    app = FastAPI(title="ringleader", version=__version__, lifespan=lifespan)
+    # The documents are served by routers/docs.py, to authenticated callers only.
+    app = FastAPI(
+        title="ringleader",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.config = config
+    app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
+    app.state.key_checks = KeyChecks(warm=auth.dummy_hash)
     book = NodeBook()  # filled from the nodes table once the database is open
     context = BackendContext(options={"node_book": book})
     if backend is None:
@@ -175,4 +188,6 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(workloads.router)
     app.include_router(exec_routes.router)
     app.include_router(nodes.router)
+    app.include_router(users.router)
+    app.include_router(docs.router)
     return app

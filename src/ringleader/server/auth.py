@@ -3,23 +3,30 @@
 Invariants:
 - secrets are stored only as PBKDF2 hashes; tokens (random, high entropy)
   only as SHA-256 digests, so a copied database grants nothing;
-- tokens expire (``expires_at``); an expired or unknown token is a 401;
+- tokens expire (``expires_at``); an expired, revoked or unknown token is a
+  401; a token names the key it was issued for, so revoking (deleting) the
+  key ends its tokens (ON DELETE CASCADE); expired rows are purged a bounded
+  batch at a time, whenever a token is issued;
+- checking credentials costs the same for an unknown client id as for a
+  known one (a dummy hash is verified), so ids cannot be told apart by time;
 - the first start creates an admin with one access key and writes it to a
   credentials file readable only by its owner (0600).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Unauthorized
@@ -28,6 +35,7 @@ from ringleader.server.models import AccessKey, Project, ProjectMember, Token, U
 
 PBKDF2_ROUNDS = 120_000
 DEFAULT_PROJECT = "default"
+PURGE_BATCH = 500  # expired tokens deleted per token issued: bounded work per request
 
 
 def hash_secret(secret: str) -> str:
@@ -47,6 +55,13 @@ def verify_secret(secret: str, stored: str) -> bool:
     return hmac.compare_digest(digest.hex(), expected)
 
 
+@functools.cache
+def dummy_hash() -> str:
+    """A hash no secret matches, verified for unknown client ids: the same work
+    (and time) as a known id with a wrong secret."""
+    return hash_secret(secrets.token_urlsafe(32))
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -54,7 +69,8 @@ def token_digest(token: str) -> str:
 @dataclass(frozen=True)
 class IssuedKey:
     client_id: str
-    client_secret: str
+    client_secret: str  # shown once, never stored
+    row: AccessKey = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -63,36 +79,68 @@ class IssuedToken:
     expires_at: datetime
 
 
-def create_access_key(session: Session, user: User) -> IssuedKey:
-    key = IssuedKey(client_id=f"rl-{secrets.token_hex(8)}", client_secret=secrets.token_urlsafe(32))
-    session.add(
-        AccessKey(
-            user_id=user.id, client_id=key.client_id, secret_hash=hash_secret(key.client_secret)
-        )
+def create_access_key(session: Session, user: User, name: str = "") -> IssuedKey:
+    """A new key for ``user`` (added, not committed); its secret is in the result only."""
+    client_id, secret = f"rl-{secrets.token_hex(8)}", secrets.token_urlsafe(32)
+    row = AccessKey(
+        user_id=user.id, client_id=client_id, secret_hash=hash_secret(secret), name=name
     )
-    return key
+    session.add(row)
+    return IssuedKey(client_id=client_id, client_secret=secret, row=row)
 
 
-def check_access_key(session: Session, client_id: str, client_secret: str) -> AccessKey:
+def check_access_key(
+    session: Session,
+    client_id: str,
+    client_secret: str,
+    verify: Callable[[str, str], bool] = verify_secret,
+) -> AccessKey:
     """The access key these credentials name, or Unauthorized.
 
     Slow on purpose (PBKDF2): call it on a reader session, so that guessing
-    secrets never holds the write lock.
+    secrets never holds the write lock. An unknown id verifies the secret
+    against ``dummy_hash()``: the same work as a known id, the same answer.
     """
     key = session.scalar(select(AccessKey).where(AccessKey.client_id == client_id))
-    if key is None or not verify_secret(client_secret, key.secret_hash):
+    matches = verify(client_secret, key.secret_hash if key is not None else dummy_hash())
+    if key is None or not matches:
         raise Unauthorized("invalid clientID or clientSecret")
     return key
 
 
 def record_token(session: Session, key: AccessKey, ttl_s: int) -> IssuedToken:
-    """A new bearer token for ``key``'s user (stored hashed); the key's last use."""
+    """A new bearer token for ``key``'s user (stored hashed); the key's last use;
+    a bounded batch of expired tokens purged."""
     now = utcnow()
+    purge_expired(session, now)
     session.execute(update(AccessKey).where(AccessKey.id == key.id).values(last_used_at=now))
     token = secrets.token_urlsafe(32)
     expires = now + timedelta(seconds=ttl_s)
-    session.add(Token(user_id=key.user_id, token_hash=token_digest(token), expires_at=expires))
+    session.add(
+        Token(
+            user_id=key.user_id,
+            access_key_id=key.id,
+            token_hash=token_digest(token),
+            expires_at=expires,
+        )
+    )
     return IssuedToken(token=token, expires_at=expires)
+
+
+def purge_expired(session: Session, now: datetime, limit: int = PURGE_BATCH) -> int:
+    """Delete up to ``limit`` expired tokens (a token issued per request keeps up
+    with any rate tokens are issued at); how many went."""
+    doomed = select(Token.id).where(Token.expires_at <= now).limit(limit)
+    ids = list(session.scalars(doomed))
+    if ids:
+        session.execute(delete(Token).where(Token.id.in_(ids)))
+    return len(ids)
+
+
+def revoke_token(session: Session, token: str) -> bool:
+    """Delete the token (a logout); whether it existed."""
+    result = session.execute(delete(Token).where(Token.token_hash == token_digest(token)))
+    return bool(getattr(result, "rowcount", 0))
 
 
 def user_for_token(session: Session, token: str) -> User:
@@ -131,10 +179,10 @@ def bootstrap(session: Session, credentials_path: Path, url: str) -> IssuedKey |
     admin = User(name="admin", is_admin=True)
     session.add(admin)
     session.flush()
-    key = create_access_key(session, admin)
+    key = create_access_key(session, admin, name="bootstrap")
     project = Project(name=DEFAULT_PROJECT, resources=[])
     session.add(project)
     session.flush()
-    session.add(ProjectMember(project_id=project.id, user_id=admin.id))
+    session.add(ProjectMember(project_id=project.id, user_id=admin.id, role="admin"))
     write_credentials(credentials_path, url, key)
     return key

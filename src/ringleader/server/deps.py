@@ -30,12 +30,19 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
-def current_user(
+def bearer_token(
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
-    session: Session = Depends(get_session),
-) -> User:
+) -> str:
+    """The bearer token of the ``Authorization`` header, unchecked; 401 when none."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthorized(
             "missing bearer token; get one with `ringleader token` or POST /api/v1/token"
         )
-    return user_for_token(session, credentials.credentials)
+    return credentials.credentials
+
+
+def current_user(
+    token: str = Depends(bearer_token), session: Session = Depends(get_session)
+) -> User:
+    """The caller: the user of a valid, unexpired, unrevoked token (else 401)."""
+    return user_for_token(session, token)

@@ -1,25 +1,40 @@
-"""POST /api/v1/token (client credentials -> bearer token) and GET /api/v1/me."""
+"""POST /api/v1/token (client credentials -> bearer token), DELETE /api/v1/token
+(revoke the token presented) and GET /api/v1/me."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
-from ringleader.server.deps import current_user, get_session
+from ringleader.server.deps import bearer_token, current_user, get_session
 from ringleader.server.models import User
 from ringleader.server.schemas import MeOut, TokenRequest, TokenResponse
-from ringleader.server.services import views
-from ringleader.server.services.tokens import issue_token
+from ringleader.server.services import tokens, views
 
 router = APIRouter(prefix="/api/v1", tags=["auth"])
 
 
 @router.post("/token", response_model=TokenResponse, response_model_by_alias=True)
-def token(body: TokenRequest, request: Request) -> TokenResponse:
+async def token(body: TokenRequest, request: Request) -> TokenResponse:
+    """Rate limited per source address and client id (429 with Retry-After); the
+    key check runs on its own few threads, off the event loop."""
     state = request.app.state
-    return issue_token(state.readers, state.sessions, body, state.config.token_ttl_s)
+    state.token_limits.check(body.client_id, request.client.host if request.client else "")
+    return await state.key_checks.run(
+        tokens.issue_token, state.readers, state.sessions, body, state.config.token_ttl_s
+    )
+
+
+@router.delete("/token", status_code=204)
+def revoke(
+    token: str = Depends(bearer_token),
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> Response:
+    tokens.revoke(s, token)
+    return Response(status_code=204)
 
 
 @router.get("/me", response_model=MeOut, response_model_by_alias=True)
-def me(user: User = Depends(current_user), session: Session = Depends(get_session)) -> MeOut:
-    return views.me(session, user)
+def me(user: User = Depends(current_user), s: Session = Depends(get_session)) -> MeOut:
+    return views.me(s, user)

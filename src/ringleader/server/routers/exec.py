@@ -15,12 +15,12 @@ import asyncio
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
-from ringleader.errors import InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.errors import Forbidden, InvalidSpec, NotFound, RingleaderError, Unauthorized
 from ringleader.server.exec_session import ExecSession, status_frame
 from ringleader.server.services.exec import exec_target
 
 router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
-_HTTP = [(Unauthorized, 401), (NotFound, 404), (InvalidSpec, 422)]
+_HTTP = [(Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (InvalidSpec, 422)]
 
 
 @router.websocket("/{workload_id}/exec")

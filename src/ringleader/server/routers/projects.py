@@ -1,4 +1,4 @@
-"""/api/v1/org-unit/projects: create, list, get, update (quotas), delete."""
+"""/api/v1/org-unit/projects: create, list, get, update (quotas), delete; members and roles."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
-from ringleader.server.schemas import ProjectIn, ProjectOut, ProjectUpdate
+from ringleader.server.schemas import MemberIn, MemberOut, ProjectIn, ProjectOut, ProjectUpdate
 from ringleader.server.services import projects, views
 
 router = APIRouter(prefix="/api/v1/org-unit/projects", tags=["projects"])
@@ -49,4 +49,31 @@ def delete(
     key: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> Response:
     projects.delete(s, user, key)
+    return Response(status_code=204)
+
+
+@router.get("/{key}/members", response_model=list[MemberOut], response_model_by_alias=True)
+def members(
+    key: str, user: User = Depends(current_user), s: Session = Depends(get_session)
+) -> list[MemberOut]:
+    return projects.members(s, user, key)
+
+
+@router.put("/{key}/members/{member}", response_model=MemberOut, response_model_by_alias=True)
+def set_member(
+    key: str,
+    member: str,
+    body: MemberIn,
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> MemberOut:
+    """Add a user (id or username) to the project with a role, or change its role."""
+    return projects.set_member(s, user, key, member, body.role)
+
+
+@router.delete("/{key}/members/{member}", status_code=204)
+def remove_member(
+    key: str, member: str, user: User = Depends(current_user), s: Session = Depends(get_session)
+) -> Response:
+    projects.remove_member(s, user, key, member)
     return Response(status_code=204)

@@ -17,6 +17,7 @@ from ringleader.errors import InvalidSpec, NotFound, RingleaderError, Unauthoriz
 from ringleader.server.auth import user_for_token
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import ExecTarget
+from ringleader.server.services.roles import require_role
 from ringleader.server.services.workloads import get
 
 
@@ -46,6 +47,7 @@ def exec_target(
     with readers() as s:
         user = user_for_token(s, token)
         workload = get(s, user, workload_id)
+        require_role(s, user, workload.project_id, "run")  # viewers may not exec
         names = [p.name for p in workload.pods]
         heads = [p.name for p in workload.pods if p.role in ("master", "launcher")]
         name = pick_pod(names, heads, workload.name, pod)

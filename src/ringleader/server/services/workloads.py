@@ -4,7 +4,8 @@ Invariants:
 - a request either creates the workload row (phase Pending, with its
   Submitted event) or raises before anything is added: nothing half-created;
 - a user sees only workloads of projects they belong to (admins see all);
-  another project's workload is "not found", never "forbidden";
+  another project's workload is "not found", never "forbidden"; changing
+  one needs a role that may run workloads there (``roles.require_role``);
 - DELETE / suspend / resume only record the desired phase and move the
   phase through the one door (``phases.transition``); loops do the I/O;
 - a write (``accept``, ``record_intent``) commits its own transaction, so a
@@ -34,6 +35,7 @@ from ringleader.server.backends.base import check_supported, check_suspendable
 from ringleader.server.images import resolve_image
 from ringleader.server.models import Project, ProjectMember, User, Workload
 from ringleader.server.schemas import Accepted
+from ringleader.server.services.roles import require_role
 from ringleader.spec import RUNNABLE_FRAMEWORKS, SPEC_VERSION, WorkloadSpec
 
 _FILTER = re.compile(r"^(\w+)(==|!=|<=|>=|=@)(.*)$")
@@ -92,6 +94,7 @@ def submit(
     """Validate ``body`` (against what the backend of its pool can do, when
     ``backends`` is given) and add its row; nothing is flushed here."""
     project = resolve_project(session, user, body.project_id)
+    require_role(session, user, project, "run")
     if body.framework not in RUNNABLE_FRAMEWORKS:
         raise InvalidSpec(
             f"{body.framework.value} workloads cannot run yet; ringleader runs "
@@ -190,6 +193,7 @@ def record_intent(
     """Record what the user wants (``request_delete``, ``request_suspend``,
     ``request_resume``) and commit; the caller wakes the loops that act on it."""
     workload = get(session, user, workload_id)
+    require_role(session, user, workload.project_id, "run")
     change(session, workload)
     session.commit()
     return accepted(workload)
