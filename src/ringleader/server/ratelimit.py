@@ -86,8 +86,8 @@ class TokenLimits:
     ) -> None:
         # Generous for people and scripts (a CLI command asks for one token), tight
         # for a flood: a second's worth of key checks is ~17 on two threads.
-        self.per_address = per_address or Buckets(60, 5)
-        self.per_client = per_client or Buckets(20, 2)
+        self.per_address = Buckets(60, 5) if per_address is None else per_address
+        self.per_client = Buckets(20, 2) if per_client is None else per_client
 
     def check(self, client_id: str, address: str) -> None:
         """Raise RateLimited when this address or this client id asked too often."""
