@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -59,7 +60,13 @@ from ringleader.errors import (
 from ringleader.server.config import home_dir
 from ringleader.server.schemas import (
     Accepted,
+    AccessKeyCreated,
+    AccessKeyIn,
+    AccessKeyList,
+    AccessKeyOut,
     EventOut,
+    MemberIn,
+    MemberOut,
     MeOut,
     NodeIn,
     NodeOut,
@@ -67,6 +74,10 @@ from ringleader.server.schemas import (
     PodOut,
     ProjectIn,
     ProjectOut,
+    UserCreated,
+    UserIn,
+    UserOut,
+    UserUpdate,
     WorkloadList,
     WorkloadOut,
 )
@@ -76,6 +87,8 @@ if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
 M = TypeVar("M", bound=BaseModel)
+# How long ``token`` waits in all, as the server's Retry-After asks, before a 429 is raised.
+TOKEN_RETRY_BUDGET_S = 30.0
 
 # Each status the API answers with, as the typed error the server raised; any other is ApiError.
 ERRORS: dict[int, type[RingleaderError]] = {status: kind for kind, status in HTTP_STATUS.items()}
@@ -122,6 +135,16 @@ def _fields(detail: list[Any]) -> list[tuple[str | None, str]]:
 def _raise_for(response: httpx.Response) -> None:
     if response.status_code >= 400:
         raise error_for(response)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The seconds a 429 asks to wait (its Retry-After), else None."""
+    if response.status_code != 429:
+        return None
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return None
 
 
 def _json(model: BaseModel) -> Any:
@@ -177,19 +200,34 @@ class Client:
         )
 
     def token(self, fresh: bool = False) -> str:
-        """A bearer token for this key (cached; ``fresh`` asks for a new one)."""
+        """A bearer token for this key (cached; ``fresh`` asks for a new one).
+
+        The token endpoint is rate limited: a 429 is retried after the
+        Retry-After it names, for up to ``TOKEN_RETRY_BUDGET_S`` in all.
+        """
         if self._token is None or fresh:
-            response = self.http.post(
-                "/api/v1/token",
-                json={
-                    "grantType": "client_credentials",
-                    "clientID": self.client_id,
-                    "clientSecret": self.client_secret,
-                },
-            )
+            body = {
+                "grantType": "client_credentials",
+                "clientID": self.client_id,
+                "clientSecret": self.client_secret,
+            }
+            waited = 0.0
+            while True:
+                response = self.http.post("/api/v1/token", json=body)
+                delay = _retry_after(response)
+                if delay is None or waited + delay > TOKEN_RETRY_BUDGET_S:
+                    break
+                time.sleep(delay)  # the server said when; nothing to poll meanwhile
+                waited += delay
             _raise_for(response)
             self._token = response.json()["accessToken"]
         return self._token
+
+    def revoke_token(self) -> None:
+        """End this client's token (a logout); the next call gets a new one."""
+        if self._token is not None:
+            self.request("DELETE", "/api/v1/token")
+            self._token = None
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """One authenticated call; an error status raises its typed error."""
@@ -319,3 +357,52 @@ class Client:
 
     def remove_node(self, name: str) -> None:
         self.request("DELETE", f"/api/v1/nodes/{name}")
+
+    # ----- users, members, access keys ---------------------------------------
+    def users(self) -> list[UserOut]:
+        return self._get_list(UserOut, "/api/v1/users")
+
+    def user(self, key: str) -> UserOut:
+        """A user by id or username (global admins; anyone for themselves)."""
+        return self._get(UserOut, f"/api/v1/users/{key}")
+
+    def create_user(self, user: UserIn) -> UserCreated:
+        """A new user with its first access key; the secret is in this answer only."""
+        response = self.request("POST", "/api/v1/users", json=_json(user))
+        return UserCreated.model_validate(response.json())
+
+    def update_user(self, key: str, change: UserUpdate) -> UserOut:
+        response = self.request("PUT", f"/api/v1/users/{key}", json=_json(change))
+        return UserOut.model_validate(response.json())
+
+    def delete_user(self, key: str) -> None:
+        self.request("DELETE", f"/api/v1/users/{key}")
+
+    def logout_user(self, key: str) -> None:
+        """End every token of the user; its access keys stay."""
+        self.request("POST", f"/api/v1/users/{key}/logout")
+
+    def members(self, project: str) -> list[MemberOut]:
+        return self._get_list(MemberOut, f"/api/v1/org-unit/projects/{project}/members")
+
+    def set_member(self, project: str, user: str, role: str) -> MemberOut:
+        """Add ``user`` to ``project`` with ``role`` (admin, researcher, viewer), or change it."""
+        body = _json(MemberIn.model_validate({"role": role}))
+        path = f"/api/v1/org-unit/projects/{project}/members/{user}"
+        return MemberOut.model_validate(self.request("PUT", path, json=body).json())
+
+    def remove_member(self, project: str, user: str) -> None:
+        self.request("DELETE", f"/api/v1/org-unit/projects/{project}/members/{user}")
+
+    def access_keys(self) -> list[AccessKeyOut]:
+        return self._get(AccessKeyList, "/api/v1/access-keys").access_keys
+
+    def create_access_key(self, name: str) -> AccessKeyCreated:
+        """A new key of this user's; the secret is in this answer only."""
+        body = _json(AccessKeyIn(name=name))
+        response = self.request("POST", "/api/v1/access-keys", json=body)
+        return AccessKeyCreated.model_validate(response.json())
+
+    def revoke_access_key(self, key_id: str) -> None:
+        """Revoke a key (by id or client id): its tokens end now."""
+        self.request("DELETE", f"/api/v1/access-keys/{key_id}")

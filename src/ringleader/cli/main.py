@@ -143,7 +143,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "version": LazyCommand("ringleader.cli.main:version", "Print ringleader's version."),
     "project": LazyCommand(
         "ringleader.cli.projects:project_app",
-        "Projects: create (with quotas), list, set the current one.",
+        "Projects: create (with quotas), list, members, set the current one.",
         group=True,
     ),
     "config": LazyCommand(
@@ -164,6 +164,16 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "top": LazyCommand(
         "ringleader.cli.top:top_app", "Allocation against capacity: nodes or jobs.", group=True
+    ),
+    "user": LazyCommand(
+        "ringleader.cli.users:user_app",
+        "Users and their project roles (admins; project admins assign members).",
+        group=True,
+    ),
+    "access-key": LazyCommand(
+        "ringleader.cli.users:access_key_app",
+        "Your access keys: create (the secret is shown once), list, revoke.",
+        group=True,
     ),
 }
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ringleader.server.schemas import NodePoolResources
 
 project_app = typer.Typer(
-    help="Projects: create (with quotas), list, set the current one.", no_args_is_help=True
+    help="Projects: create (with quotas), list, members, set the current one.", no_args_is_help=True
 )
 config_app = typer.Typer(
     help="Set CLI defaults (Run:ai's `config project NAME`).", no_args_is_help=True
@@ -155,3 +155,16 @@ def project_set(name: str = typer.Argument(..., help="Project to use by default.
 
 
 config_app.command("project", help="Same as `project set NAME`.")(project_set)
+
+
+@project_app.command("members")
+@reports_errors
+def project_members(name: str = typer.Argument(..., help="Project name or id.")) -> None:
+    """List a project's members and their roles.
+
+    Change them with `ringleader user assign USER PROJECT --role ROLE` (project admins).
+    """
+    table = Table("USER", "ID", "ROLE", box=None)
+    for m in client().members(name):
+        table.add_row(m.username, m.user_id, m.role)
+    console.print(table)

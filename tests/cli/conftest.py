@@ -1,0 +1,3 @@
+"""CLI fixtures: the real server process of tests/server (``server``)."""
+
+from tests.server.conftest import server  # noqa: F401
