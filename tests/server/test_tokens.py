@@ -215,3 +215,18 @@ def test_documents_need_a_token_and_healthz_does_not(api: API) -> None:
     for path in ("/docs", "/redoc"):
         page = api.get(path)
         assert page.status_code == 200 and '"/api/v1/access-keys"' in page.text, path
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"clientSecret": "hunter2-do-not-echo"},  # clientID missing: the input is the body
+        {"clientID": "rl-x", "clientSecret": "hunter2-do-not-echo\x00"},
+        {"clientID": "rl-x", "clientSecret": "hunter2-do-not-echo" * 100},
+    ],
+)
+def test_a_refused_token_request_never_echoes_the_secret(api: API, body: dict) -> None:
+    response = api.client.post("/api/v1/token", json=body)
+    assert response.status_code == 422
+    assert "hunter2" not in response.text
+    assert response.json()["detail"][0]["loc"][-1] in ("clientID", "clientSecret")

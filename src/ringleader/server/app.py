@@ -84,11 +84,26 @@ def _finite(value: Any) -> Any:
     return value
 
 
+# Never echoed in a 422's ``input``: the field itself, or a body that holds it.
+SECRET_FIELDS = frozenset({"clientSecret"})
+
+
+def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
+    value = error.get("input")
+    loc = error.get("loc") or ()
+    if (loc and loc[-1] in SECRET_FIELDS) or (
+        isinstance(value, dict) and SECRET_FIELDS & set(value)
+    ):
+        return {key: item for key, item in error.items() if key != "input"}
+    return error
+
+
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """FastAPI's own 422, except that an input of inf or NaN (a body's 1e999 or
     Infinity) is echoed as a string: FastAPI's response would fail to render
-    it (JSON has no inf) and answer 500 instead."""
-    return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
+    it (JSON has no inf) and answer 500 instead; and a secret is not echoed."""
+    errors = [_unechoed(error) for error in jsonable_encoder(exc.errors())]
+    return JSONResponse({"detail": _finite(errors)}, status_code=422)
 
 
 def ssh_nodes(database: Database) -> Callable[[], dict[str, SSHNode]]:
@@ -116,6 +131,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         upgrade(url)
         database = open_database(url)
         app.state.sessions, app.state.readers = database.writer, database.reader
+        app.state.key_checks = KeyChecks(warm=auth.dummy_hash)  # the token endpoint's threads
         with app.state.sessions() as session, session.begin():
             auth.bootstrap(
                 session, config.data_dir / "credentials.json", f"http://{config.host}:{config.port}"
@@ -149,6 +165,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         finally:
             monitor.stop()
             background.stop()
+            app.state.key_checks.shutdown()
             database.dispose()
 
     # The documents are served by routers/docs.py, to authenticated callers only.
@@ -162,7 +179,6 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     )
     app.state.config = config
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
-    app.state.key_checks = KeyChecks(warm=auth.dummy_hash)
     book = NodeBook()  # filled from the nodes table once the database is open
     context = BackendContext(options={"node_book": book})
     if backend is None:
