@@ -247,3 +247,16 @@ def test_tokens_can_be_revoked(api: API) -> None:
     again = _login(api, bob_user)  # the key itself still works
     assert api.client.post("/api/v1/users/bob/logout", headers=again).status_code == 204
     assert api.client.get("/api/v1/me", headers=again).status_code == 401
+
+
+def test_a_removed_users_workloads_stay(api: API) -> None:
+    rae = _login(api, _create_user(api, "rae"))
+    assert _assign(api, "default", "rae", "researcher").status_code == 200
+    body = {"name": "raes", "projectId": "default", "spec": {"command": "true", "numWorkers": 1}}
+    wid = api.client.post("/api/v1/workloads/distributed", json=body, headers=rae).json()
+    assert api.get(f"/api/v1/workloads/{wid['workloadId']}").json()["createdBy"] == "rae"
+    assert api.delete("/api/v1/users/rae").status_code == 204
+    kept = api.get(f"/api/v1/workloads/{wid['workloadId']}")
+    assert kept.status_code == 200 and kept.json()["createdBy"] is None
+    members = api.get("/api/v1/org-unit/projects/default/members").json()
+    assert [m["username"] for m in members] == ["admin"]
