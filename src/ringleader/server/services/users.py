@@ -54,21 +54,36 @@ def find_user(session: Session, key: str) -> User:
     return user
 
 
-def user_out(session: Session, user: User) -> UserOut:
-    rows = session.execute(
-        select(Project.id, Project.name, ProjectMember.role)
-        .join(ProjectMember, ProjectMember.project_id == Project.id)
-        .where(ProjectMember.user_id == user.id)
+def _memberships(session: Session, user_ids: list[str] | None) -> dict[str, list[MembershipOut]]:
+    """user id -> its projects and roles, in one query (of ``user_ids``; None: everyone's)."""
+    query = (
+        select(ProjectMember.user_id, Project.id, Project.name, ProjectMember.role)
+        .join(Project, Project.id == ProjectMember.project_id)
         .order_by(Project.name)
-    ).all()
+    )
+    if user_ids is not None:
+        query = query.where(ProjectMember.user_id.in_(user_ids))
+    out: dict[str, list[MembershipOut]] = {}
+    for user_id, project_id, name, role in session.execute(query):
+        out.setdefault(user_id, []).append(
+            MembershipOut(project_id=project_id, project_name=name, role=role)
+        )
+    return out
+
+
+def user_out(user: User, memberships: list[MembershipOut]) -> UserOut:
     return UserOut(
         id=user.id,
         username=user.name,
         is_admin=user.is_admin,
         os_user=user.os_user,
         created_at=user.created_at,
-        projects=[MembershipOut(project_id=i, project_name=n, role=r) for i, n, r in rows],
+        projects=memberships,
     )
+
+
+def _one(session: Session, user: User) -> UserOut:
+    return user_out(user, _memberships(session, [user.id]).get(user.id, []))
 
 
 def create(session: Session, caller: User, body: UserIn) -> UserCreated:
@@ -81,13 +96,15 @@ def create(session: Session, caller: User, body: UserIn) -> UserCreated:
     session.flush()
     key = create_access_key(session, user, name=FIRST_KEY)
     session.commit()
-    out = user_out(session, user)
+    out = _one(session, user)
     return UserCreated(**out.model_dump(), client_id=key.client_id, client_secret=key.client_secret)
 
 
 def list_users(session: Session, caller: User) -> list[UserOut]:
     require_global_admin(caller, "list users")
-    return [user_out(session, u) for u in session.scalars(select(User).order_by(User.name))]
+    memberships = _memberships(session, None)
+    rows = session.scalars(select(User).order_by(User.name))
+    return [user_out(u, memberships.get(u.id, [])) for u in rows]
 
 
 def get(session: Session, caller: User, key: str) -> UserOut:
@@ -95,7 +112,7 @@ def get(session: Session, caller: User, key: str) -> UserOut:
     user = find_user(session, key)
     if user.id != caller.id:
         require_global_admin(caller, "see other users")
-    return user_out(session, user)
+    return _one(session, user)
 
 
 def _other_admins(session: Session, user: User) -> int:
@@ -119,7 +136,7 @@ def update(session: Session, caller: User, key: str, body: UserUpdate) -> UserOu
     if "os_user" in given:
         user.os_user = body.os_user
     session.commit()
-    return user_out(session, user)
+    return _one(session, user)
 
 
 def remove(session: Session, caller: User, key: str) -> None:
