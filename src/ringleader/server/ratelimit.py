@@ -8,9 +8,9 @@ Nomenclature:
 - *bucket*: a token bucket per key (a client id, a source address): holds up
   to ``capacity`` requests and refills ``per_s`` a second; an empty bucket
   answers 429 with the seconds until it holds one again (``Retry-After``);
-- *key checks*: the few threads that run PBKDF2; requests wait for one on
-  the event loop, holding no worker thread, and beyond ``queue`` waiting
-  ones they are refused (429) instead of piling up.
+- *key checks*: the few threads (1 to 4, a quarter of the cores) that run
+  PBKDF2; requests wait for one on the event loop, holding no worker thread,
+  and beyond ``queue`` waiting ones they are refused (429) instead of piling up.
 
 Invariants:
 - memory is bounded: at most ``max_keys`` buckets per kind (the least
@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -85,7 +86,7 @@ class TokenLimits:
         per_client: Buckets | None = None,
     ) -> None:
         # Generous for people and scripts (a CLI command asks for one token), tight
-        # for a flood: a second's worth of key checks is ~17 on two threads.
+        # for a flood: a key check takes ~0.1 s of a key-check thread.
         self.per_address = Buckets(60, 5) if per_address is None else per_address
         self.per_client = Buckets(20, 2) if per_client is None else per_client
 
@@ -104,8 +105,14 @@ class KeyChecks:
     most ``queue`` requests waiting; the caller waits on the event loop."""
 
     def __init__(
-        self, workers: int = 2, queue: int = 32, warm: Callable[[], object] | None = None
+        self,
+        workers: int | None = None,
+        queue: int = 32,
+        warm: Callable[[], object] | None = None,
     ) -> None:
+        # PBKDF2 releases the GIL and takes a core per thread: a quarter of the
+        # cores at most (1 to 4 threads), so a flood never takes the machine.
+        workers = workers or max(1, min(4, (os.cpu_count() or 2) // 4))
         self.workers, self.queue = workers, queue
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="key-check")
         self.pending = 0  # running + waiting; changed on the event loop only
