@@ -20,7 +20,10 @@ Invariants:
 - a command splits like a POSIX shell splits words, in linear time
   (``split_command``), and one that cannot be split is refused here;
 - the variables ringleader sets for every rank (``RESERVED_ENV``) cannot be
-  set by a spec.
+  set by a spec;
+- those checks guard what comes in; a spec read back from the database
+  (``WorkloadSpec.from_stored``) skips them, so a row stored before a bound
+  existed is still shown, placed and reconciled, never a 500.
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ import math
 import re
 from collections.abc import Iterator
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -96,6 +100,7 @@ RESERVED_ENV_PREFIXES = (
     "PMIX_",
 )
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_text(text: str) -> str:
@@ -107,16 +112,56 @@ def check_text(text: str) -> str:
     return text
 
 
+# The validation context of a spec read back from the database (``from_stored``).
+STORED = {"stored": True}
+
+
+def stored(info: ValidationInfo | None) -> bool:
+    """True when validating what was stored, which the input checks let through."""
+    return info is not None and isinstance(info.context, dict) and bool(info.context.get("stored"))
+
+
+def bounded(max_chars: int, *, storable: bool = True) -> AfterValidator:
+    """An input check: at most ``max_chars`` characters, and ``check_text`` if ``storable``."""
+
+    def check(text: str, info: ValidationInfo) -> str:
+        if stored(info):
+            return text
+        if len(text) > max_chars:
+            raise ValueError(f"at most {max_chars} characters; this one has {len(text)}")
+        if storable:
+            return check_text(text)
+        surrogate = _SURROGATE.search(text)  # no query or response could carry it
+        if surrogate is not None:
+            raise ValueError(f"contains a lone UTF-16 surrogate (at character {surrogate.start()})")
+        return text
+
+    return AfterValidator(check)
+
+
+def _text(max_chars: int, *, storable: bool = True) -> Any:
+    return Annotated[
+        str,
+        Field(json_schema_extra={"maxLength": max_chars}),
+        bounded(max_chars, storable=storable),
+    ]
+
+
 # Free-text fields: bounded and storable (``check_text``).
-Storable = AfterValidator(check_text)
-Identifier = Annotated[str, Field(max_length=MAX_ID_CHARS), Storable]
-Quantity = Annotated[str, Field(max_length=64), Storable]
-EnvValue = Annotated[str, Field(max_length=MAX_ENV_VALUE_CHARS), Storable]
-Image = Annotated[str, Field(max_length=MAX_IMAGE_CHARS), Storable]
-DirPath = Annotated[str, Field(max_length=MAX_PATH_CHARS), Storable]
+Storable = AfterValidator(check_text)  # for wire bodies never read back (server/schemas.py)
+Identifier = _text(MAX_ID_CHARS)
+Quantity = _text(64)
+EnvValue = _text(MAX_ENV_VALUE_CHARS)
+Image = _text(MAX_IMAGE_CHARS)
+DirPath = _text(MAX_PATH_CHARS)
+ProjectKey = _text(MAX_ID_CHARS, storable=False)  # never stored: one with NUL finds no project
 
 
-def check_env_name(name: str) -> str:
+def check_env_name(name: str, info: ValidationInfo) -> str:
+    if stored(info):
+        return name
+    if len(name) > MAX_ENV_NAME_CHARS:
+        raise ValueError(f"at most {MAX_ENV_NAME_CHARS} characters; this one has {len(name)}")
     if not ENV_NAME_RE.match(name):
         raise ValueError(
             f"{name[:64]!r} is not a variable name: letters, digits and '_', "
@@ -180,9 +225,9 @@ def split_command(text: str) -> list[str]:
     return words
 
 
-def check_command(text: str | None) -> str | None:
+def check_command(text: str | None, info: ValidationInfo) -> str | None:
     """A command (or args) that splits into words; ValueError naming the problem."""
-    if text is not None:
+    if text is not None and not stored(info):
         try:
             split_command(text)
         except ValueError as exc:
@@ -192,8 +237,8 @@ def check_command(text: str | None) -> str | None:
 
 Command = Annotated[
     str,
-    Field(max_length=MAX_COMMAND_CHARS),
-    Storable,
+    Field(json_schema_extra={"maxLength": MAX_COMMAND_CHARS}),
+    bounded(MAX_COMMAND_CHARS),
     AfterValidator(check_command),
 ]
 
@@ -265,7 +310,7 @@ class _Wire(BaseModel):
 class EnvironmentVariable(_Wire):
     name: Annotated[
         str,
-        Field(min_length=1, max_length=MAX_ENV_NAME_CHARS),
+        Field(min_length=1, json_schema_extra={"maxLength": MAX_ENV_NAME_CHARS}),
         AfterValidator(check_env_name),
     ]
     value: EnvValue = ""
@@ -316,13 +361,19 @@ class PodSpec(_Wire):
     image: Image | None = None
     working_dir: DirPath | None = None
     environment_variables: list[EnvironmentVariable] = Field(
-        default_factory=list, max_length=MAX_ENV_VARS
+        default_factory=list, json_schema_extra={"maxItems": MAX_ENV_VARS}
     )
     compute: Compute = Field(default_factory=Compute)
 
     @field_validator("environment_variables")
     @classmethod
-    def _env_size(cls, variables: list[EnvironmentVariable]) -> list[EnvironmentVariable]:
+    def _env_size(
+        cls, variables: list[EnvironmentVariable], info: ValidationInfo
+    ) -> list[EnvironmentVariable]:
+        if stored(info):
+            return variables
+        if len(variables) > MAX_ENV_VARS:
+            raise ValueError(f"at most {MAX_ENV_VARS} variables; this spec has {len(variables)}")
         total = sum(len(v.name) + len(v.value) for v in variables)
         if total > MAX_ENV_TOTAL_CHARS:
             raise ValueError(
@@ -349,9 +400,18 @@ class DistributedSpec(PodSpec):
     backoff_limit: int = Field(default=6, ge=0)
     preemptibility: Literal["preemptible", "non-preemptible"] | None = None
     priority_class: Identifier | None = None
-    node_pools: list[Identifier] = Field(default_factory=list, max_length=MAX_NODE_POOLS)
+    node_pools: list[Identifier] = Field(
+        default_factory=list, json_schema_extra={"maxItems": MAX_NODE_POOLS}
+    )
     interactive: bool = False
     ttl_after_finish_s: int | None = Field(default=None, ge=0)
+
+    @field_validator("node_pools")
+    @classmethod
+    def _pool_count(cls, pools: list[str], info: ValidationInfo) -> list[str]:
+        if len(pools) > MAX_NODE_POOLS and not stored(info):
+            raise ValueError(f"at most {MAX_NODE_POOLS} node pools; this spec has {len(pools)}")
+        return pools
 
 
 class WorkloadSpec(_Wire):
@@ -363,8 +423,7 @@ class WorkloadSpec(_Wire):
 
     # Checked by check_name (for its message); the pattern is there for the OpenAPI document.
     name: str = Field(json_schema_extra={"pattern": NAME_RE.pattern, "maxLength": 63})
-    # Not Storable: it names a project, never stored as given; one with NUL finds none (404).
-    project_id: str = Field(max_length=MAX_ID_CHARS)
+    project_id: ProjectKey
     cluster_id: Identifier | None = None
     use_given_name_as_prefix: bool = False
     master_spec_same_as_worker: bool = True
@@ -372,6 +431,12 @@ class WorkloadSpec(_Wire):
     spec: DistributedSpec
 
     _check_name = field_validator("name")(classmethod(lambda cls, v: check_name(v)))
+
+    @classmethod
+    def from_stored(cls, data: Any) -> WorkloadSpec:
+        """A spec read back from the database: shapes and types are checked, the input
+        bounds are not (a row stored before a bound existed must still be shown)."""
+        return cls.model_validate(data, context=STORED)
 
     @property
     def framework(self) -> Framework:

@@ -380,3 +380,32 @@ def test_summary_keeps_every_other_field() -> None:
         "spec": {"image": "i", "numWorkers": 2, "compute": {"gpuDevicesRequest": 1}},
         "masterSpec": {"workingDir": "/w"},
     }
+
+
+def test_a_row_stored_before_the_bounds_is_still_listed_and_shown(api: API) -> None:
+    """The bounds guard input; a spec already stored that breaks them is read back as is."""
+    from ringleader.server.models import Workload
+
+    old = {
+        "name": "old",
+        "projectId": api.project_id(),
+        "spec": {
+            "command": "python " + "x" * (MAX_COMMAND_CHARS + 10),
+            "args": "'unbalanced \ud800",  # as the issue's server took it (202)
+            "numWorkers": 1,
+            "environmentVariables": [{"name": "MASTER_PORT", "value": "v\x00" * 40_000}],
+            "nodePools": [f"p{i}" for i in range(100)],
+        },
+    }
+    with api.client.app.state.sessions() as s, s.begin():
+        s.add(Workload(name="old", project_id=old["projectId"], spec=old, spec_version=1,
+                       framework="PyTorch", desired_phase="Running", phase="Pending"))  # fmt: skip
+    listed = api.get("/api/v1/workloads")
+    assert listed.status_code == 200 and listed.json()["total"] == 1
+    wid = listed.json()["workloads"][0]["workloadId"]
+    shown = api.get(f"/api/v1/workloads/{wid}")
+    assert shown.status_code == 200
+    assert shown.json()["spec"]["spec"]["environmentVariables"][0]["name"] == "MASTER_PORT"
+    assert shown.json()["spec"]["spec"]["args"] == "'unbalanced \ud800"  # JSON's escape
+    full = api.get("/api/v1/workloads", params={"view": "full"})
+    assert full.status_code == 200

@@ -10,6 +10,7 @@ re-adopts them.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import sys
 import threading
@@ -98,6 +99,18 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
     return JSONResponse({"detail": _finite(jsonable_encoder(exc.errors()))}, status_code=422)
 
 
+class _JSON(JSONResponse):
+    """FastAPI's JSON response, except that text no UTF-8 encoder writes (a lone
+    surrogate in a row stored before input was checked for them) is sent as JSON's
+    ``\\udXXX`` escape instead of failing the response (500)."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False).encode()
+
+
 def ssh_nodes(database: Database) -> Callable[[], dict[str, SSHNode]]:
     """What fills the SSH backend's book of login targets: the nodes table."""
 
@@ -159,7 +172,9 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             background.stop()
             database.dispose()
 
-    app = FastAPI(title="ringleader", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="ringleader", version=__version__, lifespan=lifespan, default_response_class=_JSON
+    )
     app.state.config = config
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()

@@ -96,7 +96,7 @@ class Reconciling(Pipeline):
 
 
 def _backoff_limit(w: Workload) -> int:
-    return WorkloadSpec.model_validate(w.spec).spec.backoff_limit
+    return WorkloadSpec.from_stored(w.spec).spec.backoff_limit
 
 
 def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backend) -> None:

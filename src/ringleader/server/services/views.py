@@ -146,7 +146,7 @@ def workload_out(
     query per row when a page of rows is shown; ``full``: the whole spec, else its
     summary."""
     names = names if names is not None else workload_names(session, [row])
-    spec = WorkloadSpec.model_validate(row.spec)
+    spec = WorkloadSpec.from_stored(row.spec)
     pods: list[Pod] = list(row.pods)
     requests = pod_requests(spec, row.name)
     pod_count = len(requests)
