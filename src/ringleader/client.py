@@ -268,7 +268,7 @@ class Client:
         filters = [f"name=={name}"]
         if project:
             filters.append(f"projectName=={project}")
-        found = self.list_workloads(filters).workloads
+        found = self.list_workloads(filters, view="full").workloads  # describe shows the spec
         if not found and not project:
             try:
                 return self.workload(name)

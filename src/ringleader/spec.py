@@ -12,19 +12,37 @@ Invariants:
   turns into a 422 and the CLI into a message;
 - the stored form is ``model_dump(by_alias=True)`` plus ``SPEC_VERSION``;
 - numbers are finite (no inf/NaN) and sizes bounded (``MAX_WORKERS`` and
-  friends), so one request's work on the server is bounded too.
+  friends), so one request's work on the server is bounded too;
+- every string is bounded (``MAX_COMMAND_CHARS`` and friends) and storable:
+  no NUL (PostgreSQL text cannot hold it, nor can a process's argv or
+  environment) and no lone UTF-16 surrogate (no UTF-8 encoder writes it, so
+  every response carrying it would fail);
+- a command splits like a POSIX shell splits words, in linear time
+  (``split_command``), and one that cannot be split is refused here;
+- the variables ringleader sets for every rank (``RESERVED_ENV``) cannot be
+  set by a spec;
+- those checks guard what comes in; a spec read back from the database
+  (``WorkloadSpec.from_stored``) skips them, so a row stored before a bound
+  existed is still shown, placed and reconciled, never a 500.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import shlex
 from collections.abc import Iterator
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from ringleader.launch import frameworks
@@ -38,6 +56,191 @@ _FACTORS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 MAX_WORKERS = 10_000
 MAX_SLOTS_PER_WORKER = 1_024
 MAX_GPUS_PER_POD = 1_024
+# Strings, in characters.  A command or its args is one string the size of a Linux
+# argument (MAX_ARG_STRLEN is 128 KiB); a pod's variables fit well inside ARG_MAX.
+MAX_COMMAND_CHARS = 65_536  # command, and args
+MAX_ENV_VARS = 256  # per pod spec
+MAX_ENV_NAME_CHARS = 256
+MAX_ENV_VALUE_CHARS = 32_768
+MAX_ENV_TOTAL_CHARS = 262_144  # names and values of one pod spec together
+MAX_PATH_CHARS = 4_096  # workingDir (PATH_MAX)
+MAX_IMAGE_CHARS = 1_024
+MAX_ID_CHARS = 255  # projectId, clusterId, priorityClass
+MAX_NODE_POOLS = 64
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What ringleader (the launcher, the backends, the scheduler) sets in every rank's
+# environment: a spec setting one would break the gang's rendezvous or escape its
+# GPU binding.  One list, used by the check below and shown in README's "Limits".
+RESERVED_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_NAME",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "NODE_RANK",
+    "NNODES",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "SLURM_PROCID",
+    "RUNAI_MPI_NUM_WORKERS",
+)
+RESERVED_ENV_PREFIXES = (
+    "RINGLEADER_",
+    "TORCHELASTIC_",
+    "PET_",
+    "OMPI_COMM_WORLD_",
+    "PMI_",
+    "PMIX_",
+)
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_text(text: str) -> str:
+    """``text`` if it can be stored and sent back: no NUL, no lone surrogate."""
+    bad = _UNSTORABLE.search(text)
+    if bad is not None:
+        what = "a NUL character" if bad.group() == "\x00" else "a lone UTF-16 surrogate"
+        raise ValueError(f"contains {what} (at character {bad.start()}), which cannot be stored")
+    return text
+
+
+# The validation context of a spec read back from the database (``from_stored``).
+STORED = {"stored": True}
+
+
+def stored(info: ValidationInfo | None) -> bool:
+    """True when validating what was stored, which the input checks let through."""
+    return info is not None and isinstance(info.context, dict) and bool(info.context.get("stored"))
+
+
+def bounded(max_chars: int, *, storable: bool = True) -> AfterValidator:
+    """An input check: at most ``max_chars`` characters, and ``check_text`` if ``storable``."""
+
+    def check(text: str, info: ValidationInfo) -> str:
+        if stored(info):
+            return text
+        if len(text) > max_chars:
+            raise ValueError(f"at most {max_chars} characters; this one has {len(text)}")
+        if storable:
+            return check_text(text)
+        surrogate = _SURROGATE.search(text)  # no query or response could carry it
+        if surrogate is not None:
+            raise ValueError(f"contains a lone UTF-16 surrogate (at character {surrogate.start()})")
+        return text
+
+    return AfterValidator(check)
+
+
+def _text(max_chars: int, *, storable: bool = True) -> Any:
+    return Annotated[
+        str,
+        Field(json_schema_extra={"maxLength": max_chars}),
+        bounded(max_chars, storable=storable),
+    ]
+
+
+# Free-text fields: bounded and storable (``check_text``).
+Storable = AfterValidator(check_text)  # for wire bodies never read back (server/schemas.py)
+Identifier = _text(MAX_ID_CHARS)
+Quantity = _text(64)
+EnvValue = _text(MAX_ENV_VALUE_CHARS)
+Image = _text(MAX_IMAGE_CHARS)
+DirPath = _text(MAX_PATH_CHARS)
+ProjectKey = _text(MAX_ID_CHARS, storable=False)  # never stored: one with NUL finds no project
+
+
+def check_env_name(name: str, info: ValidationInfo) -> str:
+    if stored(info):
+        return name
+    if len(name) > MAX_ENV_NAME_CHARS:
+        raise ValueError(f"at most {MAX_ENV_NAME_CHARS} characters; this one has {len(name)}")
+    if not ENV_NAME_RE.match(name):
+        raise ValueError(
+            f"{name[:64]!r} is not a variable name: letters, digits and '_', "
+            "not starting with a digit"
+        )
+    if name in RESERVED_ENV or name.startswith(RESERVED_ENV_PREFIXES):
+        raise ValueError(
+            f"{name} is set by ringleader for every rank and cannot be set by the spec "
+            f"(reserved: {', '.join(RESERVED_ENV)}, and {'*, '.join(RESERVED_ENV_PREFIXES)}*)"
+        )
+    return name
+
+
+# ----- splitting a command into words ------------------------------------------------
+# shlex.split's answers, in linear time: shlex builds each word one character at a
+# time with ``self.token = self.token + c``, which copies the word so far at every
+# character, quadratic in a word's length (a 1 MB word: tens of seconds).  Here each
+# segment (a run of plain characters, a quoted string, an escape, a run of spaces) is
+# one regular-expression match at the current position; every alternative starts with
+# a different character and its quantifiers are possessive (no backtracking), so every
+# character is looked at a bounded number of times, and a word is joined once.
+_SEGMENT = re.compile(
+    r"(?P<space>[ \t\r\n]++)"
+    r"|(?P<plain>[^ \t\r\n'\"\\]++)"
+    r"|'(?P<single>[^']*+)'"
+    r"|\"(?P<double>(?:[^\"\\]++|\\.)*+)\""
+    r"|\\(?P<escaped>.)",
+    re.DOTALL,
+)
+_DOUBLE_QUOTED_ESCAPE = re.compile(r'\\(["\\])')  # in "...", only \" and \\ are escapes
+
+
+def split_command(text: str) -> list[str]:
+    """``text`` split into words as ``shlex.split`` (POSIX mode, no comments) does.
+
+    ValueError for what cannot be split: a quote never closed, a trailing backslash.
+    """
+    words: list[str] = []
+    word: list[str] | None = None
+    pos, end = 0, len(text)
+    while pos < end:
+        match = _SEGMENT.match(text, pos)
+        if match is None:
+            if text[pos] == "\\":
+                raise ValueError(f"the backslash at character {pos} escapes nothing")
+            raise ValueError(f"the {text[pos]} at character {pos} is never closed")
+        kind, pos = match.lastgroup, match.end()
+        if kind == "space":
+            if word is not None:
+                words.append("".join(word))
+                word = None
+            continue
+        value = match.group(kind)
+        if kind == "double":
+            value = _DOUBLE_QUOTED_ESCAPE.sub(r"\1", value)
+        if word is None:
+            word = []
+        word.append(value)
+    if word is not None:
+        words.append("".join(word))
+    return words
+
+
+def check_command(text: str | None, info: ValidationInfo) -> str | None:
+    """A command (or args) that splits into words; ValueError naming the problem."""
+    if text is not None and not stored(info):
+        try:
+            split_command(text)
+        except ValueError as exc:
+            raise ValueError(f"cannot be split into words like a shell does: {exc}") from None
+    return text
+
+
+Command = Annotated[
+    str,
+    Field(json_schema_extra={"maxLength": MAX_COMMAND_CHARS}),
+    bounded(MAX_COMMAND_CHARS),
+    AfterValidator(check_command),
+]
 
 
 def parse_quantity(text: str) -> int:
@@ -105,8 +308,12 @@ class _Wire(BaseModel):
 
 
 class EnvironmentVariable(_Wire):
-    name: str = Field(min_length=1)
-    value: str = ""
+    name: Annotated[
+        str,
+        Field(min_length=1, json_schema_extra={"maxLength": MAX_ENV_NAME_CHARS}),
+        AfterValidator(check_env_name),
+    ]
+    value: EnvValue = ""
 
 
 class Compute(_Wire):
@@ -114,14 +321,14 @@ class Compute(_Wire):
 
     cpu_core_request: float | None = Field(default=None, gt=0)
     cpu_core_limit: float | None = Field(default=None, gt=0)
-    cpu_memory_request: str | None = None
-    cpu_memory_limit: str | None = None
+    cpu_memory_request: Quantity | None = None
+    cpu_memory_limit: Quantity | None = None
     gpu_devices_request: int | None = Field(default=None, ge=0, le=MAX_GPUS_PER_POD)
     gpu_request_type: Literal["portion", "memory"] | None = None
     gpu_portion_request: float | None = Field(default=None, gt=0, le=1)
     gpu_portion_limit: float | None = Field(default=None, gt=0, le=1)
-    gpu_memory_request: str | None = None
-    gpu_memory_limit: str | None = None
+    gpu_memory_request: Quantity | None = None
+    gpu_memory_limit: Quantity | None = None
 
     @field_validator(
         "cpu_memory_request", "cpu_memory_limit", "gpu_memory_request", "gpu_memory_limit"
@@ -149,16 +356,35 @@ class Compute(_Wire):
 class PodSpec(_Wire):
     """One pod's environment: what runs, where, with what."""
 
-    command: str | None = None
-    args: str | None = None
-    image: str | None = None
-    working_dir: str | None = None
-    environment_variables: list[EnvironmentVariable] = Field(default_factory=list)
+    command: Command | None = None
+    args: Command | None = None
+    image: Image | None = None
+    working_dir: DirPath | None = None
+    environment_variables: list[EnvironmentVariable] = Field(
+        default_factory=list, json_schema_extra={"maxItems": MAX_ENV_VARS}
+    )
     compute: Compute = Field(default_factory=Compute)
+
+    @field_validator("environment_variables")
+    @classmethod
+    def _env_size(
+        cls, variables: list[EnvironmentVariable], info: ValidationInfo
+    ) -> list[EnvironmentVariable]:
+        if stored(info):
+            return variables
+        if len(variables) > MAX_ENV_VARS:
+            raise ValueError(f"at most {MAX_ENV_VARS} variables; this spec has {len(variables)}")
+        total = sum(len(v.name) + len(v.value) for v in variables)
+        if total > MAX_ENV_TOTAL_CHARS:
+            raise ValueError(
+                f"the variables' names and values add up to {total} characters; "
+                f"at most {MAX_ENV_TOTAL_CHARS}"
+            )
+        return variables
 
     def argv(self) -> list[str]:
         """The command line: ``command`` then ``args``, split like a shell would."""
-        return shlex.split(self.command or "") + shlex.split(self.args or "")
+        return split_command(self.command or "") + split_command(self.args or "")
 
     def env(self) -> dict[str, str]:
         return {e.name: e.value for e in self.environment_variables}
@@ -173,10 +399,19 @@ class DistributedSpec(PodSpec):
     clean_pod_policy: Literal["None", "All", "Running"] = "Running"
     backoff_limit: int = Field(default=6, ge=0)
     preemptibility: Literal["preemptible", "non-preemptible"] | None = None
-    priority_class: str | None = None
-    node_pools: list[str] = Field(default_factory=list)
+    priority_class: Identifier | None = None
+    node_pools: list[Identifier] = Field(
+        default_factory=list, json_schema_extra={"maxItems": MAX_NODE_POOLS}
+    )
     interactive: bool = False
     ttl_after_finish_s: int | None = Field(default=None, ge=0)
+
+    @field_validator("node_pools")
+    @classmethod
+    def _pool_count(cls, pools: list[str], info: ValidationInfo) -> list[str]:
+        if len(pools) > MAX_NODE_POOLS and not stored(info):
+            raise ValueError(f"at most {MAX_NODE_POOLS} node pools; this spec has {len(pools)}")
+        return pools
 
 
 class WorkloadSpec(_Wire):
@@ -188,14 +423,20 @@ class WorkloadSpec(_Wire):
 
     # Checked by check_name (for its message); the pattern is there for the OpenAPI document.
     name: str = Field(json_schema_extra={"pattern": NAME_RE.pattern, "maxLength": 63})
-    project_id: str
-    cluster_id: str | None = None
+    project_id: ProjectKey
+    cluster_id: Identifier | None = None
     use_given_name_as_prefix: bool = False
     master_spec_same_as_worker: bool = True
     master_spec: PodSpec | None = None
     spec: DistributedSpec
 
     _check_name = field_validator("name")(classmethod(lambda cls, v: check_name(v)))
+
+    @classmethod
+    def from_stored(cls, data: Any) -> WorkloadSpec:
+        """A spec read back from the database: shapes and types are checked, the input
+        bounds are not (a row stored before a bound existed must still be shown)."""
+        return cls.model_validate(data, context=STORED)
 
     @property
     def framework(self) -> Framework:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,12 @@ def server(
         " class's dotted path; without @POOL, the default for pools not named. Default: local"
         " (and ssh for gangs on SSH nodes).",
     ),
+    max_body_bytes: int = typer.Option(
+        4 * 1024 * 1024,
+        "--max-body-bytes",
+        min=1024,
+        help="Refuse request bodies larger than this with 413 (default 4 MiB).",
+    ),
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -116,6 +123,7 @@ def server(
         nodes=nodes,
         placement=placement,  # type: ignore[arg-type]
         backends=backends,
+        max_body_bytes=max_body_bytes,
     )
     serve(config)
 
@@ -124,6 +132,20 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
     """Run the server for ``config`` until SIGTERM or Ctrl-C (benchmarks call this with
     a stub ``backend``; the command parses its options into ``config`` first)."""
     import uvicorn
+
+    class Stopping(uvicorn.Server):
+        """uvicorn's server that also tells the app it is stopping the moment a
+        signal arrives, so open ``logs?follow`` streams end instead of holding
+        the shutdown (uvicorn waits for open responses before the app's own
+        shutdown runs)."""
+
+        def __init__(self, settings: uvicorn.Config, stopping: threading.Event) -> None:
+            super().__init__(settings)
+            self.stopping = stopping
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            self.stopping.set()
+            super().handle_exit(sig, frame)
 
     from ringleader.errors import InvalidSpec
     from ringleader.server.app import create_app
@@ -152,9 +174,16 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
     lock.publish(local_url(host, sock.getsockname()[1]))
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(
-            sockets=[sock]
+        # A bounded graceful shutdown: open streams (logs?follow) also end on the app's
+        # own shutdown signal (``services.logs``); this bounds any other slow response.
+        settings = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=max(1, round(config.graceful_shutdown_s)),
         )
+        Stopping(settings, app.state.stopping).run(sockets=[sock])
     except Terminated:
         died_of_sigterm = True
     else:

@@ -10,8 +10,10 @@ re-adopts them.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,6 +36,7 @@ from ringleader.server.background import Background, World
 from ringleader.server.background.heartbeats import NodeMonitor
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import Database, open_database
+from ringleader.server.limits import BodyLimit
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
@@ -73,12 +76,20 @@ def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
     )
 
 
+_ECHO_CHARS = 200  # of an input echoed in a 422: enough to recognise it
+
+
 def _finite(value: Any) -> Any:
-    """``value`` with inf and NaN (JSON has neither) as strings: "inf", "nan"."""
+    """``value`` as JSON can carry it: inf and NaN (JSON has neither) as strings
+    ("inf", "nan"), a lone surrogate (no UTF-8 encoder writes one) escaped as
+    ``\\ud800``, and a long string cut to its start."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, str):
+        cut = value if len(value) <= _ECHO_CHARS else value[:_ECHO_CHARS] + "..."
+        return cut.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
+        return {_finite(key): _finite(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_finite(item) for item in value]
     return value
@@ -99,11 +110,24 @@ def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """FastAPI's own 422, except that an input of inf or NaN (a body's 1e999 or
-    Infinity) is echoed as a string: FastAPI's response would fail to render
-    it (JSON has no inf) and answer 500 instead; and a secret is not echoed."""
+    """FastAPI's own 422, except that the input it echoes is made renderable
+    (``_finite``): FastAPI's response would fail to render inf, NaN or a lone
+    surrogate and answer 500 instead, and would echo a megabyte back; and a
+    secret is not echoed at all."""
     errors = [_unechoed(error) for error in jsonable_encoder(exc.errors())]
     return JSONResponse({"detail": _finite(errors)}, status_code=422)
+
+
+class _JSON(JSONResponse):
+    """FastAPI's JSON response, except that text no UTF-8 encoder writes (a lone
+    surrogate in a row stored before input was checked for them) is sent as JSON's
+    ``\\udXXX`` escape instead of failing the response (500)."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False).encode()
 
 
 def ssh_nodes(database: Database) -> Callable[[], dict[str, SSHNode]]:
@@ -163,6 +187,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         try:
             yield
         finally:
+            app.state.stopping.set()
             monitor.stop()
             background.stop()
             app.state.key_checks.shutdown()
@@ -176,9 +201,12 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        default_response_class=_JSON,
     )
     app.state.config = config
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
+    # Set when the server shuts down: open streams (logs?follow) end on it.
+    app.state.stopping = threading.Event()
     book = NodeBook()  # filled from the nodes table once the database is open
     context = BackendContext(options={"node_book": book})
     if backend is None:
@@ -194,6 +222,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -44,6 +44,10 @@ class ServerConfig:
     backends: list[BackendChoice] = field(default_factory=list)
     # Off: the API alone, no background work (benchmarks measure the API by itself).
     background: bool = True
+    # A request body over this is refused with 413 (server/limits.py).
+    max_body_bytes: int = 4 * 1024 * 1024
+    # On SIGTERM: how long open responses (logs?follow) may take to end.
+    graceful_shutdown_s: float = 3.0
 
     @property
     def runs_dir(self) -> Path:

@@ -7,10 +7,12 @@ this module adds the responses and the smaller bodies (token, projects).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+
+from ringleader.spec import Storable
 
 
 class Wire(BaseModel):
@@ -133,6 +135,8 @@ class WorkloadList(Wire):
     total: int
     offset: int
     limit: int
+    # summary: each spec without command, args and variables (?view=full: whole)
+    view: Literal["summary", "full"] = "full"
 
 
 class Accepted(Wire):
@@ -150,19 +154,38 @@ class NodeGpuOut(Wire):
     allocated: float  # the sum of the shares bound on this device (1.0 = whole)
 
 
-HOST_PATTERN = r"^(?:[A-Za-z0-9_.-]+@)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$"
+# user@host, neither part starting with "-": ssh would read "-oProxyCommand=..." as an option.
+HOST_PATTERN = (
+    r"^(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*@)?(?:[A-Za-z0-9_.][A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])$"
+)
+LabelKey = Annotated[str, Field(min_length=1, max_length=63), Storable]
+LabelValue = Annotated[str, Field(max_length=255), Storable]
 
 
 class NodeIn(Wire):
     """An SSH host to register: probed over SSH before it is stored."""
 
     ssh: str = Field(min_length=1, max_length=255, pattern=HOST_PATTERN)  # user@host
-    name: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.-]+$")
-    address: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.:-]+$")
+    name: str | None = Field(
+        None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.][A-Za-z0-9_.-]*$"
+    )
+    address: str | None = Field(
+        None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]*$"
+    )
     pool: str = Field(
         "default", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
     )
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("ssh", mode="before")
+    @classmethod
+    def _not_an_option(cls, value: object) -> object:
+        if isinstance(value, str) and value.startswith("-"):
+            raise ValueError(
+                f"{value[:64]!r} starts with '-', which ssh would read as an option; "
+                "give user@host or a host name"
+            )
+        return value
 
 
 class NodeOut(Wire):

@@ -214,7 +214,7 @@ def pod_asks(row: models.Workload) -> PodAsks:
     """What ``row``'s spec asks for, parsed once per workload (a spec never changes)."""
     found = _ASKS.get(row.id)
     if found is None:
-        spec = WorkloadSpec.model_validate(row.spec)
+        spec = WorkloadSpec.from_stored(row.spec)
         found = PodAsks(
             tuple(pod_requests(spec, row.name)),
             priority(spec),

@@ -96,6 +96,9 @@ class BackendStatus:
     attempt: int = 0
     pods: list[PodStatus] = field(default_factory=list)
     exit_code: int | None = None
+    # When the run ended (unix seconds), by the run's own record; None while it runs or
+    # when the backend cannot tell. A server that was down when it ended stamps this.
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class Placing(Pipeline):
         placement's backend start it on a worker and record the handle."""
         if w.id in self.world.busy:
             return  # its last call (a preemption's stop) has not returned yet
-        spec = WorkloadSpec.model_validate(w.spec)
+        spec = WorkloadSpec.from_stored(w.spec)
         requests = {r.name: r for r in pod_asks(w).requests}
         bound = {
             b.pod: PodPlacement(

@@ -17,6 +17,8 @@ read snapshot), so polling every running workload costs no write lock.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
@@ -94,7 +96,7 @@ class Reconciling(Pipeline):
 
 
 def _backoff_limit(w: Workload) -> int:
-    return WorkloadSpec.model_validate(w.spec).spec.backoff_limit
+    return WorkloadSpec.from_stored(w.spec).spec.backoff_limit
 
 
 def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backend) -> None:
@@ -115,6 +117,7 @@ def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backen
                 phases.transition_pod(s, pod, ended, exit_code=ps.exit_code)
         phases.end_attempt(s, w, status.message or "the gang failed", "Failed", _backoff_limit(w))
         return
+    ended = ended_time(status)
     for ps in status.pods:
         pod = pods.get(ps.name)
         if pod is None:
@@ -126,8 +129,19 @@ def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backen
             )
         pod.node, pod.ranks = pod.node or ps.node, list(ps.ranks)
         if pod.phase != target:
-            phases.transition_pod(s, pod, target, exit_code=ps.exit_code)
-    phases.observe(s, w, status.phase, message=status.message)
+            phases.transition_pod(s, pod, target, exit_code=ps.exit_code, now=ended)
+    phases.observe(s, w, status.phase, message=status.message, now=ended)
+
+
+def ended_time(status: BackendStatus) -> datetime | None:
+    """When the run ended by its own record (so a server that was down when it ended
+    stamps completedAt with the run's end, not with when it noticed); None: now."""
+    if status.ended_at is None or status.phase not in phases.WORKLOAD_ENDED:
+        return None
+    try:
+        return datetime.fromtimestamp(status.ended_at, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def status_changes(workload: Workload, status: BackendStatus) -> bool:

@@ -7,6 +7,8 @@ intent then wakes the background work that acts on it.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy.orm import Session
@@ -105,6 +107,9 @@ def list_all(
     sort_order: str = Query("desc", alias="sortOrder"),
     offset: int = Query(0, ge=0, le=svc.MAX_OFFSET),
     limit: int = Query(50, ge=1, le=500),
+    view: Literal["summary", "full"] = Query(
+        "summary", description="summary: specs without command, args and variables"
+    ),
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> WorkloadList:
@@ -116,6 +121,7 @@ def list_all(
         sort_order=sort_order,
         offset=offset,
         limit=limit,
+        view=view,
     )
 
 
@@ -156,5 +162,6 @@ def logs(
         since=since,
         follow=follow,
         timestamps=timestamps,
+        stopping=request.app.state.stopping,
     )
     return StreamingResponse(lines, media_type="text/plain")

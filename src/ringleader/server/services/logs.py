@@ -12,13 +12,20 @@ Invariants:
   the caller's session is closed and each check uses a fresh reader;
 - per (pod, attempt, stream) the files only grow, so a line is sent once by
   counting what was sent, and a workload that ended is read once more after
-  it was seen ending, so its last lines are never missed.
+  it was seen ending, so its last lines are never missed;
+- ``tail`` bounds memory by the lines asked for: a local run's files are read
+  from their end (``backends.local.logtail``), and no stream holds more than
+  ``tail`` lines at once;
+- a ``follow`` ends within ``FOLLOW_POLL_S`` of the server's ``stopping``
+  event, so a server told to stop is not held by its open streams.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -27,7 +34,9 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import InvalidSpec
 from ringleader.server.backends import BackendSet
-from ringleader.server.backends.base import LogLine
+from ringleader.server.backends.base import Backend, LogLine
+from ringleader.server.backends.local import LocalBackend
+from ringleader.server.backends.local.logtail import tail_logs
 from ringleader.server.models import User, Workload
 from ringleader.server.phases import FINAL
 from ringleader.server.services.workloads import get
@@ -48,12 +57,15 @@ def log_text(
     since: str | None = None,
     follow: bool = False,
     timestamps: bool = False,
+    stopping: threading.Event | None = None,
 ) -> Iterator[str]:
     """Check the request, close ``session``, and return the lines to stream.
 
     ``pod`` is a pod's full name or its suffix (``worker-1``); ``since`` a
-    duration (``5m``) or an ISO time; ``follow`` streams until the workload ends.
+    duration (``5m``) or an ISO time; ``follow`` streams until the workload ends
+    or ``stopping`` is set (the server shuts down).
     """
+    stopping = stopping or threading.Event()
     workload = get(session, user, workload_id)
     backend = backends.named(workload.backend)
     state = {"handle": workload.handle}
@@ -68,9 +80,10 @@ def log_text(
     after = _since(since)
     session.close()  # no transaction stays open while streaming
 
-    def fetch(seen: dict[tuple[str, int, str], int]) -> list[LogLine]:
-        """Lines not yet sent: per (pod, attempt, stream) the files only grow."""
-        fresh: list[LogLine] = []
+    def fetch(seen: dict[tuple[str, int, str], int], keep: int | None = None) -> deque[LogLine]:
+        """Lines not yet sent (the last ``keep`` of them): per (pod, attempt, stream)
+        the files only grow."""
+        fresh: deque[LogLine] = deque(maxlen=keep)
         counts: dict[tuple[str, int, str], int] = {}
         handle = state["handle"]
         for ln in backend.logs(handle, pod=pod) if handle else []:
@@ -94,18 +107,31 @@ def log_text(
 
     def stream() -> Iterator[str]:
         seen: dict[tuple[str, int, str], int] = {}
-        first = fetch(seen)
-        for ln in first[-tail:] if tail else first:
+        if tail and not follow and after is None and state["handle"]:
+            first: Iterator[LogLine] | deque[LogLine] = last_lines(
+                backend, state["handle"], pod, tail
+            )
+        else:
+            first = fetch(seen, keep=tail)
+        for ln in first:
             yield _format(ln, timestamps)
         while follow:
             done = finished()  # read before fetching, so the last lines are never missed
             for ln in fetch(seen):
                 yield _format(ln, timestamps)
-            if done:
+            # The backend's files offer no change notification; the server's stop does.
+            if done or stopping.wait(FOLLOW_POLL_S):
                 return
-            time.sleep(FOLLOW_POLL_S)  # the backend's files offer no change notification
 
     return stream()
+
+
+def last_lines(backend: Backend, handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
+    """The last ``count`` lines: from the files' ends where the backend's logs are the
+    local backend's own files (its subclasses' too, unless they read logs otherwise)."""
+    if isinstance(backend, LocalBackend) and type(backend).logs is LocalBackend.logs:
+        return tail_logs(handle, pod, count)
+    return backend.logs(handle, pod=pod, tail=count)
 
 
 def _since(value: str | None) -> float | None:

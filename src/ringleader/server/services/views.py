@@ -13,7 +13,11 @@ Invariants:
   allocations count everyone's pods but name only visible ones;
 - names of projects and creators are looked up per page, in two queries
   whatever its length, never per row;
-- pods are ordered master/launcher first, then by index; events by id.
+- pods are ordered master/launcher first, then by index; events by id;
+- a list shows each workload's spec as a summary (``spec_summary``: no
+  command, args or variables, so a page's size is bounded by its length,
+  not by what tenants typed) unless the full view is asked for; one
+  workload (describe) always has its whole spec.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
@@ -73,8 +78,10 @@ def workloads(
     sort_order: str = "desc",
     offset: int = 0,
     limit: int = 50,
+    view: Literal["summary", "full"] = "full",
 ) -> WorkloadList:
-    """A page of the workloads ``user`` may see, filtered and sorted, with the total."""
+    """A page of the workloads ``user`` may see, filtered and sorted, with the total;
+    ``view``: their specs whole or summarized (``spec_summary``; the API's default)."""
     rows, total = list_workloads(
         session,
         user,
@@ -86,10 +93,11 @@ def workloads(
     )
     names = workload_names(session, rows)
     return WorkloadList(
-        workloads=[workload_out(session, w, names) for w in rows],
+        workloads=[workload_out(session, w, names, full=view == "full") for w in rows],
         total=total,
         offset=offset,
         limit=limit,
+        view=view,
     )
 
 
@@ -110,13 +118,35 @@ def workload_names(session: Session, rows: Sequence[Workload]) -> dict[str, str]
     return names
 
 
+# What a summary leaves out of each pod spec: the bodies a tenant sizes.
+_BULKY = ("command", "args", "environmentVariables")
+
+
+def spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
+    """The stored spec without its pods' command, args and variables (their count stays:
+    ``environmentVariableCount``); the same field names otherwise."""
+
+    def pod(body: dict[str, Any]) -> dict[str, Any]:
+        kept = {k: v for k, v in body.items() if k not in _BULKY}
+        if body.get("environmentVariables"):
+            kept["environmentVariableCount"] = len(body["environmentVariables"])
+        return kept
+
+    summary = dict(spec)
+    for key in ("spec", "masterSpec"):
+        if isinstance(spec.get(key), dict):
+            summary[key] = pod(spec[key])
+    return summary
+
+
 def workload_out(
-    session: Session, row: Workload, names: dict[str, str] | None = None
+    session: Session, row: Workload, names: dict[str, str] | None = None, *, full: bool = True
 ) -> WorkloadOut:
     """The wire form of a row; ``names`` (id -> name of projects and users) saves a
-    query per row when a page of rows is shown."""
+    query per row when a page of rows is shown; ``full``: the whole spec, else its
+    summary."""
     names = names if names is not None else workload_names(session, [row])
-    spec = WorkloadSpec.model_validate(row.spec)
+    spec = WorkloadSpec.from_stored(row.spec)
     pods: list[Pod] = list(row.pods)
     requests = pod_requests(spec, row.name)
     pod_count = len(requests)
@@ -150,7 +180,7 @@ def workload_out(
         nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
         pending_reason=row.phase_message if pending else None,
         attempt=row.attempt,
-        spec=row.spec,
+        spec=row.spec if full else spec_summary(row.spec),
     )
 
 

@@ -61,7 +61,7 @@ def write_final_state(
         if info.get("phase") == "Running":
             info["phase"] = "Stopped"
     state = {**state, "phase": phase, "reason": reason, "summary": reason}
-    state["updated_at"] = clock()
+    state["updated_at"] = state["ended_at"] = clock()  # its leftovers ended just now
     write_json_atomic(run_dir / STATE_FILE, state)
     return state
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ringleader.launch.detached import FINAL_PHASES
 from ringleader.server.backends.base import BackendStatus, PodStatus
 from ringleader.server.backends.local.planning import LocalPod
 
@@ -101,4 +102,17 @@ def status_of(
         attempt=attempt,
         pods=pod_states,
         exit_code=state.get("exit_code"),
+        ended_at=ended_at(state),
     )
+
+
+def ended_at(state: dict[str, Any]) -> float | None:
+    """When a final ``state`` was reached: its ``ended_at``, else the time of its last
+    write (the supervisor writes the final state once, when the gang has ended)."""
+    if state.get("phase") not in FINAL_PHASES:
+        return None
+    for key in ("ended_at", "updated_at"):
+        value = state.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
