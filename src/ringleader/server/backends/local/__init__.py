@@ -4,21 +4,30 @@ The package's parts, one job each: ``planning`` (the pure plan: launch spec
 and pods), ``status`` (the one state table, ``state.json`` -> our status),
 ``processes`` (adoption through /proc, the final state of a dead supervisor,
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
-hold).  This module spawns supervisors and answers the server's calls.
+hold), ``cgroups`` (the kernel's record of a run's processes: kill,
+limits, usage).  This module spawns supervisors and answers the server's calls.
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
   resolved path is the *handle*.  Its files are described in
   ``ringleader.launch.detached``: ``launch.json`` (written here),
-  ``state.json`` and ``logs/`` (written by the detached supervisor).
+  ``state.json`` and ``logs/`` (written by the detached supervisor),
+  ``usage.json`` (written here: each pod's measures, read from its cgroup
+  before the cgroup is removed).
 
 Invariants:
 - the detached supervisor runs in its own session with its stdio on files,
   so the server can stop, restart or die without touching a workload; a new
   ``LocalBackend`` re-adopts a workload from its handle alone;
 - ``submit`` runs exactly the plan it is given;
-- no orphans: after a supervisor's death (noticed by ``poll``) or a
-  ``cancel``, every process carrying the job id is swept.
+- no orphans: every process of a run is in the run's cgroup (made before
+  the supervisor starts; see ``cgroups``), so after its end (noticed by
+  ``poll``), a supervisor's death or a ``cancel``, whatever is left of it is
+  killed, however it changed its environment or session, and the cgroup is
+  removed; where no cgroup can be made (not root, no cgroupfs, macOS) every
+  process carrying the job id is swept instead (isolation "environment");
+- pods see only the allow-listed part of the server's environment
+  (``launch.detached.scoped_environ``) and what the launch sets for them.
 """
 
 from __future__ import annotations
@@ -32,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -48,6 +57,7 @@ from ringleader.launch.detached import (
     load_launch,
     read_json,
     read_logs,
+    scoped_environ,
     write_json_atomic,
 )
 from ringleader.server.backends.base import (
@@ -58,11 +68,15 @@ from ringleader.server.backends.base import (
     ExecTarget,
     LogLine,
 )
+from ringleader.server.backends.local import cgroups as cgroupfs
+from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, Usage, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.planning import (
+    ENVIRONMENT,
     LocalPlan,
     LocalPod,
     Where,
+    isolation_of,
     plan_launch,
     pods_from_launch,
 )
@@ -76,13 +90,10 @@ from ringleader.server.backends.local.processes import (
 )
 from ringleader.server.backends.local.status import STATES, pod_phase, status_of
 
-__all__ = ["SERVER_ONLY", "LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
+__all__ = ["LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
 
-# The server's secrets; its other settings (RINGLEADER_HOME, _URL) are plain paths and
-# addresses that let a rank's own `ringleader` calls reach the same server.
-SERVER_ONLY = frozenset(
-    {"RINGLEADER_DATABASE_URL", "RINGLEADER_CLIENT_ID", "RINGLEADER_CLIENT_SECRET"}
-)
+USAGE_FILE = "usage.json"
+DETECT: Any = object()  # LocalBackend(cgroups=DETECT): this host's hierarchy, if any
 
 
 class LocalBackend(Backend):
@@ -106,6 +117,7 @@ class LocalBackend(Backend):
         node: str | None = None,
         environ: Mapping[str, str] | None = None,
         max_ranks: int | None = None,
+        cgroups: Hierarchy | None = DETECT,
     ) -> None:
         self.python = python
         self.grace_s = grace_s
@@ -117,13 +129,13 @@ class LocalBackend(Backend):
         self.node = node or socket.gethostname()
         # Oversubscription is fine for small CPU jobs; thousands of ranks on one box is not.
         self.max_ranks = max_ranks or max(64, 16 * (os.cpu_count() or 1))
-        # What supervisors (and so ranks) inherit: the server's environment without
-        # its own settings and secrets (database URL with its password, API keys).
-        self.environ = {
-            k: v
-            for k, v in (os.environ if environ is None else environ).items()
-            if k not in SERVER_ONLY
-        }
+        # What supervisors (and so ranks) inherit: the allow-listed part of the
+        # server's environment, never its settings or secrets.
+        self.environ = scoped_environ(os.environ if environ is None else environ)
+        # Where each run's processes are tracked and limited (None: by environment).
+        self.cgroups: Hierarchy | None = cgroupfs.detect() if cgroups is DETECT else cgroups
+        if self.cgroups is not None:
+            self.clean_stale_cgroups()
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
         # The cores pods may be pinned to (this process's own CPU set).
         self.cpus = (
@@ -142,9 +154,15 @@ class LocalBackend(Backend):
             max_ranks=self.max_ranks, restarts_in_place=self.capabilities.restarts_in_place
         )
 
-    def plan(self, request: BackendRequest, busy_cpus: frozenset[int] = frozenset()) -> LocalPlan:
+    def plan(
+        self,
+        request: BackendRequest,
+        busy_cpus: frozenset[int] = frozenset(),
+        cgroups: Hierarchy | None = None,
+    ) -> LocalPlan:
         """The launch for ``request`` (pure); ``busy_cpus``: cores other workloads'
-        pods are pinned to, so this one's pods pinned to cores of their own."""
+        pods are pinned to, so this one's pods pinned to cores of their own;
+        ``cgroups``: the hierarchy its pods get cgroups in (None: tracked by env)."""
         return plan_launch(
             request,
             python=self.python,
@@ -152,6 +170,7 @@ class LocalBackend(Backend):
             where=self.where(),
             cpus=self.cpus,
             busy_cpus=busy_cpus,
+            cgroups=cgroups,
         )
 
     def start(self, request: BackendRequest) -> str:
@@ -161,7 +180,10 @@ class LocalBackend(Backend):
         # every run directory costs a read per run ever made.
         pins = any(p.node_kind == "local" and p.cpu_cores >= 1 for p in request.placements.values())
         busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
-        return self.submit(self.plan(dataclasses.replace(request, run_dir=str(run_dir)), busy))
+        # Pods get cgroups where every rank runs on this machine (not SSH nodes').
+        local = self.where().hosts is None
+        request = dataclasses.replace(request, run_dir=str(run_dir))
+        return self.submit(self.plan(request, busy, self.cgroups if local else None))
 
     # ----- submit --------------------------------------------------------------------
     def submit(self, plan: LocalPlan) -> str:
@@ -173,21 +195,40 @@ class LocalBackend(Backend):
         if plan.spec.cwd == f"{run_dir}/work":
             Path(plan.spec.cwd).mkdir(exist_ok=True)
         (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
+        (run_dir / USAGE_FILE).unlink(missing_ok=True)
         write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
-        env = {k: v for k, v in self.environ.items() if not k.startswith("RINGLEADER_JOB")}
-        with open(run_dir / SUPERVISOR_LOG, "ab") as log:
-            proc = self.spawn(
-                detached_argv(self.python, run_dir),
-                cwd=str(run_dir),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        handle = str(run_dir)
-        self._children[handle] = proc
-        self._await_state(run_dir, proc)
+        env = dict(self.environ)
+        argv = detached_argv(self.python, run_dir)
+        hierarchy = self.cgroups if plan.isolation != ENVIRONMENT else None
+        with contextlib.ExitStack() as held:
+            if hierarchy is not None:
+                # Made (under the shared lock a stale-cgroup cleaner waits for) before
+                # the supervisor starts; it joins before its first instruction runs.
+                held.enter_context(hierarchy.lock())
+                run_id = plan.spec.run_id
+                hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}")
+                for pod in plan.pods:
+                    hierarchy.create(f"{run_id}/{pod.name}", plan.limits.get(pod.name))
+                env[JOIN_VAR] = " ".join(hierarchy.procs_files(f"{run_id}/{cgroupfs.SUPERVISOR}"))
+                argv = join_argv(argv)
+            with open(run_dir / SUPERVISOR_LOG, "ab") as log:
+                proc = self.spawn(
+                    argv,
+                    cwd=str(run_dir),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            handle = str(run_dir)
+            self._children[handle] = proc
+            try:
+                self._await_state(run_dir, proc)
+            except RingleaderError:
+                if hierarchy is not None:
+                    self._end_cgroup(run_dir, plan.spec.run_id)
+                raise
         return handle
 
     def _await_state(self, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -221,13 +262,91 @@ class LocalBackend(Backend):
             state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
             if not is_final(state):
                 state = self._write_final(run_dir, launch, state, "Failed", died(state))
-        return status_of(
+        if is_final(state):  # what the ranks left behind (a daemon, say) ends with the run
+            self.end_run(run_dir, launch)
+        status = status_of(
             state,
             pods_from_launch(launch),
             this_node=self.node,
             phase_of=self.phase_of,
             on_rank0_success=launch.spec.on_rank0_success,
         )
+        return self._with_usage(status, run_dir, launch)
+
+    def _with_usage(
+        self, status: BackendStatus, run_dir: Path, launch: LaunchFile
+    ) -> BackendStatus:
+        """Each pod's isolation and measures (live from its cgroup, or as recorded at
+        the end); a pod the kernel killed for its memory limit says so."""
+        isolation = isolation_of(launch)
+        usage = self.usage(run_dir, launch)
+        pods, oom = [], []
+        for pod in status.pods:
+            measured = usage.get(pod.name, Usage())
+            if measured.oom_kills:
+                oom.append(pod.name)
+            pods.append(
+                dataclasses.replace(
+                    pod,
+                    peak_memory_bytes=measured.peak_memory_bytes,
+                    cpu_seconds=measured.cpu_seconds,
+                    isolation=isolation,
+                )
+            )
+        message = status.message
+        if oom and status.phase == "Failed":
+            message = (
+                f"out of memory: the kernel killed a process of pod(s) {', '.join(oom)} "
+                f"at its memory limit (cpuMemoryLimit/cpuMemoryRequest)\n{message}"
+            )
+        return dataclasses.replace(status, pods=pods, message=message)
+
+    def usage(self, run_dir: Path, launch: LaunchFile) -> dict[str, Usage]:
+        """Pod -> what its cgroup measured: live while it exists, else as recorded."""
+        run_id = launch.spec.run_id
+        if isolation_of(launch) == ENVIRONMENT:
+            return {}
+        if self.cgroups is not None and self.cgroups.exists(run_id):
+            return {
+                p.name: self.cgroups.usage(f"{run_id}/{p.name}") for p in pods_from_launch(launch)
+            }
+        recorded = read_json(run_dir / USAGE_FILE) or {}
+        return {name: Usage.from_json(data) for name, data in recorded.items()}
+
+    # ----- ending a run's processes ----------------------------------------------------
+    def end_run(self, run_dir: Path, launch: LaunchFile) -> None:
+        """Kill whatever of the run is left: its cgroup (recording each pod's usage, then
+        removing it), or the processes carrying its job id where it has none."""
+        run_id = launch.spec.run_id
+        if self.cgroups is not None and isolation_of(launch) != ENVIRONMENT:
+            self._end_cgroup(run_dir, run_id, pods_from_launch(launch))
+        sweep_job(run_id, self.grace_s)  # no-op unless one was started without a cgroup
+
+    def _end_cgroup(self, run_dir: Path, run_id: str, pods: Sequence[LocalPod] = ()) -> None:
+        hierarchy = self.cgroups
+        if hierarchy is None or not hierarchy.exists(run_id):
+            return
+        if not hierarchy.kill(run_id):
+            raise RingleaderError(
+                f"processes of cgroup {run_id} survived SIGKILL (stuck in the kernel?)"
+            )
+        usage = {p.name: hierarchy.usage(f"{run_id}/{p.name}").to_json() for p in pods}
+        if usage:
+            write_json_atomic(run_dir / USAGE_FILE, usage)
+        hierarchy.remove(run_id)
+
+    def clean_stale_cgroups(self) -> None:
+        """Remove run cgroups no process is in: a server killed between making one and
+        ending its run leaves them (a live run's cgroup is never empty: its supervisor
+        is in it; one being made is guarded by the lock)."""
+        hierarchy = self.cgroups
+        if hierarchy is None:
+            return
+        with hierarchy.lock(exclusive=True):
+            for run_id in hierarchy.runs():
+                if not hierarchy.pids(run_id):
+                    with contextlib.suppress(OSError):
+                        hierarchy.remove(run_id)
 
     # ----- cancel (the base class's template: is_live, then stop) ---------------------
     def is_live(self, handle: str) -> bool:
@@ -236,8 +355,11 @@ class LocalBackend(Backend):
         launch = load_launch(run_dir)
         if launch is None:
             return False
-        return not is_final(read_json(run_dir / STATE_FILE)) or bool(
-            job_processes(launch.spec.run_id)
+        run_id = launch.spec.run_id
+        return (
+            not is_final(read_json(run_dir / STATE_FILE))
+            or (self.cgroups is not None and self.cgroups.exists(run_id))
+            or bool(job_processes(run_id))
         )
 
     def stop(self, handle: str) -> None:
@@ -259,7 +381,7 @@ class LocalBackend(Backend):
                 self._await_gone(pid, run_dir, 5.0)
         self._reap()
         if launch is not None:
-            sweep_job(launch.spec.run_id, self.grace_s)
+            self.end_run(run_dir, launch)
             state = read_json(run_dir / STATE_FILE)
             if state and not is_final(state):
                 self._write_final(run_dir, launch, state, "Stopped" if alive else "Failed", reason)
@@ -313,6 +435,11 @@ class LocalBackend(Backend):
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             cwd = launch.spec.cwd
+        rel = f"{launch.spec.run_id}/{pod}"
+        hierarchy = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
+        if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
+            env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
+            return ExecTarget(node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])))
         return ExecTarget(node=self.node, cwd=cwd, env=env)
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
@@ -323,7 +450,13 @@ class LocalBackend(Backend):
         self, run_dir: Path, launch: LaunchFile, state: dict[str, Any], phase: str, reason: str
     ) -> dict[str, Any]:
         return write_final_state(
-            run_dir, launch, state, phase, reason, grace_s=self.grace_s, clock=self.clock
+            run_dir,
+            launch,
+            state,
+            phase,
+            reason,
+            end=lambda: self.end_run(run_dir, launch),
+            clock=self.clock,
         )
 
     def _reap(self) -> None:

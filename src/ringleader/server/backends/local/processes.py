@@ -4,7 +4,9 @@ supervisor could not write, sweeping leftovers, and a pod's live process.
 Invariants: the supervisor's pid lives only in ``state.json``, written by the
 supervisor itself, and is trusted only while ``/proc/PID/cmdline`` names the
 run dir (``is_detached_supervisor``); after a supervisor's death or a stop,
-every process carrying the job id is swept, so nothing is orphaned.
+every process of the run is ended (its cgroup, ``LocalBackend.end_run``;
+``sweep_job`` by the job id where no cgroup could be made), so nothing is
+orphaned.
 """
 
 from __future__ import annotations
@@ -51,12 +53,12 @@ def write_final_state(
     phase: str,
     reason: str,
     *,
-    grace_s: float,
+    end: Callable[[], None],
     clock: Callable[[], float],
 ) -> dict[str, Any]:
     """The final state a dead (or stopped) supervisor could not write, after
-    its leftovers are swept: ranks still marked Running become Stopped."""
-    sweep_job(launch.spec.run_id, grace_s)
+    ``end`` ended its leftovers: ranks still marked Running become Stopped."""
+    end()
     for info in (state.get("ranks") or {}).values():
         if info.get("phase") == "Running":
             info["phase"] = "Stopped"
