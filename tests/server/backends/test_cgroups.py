@@ -221,17 +221,17 @@ def test_completion_ends_a_daemon_the_command_left_and_records_usage(
     seconds = unique_seconds()
     burn = 'python3 -c "b = bytearray(48 << 20); sum(range(3_000_000))"'
     request = make_request(
-        tmp_path / "run", workers=0, command=escaping_command(seconds, f"{burn}; exit 0")
+        tmp_path / "run", workers=1, command=escaping_command(seconds, f"{burn}; exit 0")
     )
     handle = backend.start(request)
     status = wait_final(backend, handle)
     assert status.phase == "Completed", status.message
     assert processes_with_arg(seconds) == []
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
-    (pod,) = status.pods
-    assert pod.isolation == hierarchy.isolation
-    assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes >= 48 << 20
-    assert pod.cpu_seconds is not None and pod.cpu_seconds > 0
+    for pod in status.pods:  # a master and a worker, each in a cgroup of its own
+        assert pod.isolation == hierarchy.isolation
+        assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes >= 48 << 20
+        assert pod.cpu_seconds is not None and pod.cpu_seconds > 0
     assert backend.poll(handle).pods == status.pods  # kept in usage.json after the cgroup
 
 
@@ -241,7 +241,7 @@ def test_a_rank_over_its_memory_limit_is_killed_and_the_workload_says_why(
     hog = 'python3 -c "import time; b = bytearray(400 << 20); time.sleep(60)"'
     request = make_request(
         tmp_path / "run",
-        workers=0,
+        workers=1,
         command=hog,
         backoffLimit=0,
         compute={"cpuMemoryLimit": "64Mi", "cpuCoreLimit": 0.5},
@@ -250,8 +250,8 @@ def test_a_rank_over_its_memory_limit_is_killed_and_the_workload_says_why(
     status = wait_final(backend, handle)
     assert status.phase == "Failed"
     assert "out of memory" in status.message and "job-master-0" in status.message
-    (pod,) = status.pods
-    assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes <= 64 << 20
+    for pod in status.pods:
+        assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes <= 64 << 20
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
 
 
@@ -286,9 +286,9 @@ def test_a_new_backend_ends_what_an_old_one_started_and_cleans_stale_cgroups(
 ) -> None:
     seconds = unique_seconds()
     first = LocalBackend(grace_s=1.0, cgroups=hierarchy)
-    request = make_request(tmp_path / "run", workers=0, command=escaping_command(seconds, "wait"))
+    request = make_request(tmp_path / "run", workers=1, command=escaping_command(seconds, "wait"))
     handle = first.start(request)
-    wait_until(lambda: len(processes_with_arg(seconds)) == 2, 30, "2 daemons")
+    wait_until(lambda: len(processes_with_arg(seconds)) == 4, 30, "4 daemons")
     stale = f"rl-stale-{uuid.uuid4().hex[:8]}"  # as a server killed before its spawn leaves
     hierarchy.create(f"{stale}/supervisor")
     del first  # the server dies (its supervisors live on, detached)
