@@ -238,7 +238,10 @@ def test_completion_ends_a_daemon_the_command_left_and_records_usage(
 def test_a_rank_over_its_memory_limit_is_killed_and_the_workload_says_why(
     backend, hierarchy, tmp_path
 ) -> None:
-    hog = 'python3 -c "import time; b = bytearray(400 << 20); time.sleep(60)"'
+    hog = (  # the master only: the worker is stopped with the gang, not by the kernel
+        "python3 -c \"import os, time; b = os.environ['RANK'] == '0' and bytearray(400 << 20);"
+        ' time.sleep(60)"'
+    )
     request = make_request(
         tmp_path / "run",
         workers=1,
@@ -249,7 +252,8 @@ def test_a_rank_over_its_memory_limit_is_killed_and_the_workload_says_why(
     handle = backend.start(request)
     status = wait_final(backend, handle)
     assert status.phase == "Failed"
-    assert "out of memory" in status.message and "job-master-0" in status.message
+    assert "out of memory" in status.message and "pod(s) job-master-0 " in status.message
+    assert [p.phase for p in status.pods] == ["Failed", "Stopped"]
     for pod in status.pods:
         assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes <= 64 << 20
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
@@ -308,3 +312,76 @@ def test_without_cgroups_the_environment_marker_is_the_fallback(tmp_path) -> Non
     status = wait_final(backend, handle)
     assert status.phase == "Completed"
     assert {(p.isolation, p.peak_memory_bytes) for p in status.pods} == {("environment", None)}
+
+
+# ----- through a real server: describe, and a server killed with -9 ----------------
+
+
+def _describe(server, name: str) -> str:
+    return server.cli("describe", name).stdout
+
+
+def _pod_rows(described: str, name: str) -> list[list[str]]:
+    return [ln.split() for ln in described.splitlines() if ln.strip().startswith(f"{name}-")]
+
+
+def test_describe_shows_each_pods_peak_memory_cpu_time_and_isolation(hierarchy, tmp_path) -> None:
+    from tests.server.conftest import ServerProcess, stop_workloads
+
+    server = ServerProcess(tmp_path / "home")
+    server.start()
+    try:
+        burn = "b = bytearray(40 << 20); sum(range(3_000_000))"
+        sub = server.cli("submit-dist", "pytorch", "meter", "--workers", "1", "--",
+                         "python3", "-c", burn)  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        wait_until(lambda: "Status: Completed" in _describe(server, "meter"), 90, "Completed")
+        # The final figures are written with the pods' last phase change.
+        described = wait_until(
+            lambda: (d := _describe(server, "meter")) and "-  -" not in d and d, 30, "usage"
+        )
+        assert "PEAK MEMORY" in described and "CPU TIME" in described, described
+        rows = _pod_rows(str(described), "meter")
+        assert len(rows) == 2, described
+        for row in rows:  # ... RANKS, PEAK MEMORY, CPU TIME, ISOLATION
+            assert row[-1] == hierarchy.isolation, described
+            assert row[-2].endswith("s") and float(row[-2][:-1]) > 0, described
+            assert row[-3].endswith("MiB") and float(row[-3][:-3]) >= 40, described
+        pods = server.cli("get", "meter").stdout
+        assert pods  # the same rows serve the API; the CLI reads them back
+    finally:
+        server.kill()
+        stop_workloads(server.home)
+
+
+def test_a_server_killed_with_9_then_restarted_leaves_no_process_or_cgroup(
+    hierarchy, tmp_path
+) -> None:
+    from tests.server.conftest import ServerProcess, stop_workloads
+
+    seconds = unique_seconds()
+    server = ServerProcess(tmp_path / "home")
+    server.start()
+    try:
+        script = tmp_path / "escape.sh"
+        script.write_text(
+            f"env -u RINGLEADER_JOB_ID setsid sleep {seconds} &\n"
+            f"env -i setsid sleep {seconds} &\necho daemons up\nwait\n"
+        )
+        sub = server.cli(
+            "submit-dist", "pytorch", "escaper", "--workers", "1", "--", "sh", str(script)
+        )
+        assert sub.returncode == 0, sub.stderr
+        wait_until(lambda: len(processes_with_arg(seconds)) == 4, 60, "4 daemons")
+        (run,) = [p.name for p in (server.home / "runs").iterdir()]
+        server.kill()  # -9: the run and its cgroup live on, detached
+        assert cgroup_dirs(hierarchy, f"rl-{run}")
+        server.start()
+        wait_until(lambda: "Status: Running" in _describe(server, "escaper"), 60, "re-adopted")
+        assert server.cli("delete", "escaper").returncode == 0
+        wait_until(lambda: server.cli("describe", "escaper").returncode != 0, 60, "deleted")
+        wait_until(lambda: not processes_with_arg(seconds), 30, "no daemon left")
+        assert cgroup_dirs(hierarchy, f"rl-{run}") == []
+    finally:
+        server.kill()
+        stop_workloads(server.home)
