@@ -65,11 +65,16 @@ def test_v2_run_and_pod_cgroups_get_controllers_limits_and_joins(tmp_path) -> No
     (root / "ringleader" / "cgroup.subtree_control").write_text("")
     (root / "ringleader" / "rl-w1").mkdir()
     (root / "ringleader" / "rl-w1" / "cgroup.controllers").write_text("cpu memory pids\n")
-    (root / "ringleader" / "rl-w1" / "memory.swap.max").write_text("max\n")
-    v2.create("rl-w1/job-master-0", Limits(memory_bytes=256 << 20, cpu_cores=1.5))
+    (root / "ringleader" / "rl-w1" / "job-master-0").mkdir()
+    (root / "ringleader" / "rl-w1" / "job-master-0" / "memory.swap.max").write_text("max\n")
+    limits = Limits(256 << 20, 1.5, memory_request_bytes=100 << 20, cpu_request_cores=0.5)
+    v2.create("rl-w1/job-master-0", limits)
     pod = root / "ringleader" / "rl-w1" / "job-master-0"
     assert (pod / "memory.max").read_text() == str(256 << 20)
+    assert (pod / "memory.swap.max").read_text() == "0"
     assert (pod / "cpu.max").read_text() == "150000 100000"
+    assert (pod / "memory.low").read_text() == str(100 << 20)
+    assert (pod / "cpu.weight").read_text() == "50"
     assert (root / "ringleader" / "cgroup.subtree_control").read_text() == "+memory +cpu +pids"
     assert (root / "ringleader" / "rl-w1" / "cgroup.subtree_control").read_text() == (
         "+memory +cpu +pids"
@@ -259,12 +264,13 @@ def test_a_rank_over_its_memory_limit_is_killed_and_the_workload_says_why(
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
 
 
-def test_a_pods_cgroup_enforces_its_cpu_and_memory_request(backend, hierarchy, tmp_path) -> None:
+def test_a_pods_cgroup_enforces_its_limits_and_shares_its_requests(
+    backend, hierarchy, tmp_path
+) -> None:
+    compute = {"cpuMemoryLimit": "100Mi", "cpuCoreLimit": 0.25}
+    requests = {"cpuMemoryRequest": "50Mi", "cpuCoreRequest": 0.5}
     request = make_request(
-        tmp_path / "run",
-        workers=1,
-        command="sleep 60",
-        compute={"cpuMemoryRequest": "100Mi", "cpuCoreRequest": 0.25},
+        tmp_path / "run", workers=1, command="sleep 60", compute=compute | requests
     )
     handle = backend.start(request)
     try:
@@ -275,10 +281,14 @@ def test_a_pods_cgroup_enforces_its_cpu_and_memory_request(backend, hierarchy, t
             assert int(memory.read_text()) == 100 << 20
             period = int((cpu / "cpu.cfs_period_us").read_text())
             assert int((cpu / "cpu.cfs_quota_us").read_text()) == period // 4
+            assert int((cpu / "cpu.shares").read_text()) == 512
+            soft = hierarchy.parents["memory"] / pod / "memory.soft_limit_in_bytes"
+            assert int(soft.read_text()) == 50 << 20
         else:
             top = hierarchy.parents["unified"] / pod
             assert (top / "memory.max").read_text().strip() == str(100 << 20)
             assert (top / "cpu.max").read_text().split() == ["25000", "100000"]
+            assert (top / "cpu.weight").read_text().strip() == "50"
         wait_until(lambda: len(hierarchy.pids(pod)) == 1, 30, "the worker in its cgroup")
     finally:
         backend.cancel(handle)

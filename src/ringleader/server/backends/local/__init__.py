@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -69,7 +69,7 @@ from ringleader.server.backends.base import (
     LogLine,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
-from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, Usage, join_argv
+from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
@@ -81,18 +81,22 @@ from ringleader.server.backends.local.planning import (
     pods_from_launch,
 )
 from ringleader.server.backends.local.processes import (
+    USAGE_FILE,
+    clean_stale_cgroups,
     died,
+    end_cgroup,
     is_final,
     pod_process,
+    run_usage,
     sweep_job,
     tail,
+    with_usage,
     write_final_state,
 )
 from ringleader.server.backends.local.status import STATES, pod_phase, status_of
 
 __all__ = ["LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
 
-USAGE_FILE = "usage.json"
 DETECT: Any = object()  # LocalBackend(cgroups=DETECT): this host's hierarchy, if any
 
 
@@ -135,7 +139,7 @@ class LocalBackend(Backend):
         # Where each run's processes are tracked and limited (None: by environment).
         self.cgroups: Hierarchy | None = cgroupfs.detect() if cgroups is DETECT else cgroups
         if self.cgroups is not None:
-            self.clean_stale_cgroups()
+            clean_stale_cgroups(self.cgroups)
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
         # The cores pods may be pinned to (this process's own CPU set).
         self.cpus = (
@@ -227,7 +231,7 @@ class LocalBackend(Backend):
                 self._await_state(run_dir, proc)
             except RingleaderError:
                 if hierarchy is not None:
-                    self._end_cgroup(run_dir, plan.spec.run_id)
+                    end_cgroup(hierarchy, run_dir, plan.spec.run_id)
                 raise
         return handle
 
@@ -262,8 +266,9 @@ class LocalBackend(Backend):
             state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
             if not is_final(state):
                 state = self._write_final(run_dir, launch, state, "Failed", died(state))
-        if is_final(state):  # what the ranks left behind (a daemon, say) ends with the run
-            self.end_run(run_dir, launch)
+        cgroup = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
+        if is_final(state) and cgroup is not None:  # what ranks left (a daemon) ends too
+            end_cgroup(cgroup, run_dir, launch.spec.run_id, pods_from_launch(launch))
         status = status_of(
             state,
             pods_from_launch(launch),
@@ -271,82 +276,16 @@ class LocalBackend(Backend):
             phase_of=self.phase_of,
             on_rank0_success=launch.spec.on_rank0_success,
         )
-        return self._with_usage(status, run_dir, launch)
-
-    def _with_usage(
-        self, status: BackendStatus, run_dir: Path, launch: LaunchFile
-    ) -> BackendStatus:
-        """Each pod's isolation and measures (live from its cgroup, or as recorded at
-        the end); a pod the kernel killed for its memory limit says so."""
-        isolation = isolation_of(launch)
-        usage = self.usage(run_dir, launch)
-        pods, oom = [], []
-        for pod in status.pods:
-            measured = usage.get(pod.name, Usage())
-            if measured.oom_kills:
-                oom.append(pod.name)
-            pods.append(
-                dataclasses.replace(
-                    pod,
-                    peak_memory_bytes=measured.peak_memory_bytes,
-                    cpu_seconds=measured.cpu_seconds,
-                    isolation=isolation,
-                )
-            )
-        message = status.message
-        if oom and status.phase == "Failed":
-            message = (
-                f"out of memory: the kernel killed a process of pod(s) {', '.join(oom)} "
-                f"at its memory limit (cpuMemoryLimit/cpuMemoryRequest)\n{message}"
-            )
-        return dataclasses.replace(status, pods=pods, message=message)
-
-    def usage(self, run_dir: Path, launch: LaunchFile) -> dict[str, Usage]:
-        """Pod -> what its cgroup measured: live while it exists, else as recorded."""
-        run_id = launch.spec.run_id
-        if isolation_of(launch) == ENVIRONMENT:
-            return {}
-        if self.cgroups is not None and self.cgroups.exists(run_id):
-            return {
-                p.name: self.cgroups.usage(f"{run_id}/{p.name}") for p in pods_from_launch(launch)
-            }
-        recorded = read_json(run_dir / USAGE_FILE) or {}
-        return {name: Usage.from_json(data) for name, data in recorded.items()}
+        return with_usage(status, run_usage(cgroup, run_dir, launch), isolation_of(launch))
 
     # ----- ending a run's processes ----------------------------------------------------
     def end_run(self, run_dir: Path, launch: LaunchFile) -> None:
         """Kill whatever of the run is left: its cgroup (recording each pod's usage, then
         removing it), or the processes carrying its job id where it has none."""
-        run_id = launch.spec.run_id
         if self.cgroups is not None and isolation_of(launch) != ENVIRONMENT:
-            self._end_cgroup(run_dir, run_id, pods_from_launch(launch))
-        sweep_job(run_id, self.grace_s)  # no-op unless one was started without a cgroup
-
-    def _end_cgroup(self, run_dir: Path, run_id: str, pods: Sequence[LocalPod] = ()) -> None:
-        hierarchy = self.cgroups
-        if hierarchy is None or not hierarchy.exists(run_id):
-            return
-        if not hierarchy.kill(run_id):
-            raise RingleaderError(
-                f"processes of cgroup {run_id} survived SIGKILL (stuck in the kernel?)"
-            )
-        usage = {p.name: hierarchy.usage(f"{run_id}/{p.name}").to_json() for p in pods}
-        if usage:
-            write_json_atomic(run_dir / USAGE_FILE, usage)
-        hierarchy.remove(run_id)
-
-    def clean_stale_cgroups(self) -> None:
-        """Remove run cgroups no process is in: a server killed between making one and
-        ending its run leaves them (a live run's cgroup is never empty: its supervisor
-        is in it; one being made is guarded by the lock)."""
-        hierarchy = self.cgroups
-        if hierarchy is None:
-            return
-        with hierarchy.lock(exclusive=True):
-            for run_id in hierarchy.runs():
-                if not hierarchy.pids(run_id):
-                    with contextlib.suppress(OSError):
-                        hierarchy.remove(run_id)
+            end_cgroup(self.cgroups, run_dir, launch.spec.run_id, pods_from_launch(launch))
+        else:
+            sweep_job(launch.spec.run_id, self.grace_s)
 
     # ----- cancel (the base class's template: is_live, then stop) ---------------------
     def is_live(self, handle: str) -> bool:

@@ -55,10 +55,14 @@ CPU_PERIOD_US = 100_000
 
 @dataclass(frozen=True)
 class Limits:
-    """What a pod's cgroup enforces (None: no limit)."""
+    """What a pod's cgroup enforces (None: nothing), as Kubernetes does: a limit is
+    hard (the memory limit kills, the CPU quota throttles), a request is a share
+    under contention (CPU weight; memory the kernel reclaims last)."""
 
-    memory_bytes: int | None = None
-    cpu_cores: float | None = None
+    memory_bytes: int | None = None  # hard: the OOM killer past it, no swap
+    cpu_cores: float | None = None  # hard: a CFS quota of cores * period
+    memory_request_bytes: int | None = None  # v1 soft limit, v2 memory.low
+    cpu_request_cores: float | None = None  # v1 cpu.shares, v2 cpu.weight
 
 
 @dataclass(frozen=True)
@@ -251,10 +255,14 @@ class CgroupV1(Hierarchy):
             if swap.exists():
                 with contextlib.suppress(OSError):
                     _write(swap, str(limits.memory_bytes))
+        if limits.memory_request_bytes:
+            _write(memory / "memory.soft_limit_in_bytes", str(limits.memory_request_bytes))
+        cpu = self.parents["cpu"] / rel
         if limits.cpu_cores:
-            cpu = self.parents["cpu"] / rel
             period = _int(_read(cpu / "cpu.cfs_period_us")) or CPU_PERIOD_US
             _write(cpu / "cpu.cfs_quota_us", str(max(1000, round(limits.cpu_cores * period))))
+        if limits.cpu_request_cores:  # 1024 shares a core, as Kubernetes
+            _write(cpu / "cpu.shares", str(max(2, round(limits.cpu_request_cores * 1024))))
 
     def freeze(self, rel: str, frozen: bool) -> None:
         state = self.parents["freezer"] / rel / "freezer.state"
@@ -313,9 +321,14 @@ class CgroupV2(Hierarchy):
             if (path / "memory.swap.max").exists():
                 with contextlib.suppress(OSError):
                     _write(path / "memory.swap.max", "0")
+        if limits.memory_request_bytes:
+            _write(path / "memory.low", str(limits.memory_request_bytes))
         if limits.cpu_cores:
             quota = max(1000, round(limits.cpu_cores * CPU_PERIOD_US))
             _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+        if limits.cpu_request_cores:  # weight 100 (the default) a core
+            weight = min(10000, max(1, round(limits.cpu_request_cores * 100)))
+            _write(path / "cpu.weight", str(weight))
 
     def _kill_all(self, rel: str) -> None:
         kill = self.top / rel / "cgroup.kill"

@@ -13,8 +13,10 @@ Nomenclature:
 - *isolation*: how a pod's processes are tracked: ``cgroup-v1``/``cgroup-v2``
   (the pod's ranks join ``<run id>/<pod name>`` under the backend's cgroup
   parent before their command runs, through ``cgroups.join_argv``; its
-  limits come from the pod's compute: ``cpuMemoryLimit`` else
-  ``cpuMemoryRequest``, ``cpuCoreLimit`` else ``cpuCoreRequest``), or
+  compute as Kubernetes enforces it: ``cpuMemoryLimit`` and ``cpuCoreLimit``
+  hard, ``cpuMemoryRequest`` and ``cpuCoreRequest`` as shares, see
+  ``cgroups.Limits``: a request is not a cap, so Run:ai's walkthrough body,
+  which asks for 100M for a PyTorch run, still runs), or
   ``environment`` (no cgroup could be made here: the job's marker only).
   MPI's launcher pod is mpirun, a child of the agent: it stays in the run's
   ``supervisor`` cgroup, so it is killed with the run but not measured.
@@ -96,11 +98,19 @@ def isolation_of(launch: LaunchFile) -> str:
     return found.pop() if len(found) == 1 else ENVIRONMENT
 
 
-def pod_limits(compute: Compute) -> tuple[int | None, float | None]:
-    """(memory bytes, CPU cores) a pod's cgroup enforces: the limit, else the request."""
-    memory = compute.cpu_memory_limit or compute.cpu_memory_request
-    cores = compute.cpu_core_limit or compute.cpu_core_request
-    return (parse_quantity(memory) if memory else None), cores
+def pod_limits(compute: Compute) -> Limits:
+    """What a pod's cgroup enforces of its compute (limits hard, requests as shares)."""
+    from ringleader.server.backends.local.cgroups import Limits
+
+    def size(text: str | None) -> int | None:
+        return parse_quantity(text) if text else None
+
+    return Limits(
+        memory_bytes=size(compute.cpu_memory_limit),
+        cpu_cores=compute.cpu_core_limit,
+        memory_request_bytes=size(compute.cpu_memory_request),
+        cpu_request_cores=compute.cpu_core_request,
+    )
 
 
 @dataclass(frozen=True)
@@ -186,12 +196,12 @@ def plan_launch(
     run_id = f"rl-{request.workload_id}"
     limits: dict[str, Limits] = {}
     if cgroups is not None:
-        from ringleader.server.backends.local.cgroups import JOIN_VAR, Limits, join_argv
+        from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
 
         command = join_argv(command)
         for pod in pods:
             compute = dist.compute if pod.role == "worker" else master.compute
-            limits[pod.name] = Limits(*pod_limits(compute))
+            limits[pod.name] = pod_limits(compute)
             join = " ".join(cgroups.procs_files(f"{run_id}/{pod.name}"))
             for rank in pod.ranks:
                 if rank >= 0:  # mpirun stays with the supervisor (see isolation above)
