@@ -295,6 +295,28 @@ def test_a_pods_cgroup_enforces_its_limits_and_shares_its_requests(
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
 
 
+@pytest.mark.usefixtures("mpirun_available")
+def test_mpi_ranks_join_their_worker_pods_cgroups_and_mpirun_stays_with_the_supervisor(
+    backend, hierarchy, tmp_path
+) -> None:
+    request = make_request(
+        tmp_path / "run",
+        workers=2,
+        command="sh -c 'grep freezer: /proc/self/cgroup || cat /proc/self/cgroup'",
+        distributedFramework="MPI",
+    )
+    handle = backend.start(request)
+    status = wait_final(backend, handle)
+    assert status.phase == "Completed", status.message
+    run_id = f"rl-{request.workload_id}"
+    seen = {(ln.pod, ln.text.rsplit(":", 1)[-1]) for ln in backend.logs(handle)}
+    assert seen == {(f"job-worker-{i}", f"/ringleader/{run_id}/job-worker-{i}") for i in (0, 1)}
+    pods = {p.name: p for p in status.pods}
+    assert pods["job-launcher"].peak_memory_bytes is None  # mpirun's pod: not measured
+    assert pods["job-worker-1"].peak_memory_bytes
+    assert cgroup_dirs(hierarchy, run_id) == []
+
+
 def test_a_new_backend_ends_what_an_old_one_started_and_cleans_stale_cgroups(
     hierarchy, tmp_path
 ) -> None:

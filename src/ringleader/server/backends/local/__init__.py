@@ -211,8 +211,8 @@ class LocalBackend(Backend):
                 held.enter_context(hierarchy.lock())
                 run_id = plan.spec.run_id
                 hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}")
-                for pod in plan.pods:
-                    hierarchy.create(f"{run_id}/{pod.name}", plan.limits.get(pod.name))
+                for pod, limits in plan.limits.items():
+                    hierarchy.create(f"{run_id}/{pod}", limits)
                 env[JOIN_VAR] = " ".join(hierarchy.procs_files(f"{run_id}/{cgroupfs.SUPERVISOR}"))
                 argv = join_argv(argv)
             with open(run_dir / SUPERVISOR_LOG, "ab") as log:

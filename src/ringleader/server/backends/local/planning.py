@@ -76,7 +76,7 @@ class LocalPlan:
     run_dir: str
     attempt_offset: int = 0
     isolation: str = ENVIRONMENT  # "cgroup-v1" | "cgroup-v2" | "environment"
-    limits: dict[str, Limits] = field(default_factory=dict)  # pod -> its cgroup's limits
+    limits: dict[str, Limits] = field(default_factory=dict)  # pod -> its cgroup's, if it has one
 
     def launch_file(self) -> LaunchFile:
         pods = [dataclasses.asdict(p) | {"ranks": list(p.ranks)} for p in self.pods]
@@ -199,13 +199,13 @@ def plan_launch(
         from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
 
         command = join_argv(command)
-        for pod in pods:
-            compute = dist.compute if pod.role == "worker" else master.compute
-            limits[pod.name] = pod_limits(compute)
+        for pod in pods:  # mpirun's pod has none: it stays with the supervisor (above)
+            if any(rank >= 0 for rank in pod.ranks):
+                compute = dist.compute if pod.role == "worker" else master.compute
+                limits[pod.name] = pod_limits(compute)
             join = " ".join(cgroups.procs_files(f"{run_id}/{pod.name}"))
-            for rank in pod.ranks:
-                if rank >= 0:  # mpirun stays with the supervisor (see isolation above)
-                    rank_env[str(rank)] = {**rank_env.get(str(rank), {}), JOIN_VAR: join}
+            for rank in (r for r in pod.ranks if r >= 0):
+                rank_env[str(rank)] = {**rank_env.get(str(rank), {}), JOIN_VAR: join}
     hosts = (
         where.hosts(pods, request)
         if where.hosts is not None

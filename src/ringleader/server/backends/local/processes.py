@@ -64,7 +64,11 @@ def end_cgroup(
         raise RingleaderError(
             f"processes of cgroup {run_id} survived SIGKILL (stuck in the kernel?)"
         )
-    usage = {p.name: hierarchy.usage(f"{run_id}/{p.name}").to_json() for p in pods}
+    usage = {
+        p.name: hierarchy.usage(f"{run_id}/{p.name}").to_json()
+        for p in pods
+        if hierarchy.exists(f"{run_id}/{p.name}")  # mpirun's pod has none
+    }
     if usage:
         write_json_atomic(run_dir / USAGE_FILE, usage)
     hierarchy.remove(run_id)
@@ -86,7 +90,8 @@ def run_usage(hierarchy: Hierarchy | None, run_dir: Path, launch: LaunchFile) ->
     """Pod -> what its cgroup measured: live while it exists, else as recorded."""
     run_id = launch.spec.run_id
     if hierarchy is not None and hierarchy.exists(run_id):
-        return {p.name: hierarchy.usage(f"{run_id}/{p.name}") for p in pods_from_launch(launch)}
+        pods = [f"{run_id}/{p.name}" for p in pods_from_launch(launch)]
+        return {rel.split("/")[1]: hierarchy.usage(rel) for rel in pods if hierarchy.exists(rel)}
     recorded = read_json(run_dir / USAGE_FILE) or {}
     return {name: Usage.from_json(data) for name, data in recorded.items()}
 
