@@ -3,6 +3,7 @@ and the local backend's runs that nothing escapes (a new session, a dropped mark
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ringleader.server.backends.base import BackendRequest
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.cgroups import (
     JOIN_VAR,
@@ -322,19 +324,42 @@ def test_a_new_backend_ends_what_an_old_one_started_and_cleans_stale_cgroups(
 ) -> None:
     seconds = unique_seconds()
     first = LocalBackend(grace_s=1.0, cgroups=hierarchy)
-    request = make_request(tmp_path / "run", workers=1, command=escaping_command(seconds, "wait"))
+    runs = tmp_path / "runs"  # a server's: each run dir named by its workload's id
+    request = in_runs(runs, workers=1, command=escaping_command(seconds, "wait"))
     handle = first.start(request)
+    ended = in_runs(runs, workers=1, command="python3 -c 'sum(range(10**6))'")
+    quick = first.start(ended)
     wait_until(lambda: len(processes_with_arg(seconds)) == 4, 30, "4 daemons")
+    wait_until(lambda: state_of(quick).get("phase") == "Succeeded", 30, "the quick run's end")
+    wait_until(lambda: not hierarchy.pids(f"rl-{ended.workload_id}"), 30, "its supervisor gone")
     stale = f"rl-stale-{uuid.uuid4().hex[:8]}"  # as a server killed before its spawn leaves
     hierarchy.create(f"{stale}/supervisor")
-    del first  # the server dies (its supervisors live on, detached)
+    del first  # the server dies, unpolled (its supervisors live on, detached)
     second = LocalBackend(grace_s=1.0, cgroups=hierarchy)
+    assert second.poll(handle).phase == "Running"  # its first poll cleans, once
     assert cgroup_dirs(hierarchy, stale) == []
+    assert cgroup_dirs(hierarchy, f"rl-{ended.workload_id}") == []
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}")  # a live run's is kept
-    assert second.poll(handle).phase == "Running"
+    done = second.poll(quick)  # ended while no server ran: its measures were kept
+    assert done.phase == "Completed" and all(p.cpu_seconds for p in done.pods)
     second.cancel(handle)
     assert processes_with_arg(seconds) == []
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
+
+
+def in_runs(runs: Path, **spec) -> BackendRequest:
+    """A request whose run dir is named by its workload's id, as the server's are."""
+    request = make_request(runs / "x", **spec)
+    return dataclasses.replace(request, run_dir=str(runs / request.workload_id))
+
+
+def state_of(handle: str) -> dict:
+    import json
+
+    try:
+        return json.loads((Path(handle) / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def test_without_cgroups_the_environment_marker_is_the_fallback(tmp_path) -> None:

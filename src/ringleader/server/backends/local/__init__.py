@@ -138,8 +138,7 @@ class LocalBackend(Backend):
         self.environ = scoped_environ(os.environ if environ is None else environ)
         # Where each run's processes are tracked and limited (None: by environment).
         self.cgroups: Hierarchy | None = cgroupfs.detect() if cgroups is DETECT else cgroups
-        if self.cgroups is not None:
-            clean_stale_cgroups(self.cgroups)
+        self._cleaned: set[Path] = set()  # runs dirs whose stale cgroups were cleaned
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
         # The cores pods may be pinned to (this process's own CPU set).
         self.cpus = (
@@ -180,6 +179,7 @@ class LocalBackend(Backend):
     def start(self, request: BackendRequest) -> str:
         """Gather what the plan needs from this machine, plan, submit that plan."""
         run_dir = Path(request.run_dir).resolve()
+        self._clean_once(run_dir)
         # Other runs' pinned cores matter only to a pod that will be pinned: scanning
         # every run directory costs a read per run ever made.
         pins = any(p.node_kind == "local" and p.cpu_cores >= 1 for p in request.placements.values())
@@ -258,6 +258,7 @@ class LocalBackend(Backend):
     def poll(self, handle: str) -> BackendStatus:
         self._reap()
         run_dir = Path(handle).resolve()
+        self._clean_once(run_dir)
         launch = load_launch(run_dir)
         state = read_json(run_dir / STATE_FILE)
         if launch is None or state is None:
@@ -291,6 +292,7 @@ class LocalBackend(Backend):
     def is_live(self, handle: str) -> bool:
         """A run whose state is not final, or with a process of its job left."""
         run_dir = Path(handle).resolve()
+        self._clean_once(run_dir)
         launch = load_launch(run_dir)
         if launch is None:
             return False
@@ -385,6 +387,14 @@ class LocalBackend(Backend):
         """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
 
     # ----- helpers -------------------------------------------------------------------
+    def _clean_once(self, run_dir: Path) -> None:
+        """The first time a runs dir is seen (a server's first poll after a start,
+        ``kill -9`` included): clean the run cgroups no process is in, recording
+        the measures of those whose run lives in this runs dir."""
+        if self.cgroups is not None and run_dir.parent not in self._cleaned:
+            self._cleaned.add(run_dir.parent)
+            clean_stale_cgroups(self.cgroups, run_dir.parent)
+
     def _write_final(
         self, run_dir: Path, launch: LaunchFile, state: dict[str, Any], phase: str, reason: str
     ) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ringleader.launch.detached import (
     STATE_FILE,
     LaunchFile,
     job_processes,
+    load_launch,
     process_argv,
     read_json,
     write_json_atomic,
@@ -74,16 +75,21 @@ def end_cgroup(
     hierarchy.remove(run_id)
 
 
-def clean_stale_cgroups(hierarchy: Hierarchy) -> None:
-    """Remove run cgroups no process is in: a server killed between making one and
-    ending its run leaves them (a live run's is never empty: its supervisor is in
-    it; one being made is guarded by the lock).  A run that ended while no server
-    ran loses its measures this way (describe shows none)."""
+def clean_stale_cgroups(hierarchy: Hierarchy, runs_dir: Path) -> None:
+    """Remove run cgroups no process is in: a run that ended while no server ran, or
+    one a server killed with -9 made but never started (a live run's is never
+    empty: its supervisor is in it; one being made is guarded by the lock).  The
+    measures of a run of ``runs_dir`` are recorded first, as at its end."""
     with hierarchy.lock(exclusive=True):
         for run_id in hierarchy.runs():
-            if not hierarchy.pids(run_id):
-                with contextlib.suppress(OSError):
-                    hierarchy.remove(run_id)
+            if hierarchy.pids(run_id):
+                continue
+            run_dir = runs_dir / run_id.removeprefix("rl-")
+            launch = load_launch(run_dir)
+            with contextlib.suppress(OSError, RingleaderError):
+                if launch is not None and launch.spec.run_id == run_id:
+                    end_cgroup(hierarchy, run_dir, run_id, pods_from_launch(launch))
+                hierarchy.remove(run_id)
 
 
 def run_usage(hierarchy: Hierarchy | None, run_dir: Path, launch: LaunchFile) -> dict[str, Usage]:
