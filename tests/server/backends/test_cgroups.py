@@ -67,11 +67,12 @@ def test_v2_run_and_pod_cgroups_get_controllers_limits_and_joins(tmp_path) -> No
     (root / "ringleader" / "cgroup.subtree_control").write_text("")
     (root / "ringleader" / "rl-w1").mkdir()
     (root / "ringleader" / "rl-w1" / "cgroup.controllers").write_text("cpu memory pids\n")
-    (root / "ringleader" / "rl-w1" / "job-master-0").mkdir()
-    (root / "ringleader" / "rl-w1" / "job-master-0" / "memory.swap.max").write_text("max\n")
+    pod = root / "ringleader" / "rl-w1" / "job-master-0"
+    pod.mkdir()  # the files the kernel makes with the memory and cpu controllers
+    for name in ("memory.max", "memory.swap.max", "memory.low", "cpu.max", "cpu.weight"):
+        (pod / name).write_text("max\n")
     limits = Limits(256 << 20, 1.5, memory_request_bytes=100 << 20, cpu_request_cores=0.5)
     v2.create("rl-w1/job-master-0", limits)
-    pod = root / "ringleader" / "rl-w1" / "job-master-0"
     assert (pod / "memory.max").read_text() == str(256 << 20)
     assert (pod / "memory.swap.max").read_text() == "0"
     assert (pod / "cpu.max").read_text() == "150000 100000"
@@ -83,6 +84,13 @@ def test_v2_run_and_pod_cgroups_get_controllers_limits_and_joins(tmp_path) -> No
     )
     assert v2.procs_files("rl-w1/job-master-0") == [str(pod / "cgroup.procs")]
     assert v2.runs() == ["rl-w1"]
+
+
+def test_v2_without_controllers_below_the_root_tracks_but_does_not_limit(tmp_path) -> None:
+    v2 = FakeV2({"unified": tmp_path / "ringleader"})
+    v2.create("rl-w1/p", Limits(memory_bytes=1 << 30, cpu_cores=1.0))  # no error
+    assert sorted(os.listdir(tmp_path / "ringleader" / "rl-w1" / "p")) == []
+    assert v2.usage("rl-w1/p") == Usage(None, None, 0)
 
 
 def test_v2_usage_reads_memory_peak_cpu_stat_and_oom_kills(tmp_path) -> None:

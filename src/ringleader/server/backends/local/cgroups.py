@@ -315,20 +315,22 @@ class CgroupV2(Hierarchy):
                 _write(cgroup / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
 
     def limit(self, rel: str, limits: Limits) -> None:
-        path = self.top / rel
+        """Where the root could not hand the memory and cpu controllers down (a
+        container whose root cgroup has processes) their files are missing: the
+        run is still tracked and killed, but not limited or measured."""
+        path, values = self.top / rel, {}
         if limits.memory_bytes:
-            _write(path / "memory.max", str(limits.memory_bytes))
-            if (path / "memory.swap.max").exists():
-                with contextlib.suppress(OSError):
-                    _write(path / "memory.swap.max", "0")
+            values |= {"memory.max": str(limits.memory_bytes), "memory.swap.max": "0"}
         if limits.memory_request_bytes:
-            _write(path / "memory.low", str(limits.memory_request_bytes))
+            values["memory.low"] = str(limits.memory_request_bytes)
         if limits.cpu_cores:
             quota = max(1000, round(limits.cpu_cores * CPU_PERIOD_US))
-            _write(path / "cpu.max", f"{quota} {CPU_PERIOD_US}")
+            values["cpu.max"] = f"{quota} {CPU_PERIOD_US}"
         if limits.cpu_request_cores:  # weight 100 (the default) a core
-            weight = min(10000, max(1, round(limits.cpu_request_cores * 100)))
-            _write(path / "cpu.weight", str(weight))
+            values["cpu.weight"] = str(min(10000, max(1, round(limits.cpu_request_cores * 100))))
+        for name, value in values.items():
+            if (path / name).exists():
+                _write(path / name, value)
 
     def _kill_all(self, rel: str) -> None:
         kill = self.top / rel / "cgroup.kill"
