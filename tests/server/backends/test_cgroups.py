@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,15 @@ def hierarchy():
 @pytest.fixture
 def backend(hierarchy) -> LocalBackend:
     return LocalBackend(grace_s=1.0, cgroups=hierarchy)
+
+
+@pytest.fixture(autouse=True)
+def no_run_left(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test started ends with it, even when it fails half-way (its run dirs
+    go with pytest's old tmp dirs, and a cgroup with processes is nobody's to clean)."""
+    yield
+    for launch in tmp_path.rglob("launch.json"):  # a server's runs (home/runs/ID) too
+        LocalBackend(grace_s=1.0).cancel(str(launch.parent))
 
 
 def processes_with_arg(arg: str) -> list[int]:
