@@ -460,3 +460,31 @@ def test_a_server_killed_with_9_then_restarted_leaves_no_process_or_cgroup(
     finally:
         server.kill()
         stop_workloads(server.home)
+
+
+# ----- the reconciler: measures written with changes, and once final -------------
+
+
+def test_a_poll_writes_measures_only_with_a_change_or_when_the_pod_has_ended() -> None:
+    from ringleader.server.backends.base import BackendStatus, PodStatus
+    from ringleader.server.background.reconciling import record_usage, status_changes
+    from ringleader.server.models import Pod, Workload
+
+    pod = Pod(name="w-master-0", phase="Running", attempt=0, ranks=[0], node="n",
+              isolation="cgroup-v1", peak_memory_bytes=10, cpu_seconds=1.0)  # fmt: skip
+    workload = Workload(phase="Running", attempt=0, pods=[pod])
+
+    def polled(phase: str, peak: int, cpu: float, isolation: str = "cgroup-v1") -> BackendStatus:
+        ps = PodStatus("w-master-0", "master", 0, phase, "n", attempt=0, ranks=(0,),
+                       peak_memory_bytes=peak, cpu_seconds=cpu, isolation=isolation)  # fmt: skip
+        return BackendStatus("Running", pods=[ps])
+
+    assert not status_changes(workload, polled("Running", 20, 2.0))  # a rise alone: no write
+    assert status_changes(workload, polled("Running", 10, 1.0, "cgroup-v2"))
+    pod.phase = "Succeeded"
+    assert status_changes(workload, polled("Succeeded", 20, 2.0))  # the final figures
+    record_usage(pod, polled("Succeeded", 20, 2.0).pods[0])
+    assert (pod.peak_memory_bytes, pod.cpu_seconds) == (20, 2.0)
+    assert not status_changes(workload, polled("Succeeded", 20, 2.0))
+    record_usage(pod, polled("Succeeded", None, None, "").pods[0])  # type: ignore[arg-type]
+    assert (pod.peak_memory_bytes, pod.cpu_seconds, pod.isolation) == (20, 2.0, "cgroup-v1")
