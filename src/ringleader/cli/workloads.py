@@ -230,7 +230,7 @@ def describe(
 def _pods_table(rows: list[PodOut]) -> Table:
     pods = Table(
         "POD", "ROLE", "STATUS", "NODE", "GPUs", "EXIT CODE", "ATTEMPT", "RANKS",
-        box=None, title="Pods",
+        "PEAK MEMORY", "CPU TIME", "ISOLATION", box=None, title="Pods",
     )  # fmt: skip
     for p in rows:
         pods.add_row(
@@ -242,8 +242,21 @@ def _pods_table(rows: list[PodOut]) -> Table:
             "-" if p.exit_code is None else str(p.exit_code),
             str(p.attempt),
             ",".join(map(str, p.ranks)) or "-",
+            "-" if p.peak_memory_bytes is None else _bytes_text(p.peak_memory_bytes),
+            "-" if p.cpu_seconds is None else f"{p.cpu_seconds:.2f}s",
+            p.isolation or "-",
         )
     return pods
+
+
+def _bytes_text(n: int) -> str:
+    """1536 -> "1.5KiB": a measured size, binary units."""
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
 
 
 @reports_errors

@@ -39,6 +39,14 @@ environment) and its agents (``--job-id`` in their argv).
 
 SIGTERM (or SIGINT/SIGHUP) asks the supervisor to stop the gang with its
 grace period; the run then ends Stopped.
+
+The environment (``scoped_environ``): a supervisor gets only the caller's
+variables that ``POD_ENV_NAMES``/``POD_ENV_PREFIXES`` allow (what a process
+needs to run: PATH, HOME, the locale ...) plus ``SUPERVISOR_ENV`` (its own
+settings, e.g. the SSH config for SSH nodes), which it drops before it
+starts any agent; agents and ranks inherit the rest, and ranks add what the
+launch sets for them.  So no server setting or secret (``RINGLEADER_HOME``,
+a database URL, a cloud token) reaches a pod.  README: "Pod environment".
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -69,6 +77,36 @@ STATE_FILE = "state.json"
 SUPERVISOR_LOG = "supervisor.log"
 FINAL_PHASES = ("Succeeded", "Failed", "Stopped")
 STREAMS = ("stdout", "stderr")
+
+
+#: The caller's variables a pod sees (the allow-list; README "Pod environment").
+POD_ENV_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "TERM",
+        "PYTHONPATH",  # ranks import the same ringleader as their supervisor
+        "LD_LIBRARY_PATH",  # where the server's Python finds CUDA and MPI libraries
+    }
+)
+POD_ENV_PREFIXES = ("LC_",)
+#: The supervisor's own settings: passed to it, dropped before it starts agents.
+SUPERVISOR_ENV = frozenset({"RINGLEADER_SSH_CONFIG"})
+
+
+def scoped_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """What of ``environ`` a detached supervisor (and so its pods) may get."""
+    return {
+        k: v
+        for k, v in environ.items()
+        if k in POD_ENV_NAMES or k in SUPERVISOR_ENV or k.startswith(POD_ENV_PREFIXES)
+    }
 
 
 # ----- the run directory's files ------------------------------------------------
@@ -380,6 +418,8 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
         recorder.write()
         return 2
     supervisor = cls(launch.spec, recorder, observer=recorder)
+    for name in SUPERVISOR_ENV:  # read by the supervisor above; no agent or rank sees them
+        os.environ.pop(name, None)
     if stop:
         supervisor.request_stop(stop[0])
     try:

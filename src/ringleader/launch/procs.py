@@ -5,6 +5,12 @@ signal to the group reaches the rank and everything it spawned.  A
 descendant that escaped the group (``setsid``, a daemon) still carries the
 job's id in its environment (``RINGLEADER_JOB_ID``), so on Linux a sweep of
 ``/proc`` finds it.  Stopping is SIGTERM, a grace period, then SIGKILL.
+
+The marker is the user's to drop (``env -i setsid ...``), so under the
+control plane the kernel keeps the list instead: the local backend runs each
+workload in a cgroup (``server/backends/local/cgroups.py``) and ends what is
+left in it; this sweep is its fallback where no cgroup can be made, and
+``ringleader launch`` without a server relies on it alone.
 """
 
 from __future__ import annotations

@@ -86,6 +86,10 @@ class PodOut(Wire):
     gpus: list[dict[str, Any]] = Field(default_factory=list)
     started_at: datetime | None = None
     completed_at: datetime | None = None
+    # What the OS measured (the pod's cgroup): None where unmeasured
+    peak_memory_bytes: int | None = None
+    cpu_seconds: float | None = None
+    isolation: str = ""  # "cgroup-v1" | "cgroup-v2" | "environment" ("" before it ran)
 
 
 class EventOut(Wire):

@@ -153,23 +153,24 @@ def _target_or_none(backend: LocalBackend, handle: str, pod: str):
         return None
 
 
-def test_ranks_do_not_inherit_the_servers_own_settings(script, tmp_path) -> None:
+def test_ranks_get_only_the_allow_listed_part_of_the_servers_environment(script, tmp_path) -> None:
     server_env = {
         **os.environ,
         "RINGLEADER_DATABASE_URL": "postgresql+psycopg://rl:s3cret@db/rl",
         "RINGLEADER_CLIENT_SECRET": "s3cret",
-        "USER_THING": "kept",
+        "USER_THING": "not a pod's",
+        "LC_ALL": "C.UTF-8",
     }
     backend = LocalBackend(grace_s=1.0, environ=server_env)
     body = (
         "import os; print(sorted(k for k in os.environ if 'DATABASE' in k or 'SECRET' in k),"
-        " os.environ.get('USER_THING'))"
+        " os.environ.get('USER_THING'), os.environ.get('LC_ALL'))"
     )
     request = make_request(tmp_path / "run", command=f"python {script(body)}", workers=1)
     handle = backend.start(request)
     assert wait_final(backend, handle).phase == "Completed"
     printed = {ln.text for ln in backend.logs(handle) if ln.stream == "stdout"}
-    assert printed == {"[] kept"}
+    assert printed == {"[] None C.UTF-8"}  # README "Pod environment"
 
 
 def test_more_ranks_than_the_machine_can_run_is_refused_before_any_start(tmp_path) -> None:

@@ -87,6 +87,11 @@ class PodStatus:
     exit_code: int | None = None
     attempt: int = 0
     ranks: tuple[int, ...] = ()
+    # What the OS measured of the pod (its cgroup), None where unmeasured; and how its
+    # processes are tracked ("cgroup-v1", "cgroup-v2", "environment"; "" unknown).
+    peak_memory_bytes: int | None = None
+    cpu_seconds: float | None = None
+    isolation: str = ""
 
 
 @dataclass(frozen=True)

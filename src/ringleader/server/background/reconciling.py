@@ -11,6 +11,10 @@
 - linger: Completed/Failed with pods still Running (cleanPodPolicy None) ->
   poll -> those pods' phases, until they end.
 
+Pods' measures (peak memory, CPU time from their cgroups) and isolation are
+written with the pod's other changes and once more when it has ended (the
+final figures); a rise alone while it runs does not take the write lock.
+
 Invariant: a poll that would change nothing writes nothing (checked on the
 read snapshot), so polling every running workload costs no write lock.
 """
@@ -23,9 +27,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.server import phases
-from ringleader.server.backends.base import Backend, BackendStatus
+from ringleader.server.backends.base import Backend, BackendStatus, PodStatus
 from ringleader.server.background.pipeline import Pipeline, act
 from ringleader.server.models import Node as NodeRow
+from ringleader.server.models import Pod as PodRow
 from ringleader.server.models import Workload
 from ringleader.server.snapshot import lingering
 from ringleader.spec import WorkloadSpec
@@ -128,6 +133,7 @@ def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backen
                 s, pod, attempt=ps.attempt, reason="GangRestarted", keep_binding=True
             )
         pod.node, pod.ranks = pod.node or ps.node, list(ps.ranks)
+        record_usage(pod, ps)
         if pod.phase != target:
             phases.transition_pod(s, pod, target, exit_code=ps.exit_code, now=ended)
     phases.observe(s, w, status.phase, message=status.message, now=ended)
@@ -142,6 +148,28 @@ def ended_time(status: BackendStatus) -> datetime | None:
         return datetime.fromtimestamp(status.ended_at, timezone.utc)
     except (OverflowError, OSError, ValueError):
         return None
+
+
+def record_usage(pod: PodRow, ps: PodStatus) -> None:
+    """The backend's measures of the pod, where it has them (a later poll that has
+    none, after a restart of the server say, keeps what was recorded)."""
+    if ps.isolation:
+        pod.isolation = ps.isolation
+    if ps.peak_memory_bytes is not None:
+        pod.peak_memory_bytes = ps.peak_memory_bytes
+    if ps.cpu_seconds is not None:
+        pod.cpu_seconds = ps.cpu_seconds
+
+
+def usage_changes(pod: PodRow, ps: PodStatus) -> bool:
+    """Whether to write the pod's measures: a new isolation, or final figures."""
+    if ps.isolation and ps.isolation != pod.isolation:
+        return True
+    ended = pod_phase(ps.phase) not in phases.POD_LIVE
+    return ended and (
+        (ps.peak_memory_bytes is not None and ps.peak_memory_bytes != pod.peak_memory_bytes)
+        or (ps.cpu_seconds is not None and ps.cpu_seconds != pod.cpu_seconds)
+    )
 
 
 def status_changes(workload: Workload, status: BackendStatus) -> bool:
@@ -163,6 +191,7 @@ def status_changes(workload: Workload, status: BackendStatus) -> bool:
             or pod_phase(ps.phase) != pod.phase
             or (ps.node and not pod.node)
             or list(ps.ranks) != list(pod.ranks or [])
+            or usage_changes(pod, ps)
         ):
             return True
     return False

@@ -203,6 +203,9 @@ def pods(session: Session, user: User, workload_id: str) -> list[PodOut]:
             gpus=list(p.gpus or []),
             started_at=p.started_at,
             completed_at=p.completed_at,
+            peak_memory_bytes=p.peak_memory_bytes,
+            cpu_seconds=p.cpu_seconds,
+            isolation=p.isolation,
         )
         for p in rows
     ]

@@ -4,21 +4,30 @@ The package's parts, one job each: ``planning`` (the pure plan: launch spec
 and pods), ``status`` (the one state table, ``state.json`` -> our status),
 ``processes`` (adoption through /proc, the final state of a dead supervisor,
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
-hold).  This module spawns supervisors and answers the server's calls.
+hold), ``cgroups`` (the kernel's record of a run's processes: kill,
+limits, usage).  This module spawns supervisors and answers the server's calls.
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
   resolved path is the *handle*.  Its files are described in
   ``ringleader.launch.detached``: ``launch.json`` (written here),
-  ``state.json`` and ``logs/`` (written by the detached supervisor).
+  ``state.json`` and ``logs/`` (written by the detached supervisor),
+  ``usage.json`` (written here: each pod's measures, read from its cgroup
+  before the cgroup is removed).
 
 Invariants:
 - the detached supervisor runs in its own session with its stdio on files,
   so the server can stop, restart or die without touching a workload; a new
   ``LocalBackend`` re-adopts a workload from its handle alone;
 - ``submit`` runs exactly the plan it is given;
-- no orphans: after a supervisor's death (noticed by ``poll``) or a
-  ``cancel``, every process carrying the job id is swept.
+- no orphans: every process of a run is in the run's cgroup (made before
+  the supervisor starts; see ``cgroups``), so after its end (noticed by
+  ``poll``), a supervisor's death or a ``cancel``, whatever is left of it is
+  killed, however it changed its environment or session, and the cgroup is
+  removed; where no cgroup can be made (not root, no cgroupfs, macOS) every
+  process carrying the job id is swept instead (isolation "environment");
+- pods see only the allow-listed part of the server's environment
+  (``launch.detached.scoped_environ``) and what the launch sets for them.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from ringleader.launch.detached import (
     load_launch,
     read_json,
     read_logs,
+    scoped_environ,
     write_json_atomic,
 )
 from ringleader.server.backends.base import (
@@ -58,31 +68,36 @@ from ringleader.server.backends.base import (
     ExecTarget,
     LogLine,
 )
+from ringleader.server.backends.local import cgroups as cgroupfs
+from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.planning import (
+    ENVIRONMENT,
     LocalPlan,
     LocalPod,
     Where,
+    isolation_of,
     plan_launch,
     pods_from_launch,
 )
 from ringleader.server.backends.local.processes import (
+    USAGE_FILE,
+    clean_stale_cgroups,
     died,
+    end_cgroup,
     is_final,
     pod_process,
+    run_usage,
     sweep_job,
     tail,
+    with_usage,
     write_final_state,
 )
 from ringleader.server.backends.local.status import STATES, pod_phase, status_of
 
-__all__ = ["SERVER_ONLY", "LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
+__all__ = ["LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
 
-# The server's secrets; its other settings (RINGLEADER_HOME, _URL) are plain paths and
-# addresses that let a rank's own `ringleader` calls reach the same server.
-SERVER_ONLY = frozenset(
-    {"RINGLEADER_DATABASE_URL", "RINGLEADER_CLIENT_ID", "RINGLEADER_CLIENT_SECRET"}
-)
+DETECT: Any = object()  # LocalBackend(cgroups=DETECT): this host's hierarchy, if any
 
 
 class LocalBackend(Backend):
@@ -106,6 +121,7 @@ class LocalBackend(Backend):
         node: str | None = None,
         environ: Mapping[str, str] | None = None,
         max_ranks: int | None = None,
+        cgroups: Hierarchy | None = DETECT,
     ) -> None:
         self.python = python
         self.grace_s = grace_s
@@ -117,13 +133,12 @@ class LocalBackend(Backend):
         self.node = node or socket.gethostname()
         # Oversubscription is fine for small CPU jobs; thousands of ranks on one box is not.
         self.max_ranks = max_ranks or max(64, 16 * (os.cpu_count() or 1))
-        # What supervisors (and so ranks) inherit: the server's environment without
-        # its own settings and secrets (database URL with its password, API keys).
-        self.environ = {
-            k: v
-            for k, v in (os.environ if environ is None else environ).items()
-            if k not in SERVER_ONLY
-        }
+        # What supervisors (and so ranks) inherit: the allow-listed part of the
+        # server's environment, never its settings or secrets.
+        self.environ = scoped_environ(os.environ if environ is None else environ)
+        # Where each run's processes are tracked and limited (None: by environment).
+        self.cgroups: Hierarchy | None = cgroupfs.detect() if cgroups is DETECT else cgroups
+        self._cleaned: set[Path] = set()  # runs dirs whose stale cgroups were cleaned
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
         # The cores pods may be pinned to (this process's own CPU set).
         self.cpus = (
@@ -142,9 +157,15 @@ class LocalBackend(Backend):
             max_ranks=self.max_ranks, restarts_in_place=self.capabilities.restarts_in_place
         )
 
-    def plan(self, request: BackendRequest, busy_cpus: frozenset[int] = frozenset()) -> LocalPlan:
+    def plan(
+        self,
+        request: BackendRequest,
+        busy_cpus: frozenset[int] = frozenset(),
+        cgroups: Hierarchy | None = None,
+    ) -> LocalPlan:
         """The launch for ``request`` (pure); ``busy_cpus``: cores other workloads'
-        pods are pinned to, so this one's pods pinned to cores of their own."""
+        pods are pinned to, so this one's pods pinned to cores of their own;
+        ``cgroups``: the hierarchy its pods get cgroups in (None: tracked by env)."""
         return plan_launch(
             request,
             python=self.python,
@@ -152,16 +173,21 @@ class LocalBackend(Backend):
             where=self.where(),
             cpus=self.cpus,
             busy_cpus=busy_cpus,
+            cgroups=cgroups,
         )
 
     def start(self, request: BackendRequest) -> str:
         """Gather what the plan needs from this machine, plan, submit that plan."""
         run_dir = Path(request.run_dir).resolve()
+        self._clean_once(run_dir)
         # Other runs' pinned cores matter only to a pod that will be pinned: scanning
         # every run directory costs a read per run ever made.
         pins = any(p.node_kind == "local" and p.cpu_cores >= 1 for p in request.placements.values())
         busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
-        return self.submit(self.plan(dataclasses.replace(request, run_dir=str(run_dir)), busy))
+        # Pods get cgroups where every rank runs on this machine (not SSH nodes').
+        local = self.where().hosts is None
+        request = dataclasses.replace(request, run_dir=str(run_dir))
+        return self.submit(self.plan(request, busy, self.cgroups if local else None))
 
     # ----- submit --------------------------------------------------------------------
     def submit(self, plan: LocalPlan) -> str:
@@ -173,21 +199,40 @@ class LocalBackend(Backend):
         if plan.spec.cwd == f"{run_dir}/work":
             Path(plan.spec.cwd).mkdir(exist_ok=True)
         (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
+        (run_dir / USAGE_FILE).unlink(missing_ok=True)
         write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
-        env = {k: v for k, v in self.environ.items() if not k.startswith("RINGLEADER_JOB")}
-        with open(run_dir / SUPERVISOR_LOG, "ab") as log:
-            proc = self.spawn(
-                detached_argv(self.python, run_dir),
-                cwd=str(run_dir),
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        handle = str(run_dir)
-        self._children[handle] = proc
-        self._await_state(run_dir, proc)
+        env = dict(self.environ)
+        argv = detached_argv(self.python, run_dir)
+        hierarchy = self.cgroups if plan.isolation != ENVIRONMENT else None
+        with contextlib.ExitStack() as held:
+            if hierarchy is not None:
+                # Made (under the shared lock a stale-cgroup cleaner waits for) before
+                # the supervisor starts; it joins before its first instruction runs.
+                held.enter_context(hierarchy.lock())
+                run_id = plan.spec.run_id
+                hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}")
+                for pod, limits in plan.limits.items():
+                    hierarchy.create(f"{run_id}/{pod}", limits)
+                env[JOIN_VAR] = " ".join(hierarchy.procs_files(f"{run_id}/{cgroupfs.SUPERVISOR}"))
+                argv = join_argv(argv)
+            with open(run_dir / SUPERVISOR_LOG, "ab") as log:
+                proc = self.spawn(
+                    argv,
+                    cwd=str(run_dir),
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            handle = str(run_dir)
+            self._children[handle] = proc
+            try:
+                self._await_state(run_dir, proc)
+            except RingleaderError:
+                if hierarchy is not None:
+                    end_cgroup(hierarchy, run_dir, plan.spec.run_id)
+                raise
         return handle
 
     def _await_state(self, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -213,6 +258,7 @@ class LocalBackend(Backend):
     def poll(self, handle: str) -> BackendStatus:
         self._reap()
         run_dir = Path(handle).resolve()
+        self._clean_once(run_dir)
         launch = load_launch(run_dir)
         state = read_json(run_dir / STATE_FILE)
         if launch is None or state is None:
@@ -221,23 +267,40 @@ class LocalBackend(Backend):
             state = read_json(run_dir / STATE_FILE) or state  # it may have just finished
             if not is_final(state):
                 state = self._write_final(run_dir, launch, state, "Failed", died(state))
-        return status_of(
+        cgroup = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
+        if is_final(state) and cgroup is not None:  # what ranks left (a daemon) ends too
+            end_cgroup(cgroup, run_dir, launch.spec.run_id, pods_from_launch(launch))
+        status = status_of(
             state,
             pods_from_launch(launch),
             this_node=self.node,
             phase_of=self.phase_of,
             on_rank0_success=launch.spec.on_rank0_success,
         )
+        return with_usage(status, run_usage(cgroup, run_dir, launch), isolation_of(launch))
+
+    # ----- ending a run's processes ----------------------------------------------------
+    def end_run(self, run_dir: Path, launch: LaunchFile) -> None:
+        """Kill whatever of the run is left: its cgroup (recording each pod's usage, then
+        removing it), or the processes carrying its job id where it has none."""
+        if self.cgroups is not None and isolation_of(launch) != ENVIRONMENT:
+            end_cgroup(self.cgroups, run_dir, launch.spec.run_id, pods_from_launch(launch))
+        else:
+            sweep_job(launch.spec.run_id, self.grace_s)
 
     # ----- cancel (the base class's template: is_live, then stop) ---------------------
     def is_live(self, handle: str) -> bool:
         """A run whose state is not final, or with a process of its job left."""
         run_dir = Path(handle).resolve()
+        self._clean_once(run_dir)
         launch = load_launch(run_dir)
         if launch is None:
             return False
-        return not is_final(read_json(run_dir / STATE_FILE)) or bool(
-            job_processes(launch.spec.run_id)
+        run_id = launch.spec.run_id
+        return (
+            not is_final(read_json(run_dir / STATE_FILE))
+            or (self.cgroups is not None and self.cgroups.exists(run_id))
+            or bool(job_processes(run_id))
         )
 
     def stop(self, handle: str) -> None:
@@ -259,7 +322,7 @@ class LocalBackend(Backend):
                 self._await_gone(pid, run_dir, 5.0)
         self._reap()
         if launch is not None:
-            sweep_job(launch.spec.run_id, self.grace_s)
+            self.end_run(run_dir, launch)
             state = read_json(run_dir / STATE_FILE)
             if state and not is_final(state):
                 self._write_final(run_dir, launch, state, "Stopped" if alive else "Failed", reason)
@@ -313,17 +376,36 @@ class LocalBackend(Backend):
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             cwd = launch.spec.cwd
+        rel = f"{launch.spec.run_id}/{pod}"
+        hierarchy = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
+        if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
+            env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
+            return ExecTarget(node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])))
         return ExecTarget(node=self.node, cwd=cwd, env=env)
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
 
     # ----- helpers -------------------------------------------------------------------
+    def _clean_once(self, run_dir: Path) -> None:
+        """The first time a runs dir is seen (a server's first poll after a start,
+        ``kill -9`` included): clean the run cgroups no process is in, recording
+        the measures of those whose run lives in this runs dir."""
+        if self.cgroups is not None and run_dir.parent not in self._cleaned:
+            self._cleaned.add(run_dir.parent)
+            clean_stale_cgroups(self.cgroups, run_dir.parent)
+
     def _write_final(
         self, run_dir: Path, launch: LaunchFile, state: dict[str, Any], phase: str, reason: str
     ) -> dict[str, Any]:
         return write_final_state(
-            run_dir, launch, state, phase, reason, grace_s=self.grace_s, clock=self.clock
+            run_dir,
+            launch,
+            state,
+            phase,
+            reason,
+            end=lambda: self.end_run(run_dir, launch),
+            clock=self.clock,
         )
 
     def _reap(self) -> None:

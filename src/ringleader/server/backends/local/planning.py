@@ -10,8 +10,20 @@ Nomenclature:
 - *where*: the launch's hosts for the pods (``Where``): this machine for the
   local backend, the SSH nodes' login targets for the SSH backend.
 
+- *isolation*: how a pod's processes are tracked: ``cgroup-v1``/``cgroup-v2``
+  (the pod's ranks join ``<run id>/<pod name>`` under the backend's cgroup
+  parent before their command runs, through ``cgroups.join_argv``; its
+  compute as Kubernetes enforces it: ``cpuMemoryLimit`` and ``cpuCoreLimit``
+  hard, ``cpuMemoryRequest`` and ``cpuCoreRequest`` as shares, see
+  ``cgroups.Limits``: a request is not a cap, so Run:ai's walkthrough body,
+  which asks for 100M for a PyTorch run, still runs), or
+  ``environment`` (no cgroup could be made here: the job's marker only).
+  MPI's launcher pod is mpirun, a child of the agent: it stays in the run's
+  ``supervisor`` cgroup, so it is killed with the run but not measured.
+
 Invariant: ``plan_launch`` reads nothing and writes nothing; what it needs
-from the world (cores other runs hold, this machine's CPU set) is passed in.
+from the world (cores other runs hold, this machine's CPU set, its cgroup
+hierarchy) is passed in.
 """
 
 from __future__ import annotations
@@ -19,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
@@ -31,6 +44,12 @@ from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
 from ringleader.server.backends.base import BackendRequest
 from ringleader.server.backends.pod_env import assign_cores, pod_env
+from ringleader.spec import Compute, parse_quantity
+
+if TYPE_CHECKING:
+    from ringleader.server.backends.local.cgroups import Hierarchy, Limits
+
+ENVIRONMENT = "environment"  # isolation without a cgroup: the job's env marker
 
 # cleanPodPolicy -> what the supervisor does with ranks still running when the
 # master (rank 0) completes.  Processes that ended hold nothing and their logs
@@ -56,9 +75,13 @@ class LocalPlan:
     pods: tuple[LocalPod, ...]
     run_dir: str
     attempt_offset: int = 0
+    isolation: str = ENVIRONMENT  # "cgroup-v1" | "cgroup-v2" | "environment"
+    limits: dict[str, Limits] = field(default_factory=dict)  # pod -> its cgroup's, if it has one
 
     def launch_file(self) -> LaunchFile:
         pods = [dataclasses.asdict(p) | {"ranks": list(p.ranks)} for p in self.pods]
+        if self.isolation != ENVIRONMENT:  # read back by poll, stop and describe
+            pods = [p | {"isolation": self.isolation} for p in pods]
         return LaunchFile(spec=self.spec, attempt_offset=self.attempt_offset, pods=pods)
 
 
@@ -67,6 +90,27 @@ def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
         LocalPod(p["name"], p["role"], int(p["index"]), tuple(p["ranks"]), str(p.get("node") or ""))
         for p in launch.pods
     ]
+
+
+def isolation_of(launch: LaunchFile) -> str:
+    """How the run's processes are tracked, as planned."""
+    found = {str(p.get("isolation") or ENVIRONMENT) for p in launch.pods}
+    return found.pop() if len(found) == 1 else ENVIRONMENT
+
+
+def pod_limits(compute: Compute) -> Limits:
+    """What a pod's cgroup enforces of its compute (limits hard, requests as shares)."""
+    from ringleader.server.backends.local.cgroups import Limits
+
+    def size(text: str | None) -> int | None:
+        return parse_quantity(text) if text else None
+
+    return Limits(
+        memory_bytes=size(compute.cpu_memory_limit),
+        cpu_cores=compute.cpu_core_limit,
+        memory_request_bytes=size(compute.cpu_memory_request),
+        cpu_request_cores=compute.cpu_core_request,
+    )
 
 
 @dataclass(frozen=True)
@@ -92,9 +136,11 @@ def plan_launch(
     where: Where,
     cpus: Sequence[int] = (),
     busy_cpus: frozenset[int] = frozenset(),
+    cgroups: Hierarchy | None = None,
 ) -> LocalPlan:
     """The launch for ``request``: pure.  ``cpus``: this machine's cores pods on its
-    own node may be pinned to; ``busy_cpus``: those other runs' pods hold."""
+    own node may be pinned to; ``busy_cpus``: those other runs' pods hold;
+    ``cgroups``: this machine's hierarchy, when each pod gets a cgroup."""
     spec, dist = request.spec, request.spec.spec
     framework = spec.registered_framework
     if framework is None:
@@ -147,6 +193,19 @@ def plan_launch(
         for rank in pod.ranks
         if rank >= 0
     }
+    run_id = f"rl-{request.workload_id}"
+    limits: dict[str, Limits] = {}
+    if cgroups is not None:
+        from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
+
+        command = join_argv(command)
+        for pod in pods:  # mpirun's pod has none: it stays with the supervisor (above)
+            if any(rank >= 0 for rank in pod.ranks):
+                compute = dist.compute if pod.role == "worker" else master.compute
+                limits[pod.name] = pod_limits(compute)
+            join = " ".join(cgroups.procs_files(f"{run_id}/{pod.name}"))
+            for rank in (r for r in pod.ranks if r >= 0):
+                rank_env[str(rank)] = {**rank_env.get(str(rank), {}), JOIN_VAR: join}
     hosts = (
         where.hosts(pods, request)
         if where.hosts is not None
@@ -155,7 +214,7 @@ def plan_launch(
     launch = LaunchSpec(
         command=command,
         hosts=hosts,
-        run_id=f"rl-{request.workload_id}",
+        run_id=run_id,
         cwd=master.working_dir or dist.working_dir or f"{run_dir}/work",
         python=python,
         framework=framework.name,
@@ -171,4 +230,12 @@ def plan_launch(
         if framework.layout.head_runs_ranks
         else "wait",
     )
-    return LocalPlan(launch, framework.name, tuple(pods), run_dir, request.attempt_offset)
+    return LocalPlan(
+        launch,
+        framework.name,
+        tuple(pods),
+        run_dir,
+        request.attempt_offset,
+        isolation=cgroups.isolation if cgroups is not None else ENVIRONMENT,
+        limits=limits,
+    )

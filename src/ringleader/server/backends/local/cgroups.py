@@ -1,0 +1,394 @@
+"""Kernel-tracked process trees for the local backend: a cgroup per workload and per pod.
+
+Why: an environment marker (``RINGLEADER_JOB_ID``) can be dropped or
+overridden by the very processes it is meant to find (``env -i setsid ...``);
+cgroup membership is inherited by every child and only a write to
+``cgroup.procs`` changes it, so the kernel keeps the list for us.
+
+Nomenclature:
+- *hierarchy*: where cgroups live.  v2: one unified tree (``/sys/fs/cgroup``
+  with ``cgroup.controllers``).  v1: one tree per controller; we use
+  ``freezer`` (stop everything at once), ``memory``, ``cpu``, ``cpuacct``
+  and ``pids`` where mounted;
+- *parent*: ringleader's cgroup, ``ringleader`` under the server's own
+  cgroup in each v1 tree (workloads stay inside whatever box the server is
+  in), under the root of the v2 tree (the one cgroup whose processes do not
+  forbid enabling controllers below it);
+- *run cgroup*: ``PARENT/<run id>`` (``rl-<workload id>``), made before the
+  supervisor starts; it holds ``supervisor`` (the detached supervisor, its
+  agent, mpirun) and one leaf per pod (``PARENT/<run id>/<pod name>``) with
+  the pod's ranks and everything they spawn, where limits apply and usage is
+  read;
+- *joining*: a process enters its cgroup before its command runs: ``join_argv``
+  prefixes the command with a POSIX shell that writes its own pid into each
+  ``cgroup.procs`` named by ``RINGLEADER_CGROUP``, unsets it, and ``exec``s
+  the command (same pid, so nothing of the command ever runs outside).
+
+Invariants: ``kill`` returns only once the run cgroup holds no process (or
+its timeout passed); ``remove`` deletes leaves first; nothing here runs for
+``ringleader launch`` without a server (the backend imports this module).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The variable the join shim reads: the ``cgroup.procs`` files to write, space-separated.
+JOIN_VAR = "RINGLEADER_CGROUP"
+JOIN_SHIM = (
+    f'for f in ${JOIN_VAR}; do echo $$ > "$f" || exit 126; done; unset {JOIN_VAR}; exec "$@"'
+)
+SUPERVISOR = "supervisor"
+PARENT = "ringleader"
+V1_REQUIRED = ("freezer", "memory", "cpu", "cpuacct")
+V1_OPTIONAL = ("pids",)
+V2_CONTROLLERS = ("memory", "cpu", "pids")
+CPU_PERIOD_US = 100_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a pod's cgroup enforces (None: nothing), as Kubernetes does: a limit is
+    hard (the memory limit kills, the CPU quota throttles), a request is a share
+    under contention (CPU weight; memory the kernel reclaims last)."""
+
+    memory_bytes: int | None = None  # hard: the OOM killer past it, no swap
+    cpu_cores: float | None = None  # hard: a CFS quota of cores * period
+    memory_request_bytes: int | None = None  # v1 soft limit, v2 memory.low
+    cpu_request_cores: float | None = None  # v1 cpu.shares, v2 cpu.weight
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the kernel measured of one cgroup (None: not measured here)."""
+
+    peak_memory_bytes: int | None = None
+    cpu_seconds: float | None = None
+    oom_kills: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "cpu_seconds": self.cpu_seconds,
+            "oom_kills": self.oom_kills,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Usage:
+        if not isinstance(data, dict):
+            return cls()
+        peak, cpu = data.get("peak_memory_bytes"), data.get("cpu_seconds")
+        return cls(
+            int(peak) if isinstance(peak, int) else None,
+            float(cpu) if isinstance(cpu, int | float) else None,
+            int(data.get("oom_kills") or 0),
+        )
+
+
+def join_argv(argv: list[str]) -> list[str]:
+    """``argv`` run by a shell that first joins the cgroups named by ``RINGLEADER_CGROUP``."""
+    return ["/bin/sh", "-c", JOIN_SHIM, "ringleader-join", *argv]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def _write(path: Path, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int((text or "").strip())
+    except ValueError:
+        return None
+
+
+def _keyed(text: str | None, key: str) -> int | None:
+    """The number after ``key`` in a flat-keyed file (``memory.events``, ``cpu.stat``)."""
+    for line in (text or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return _int(value)
+    return None
+
+
+class Hierarchy:
+    """One host's cgroups for ringleader: make, join, limit, measure, kill, remove.
+
+    ``rel`` arguments are paths under the parent (``rl-x`` or ``rl-x/pod``).
+    """
+
+    isolation = "cgroup"
+
+    def __init__(self, parents: dict[str, Path]) -> None:
+        self.parents = parents  # controller (or "unified") -> the parent cgroup's directory
+
+    # ----- shape -------------------------------------------------------------------
+    def dirs(self, rel: str) -> list[Path]:
+        """The cgroup's directory in each distinct tree (comounted controllers once)."""
+        seen: dict[str, Path] = {}
+        for parent in self.parents.values():
+            seen.setdefault(os.path.realpath(parent), parent / rel)
+        return list(seen.values())
+
+    def procs_files(self, rel: str) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs(rel)]
+
+    def exists(self, rel: str) -> bool:
+        return any(d.is_dir() for d in self.dirs(rel))
+
+    def runs(self) -> list[str]:
+        """The run cgroups under the parent."""
+        names: set[str] = set()
+        for parent in self.parents.values():
+            with contextlib.suppress(OSError):
+                names.update(e.name for e in os.scandir(parent) if e.is_dir())
+        return sorted(names)
+
+    def create(self, rel: str, limits: Limits = Limits()) -> None:
+        for d in self.dirs(rel):
+            d.mkdir(parents=True, exist_ok=True)
+        self.limit(rel, limits)
+
+    @contextlib.contextmanager
+    def lock(self, exclusive: bool = False) -> Iterator[None]:
+        """Held (shared) while a run cgroup is made and its supervisor joins it, and
+        (exclusive) while empty run cgroups are cleaned away, so a cleaner never
+        removes one a starting supervisor is about to join.  Machine-wide: every
+        server on this host shares the parent (an flock on its directory)."""
+        fd = os.open(next(iter(self.parents.values())), os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    def limit(self, rel: str, limits: Limits) -> None:
+        raise NotImplementedError
+
+    # ----- processes -----------------------------------------------------------------
+    def pids(self, rel: str) -> set[int]:
+        """Every process in the cgroup and below it, in any tree."""
+        found: set[int] = set()
+        for top in self.dirs(rel):
+            for d in _walk(top):
+                text = _read(d / "cgroup.procs") or ""
+                found.update(int(p) for p in text.split() if p.isdigit())
+        return found
+
+    def kill(self, rel: str, timeout_s: float = 10.0) -> bool:
+        """SIGKILL every process of the cgroup's subtree, frozen first so none can
+        fork or escape meanwhile; True once it is empty."""
+        if not self.exists(rel):
+            return True
+        self._kill_all(rel)
+        deadline = time.monotonic() + timeout_s
+        while self.pids(rel):
+            if time.monotonic() > deadline:
+                return False
+            self._kill_all(rel)  # one that was mid-fork when frozen
+            time.sleep(0.01)
+        return True
+
+    def _kill_all(self, rel: str) -> None:
+        self.freeze(rel, True)
+        try:
+            for pid in self.pids(rel):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            self.freeze(rel, False)  # a frozen process dies of SIGKILL only once thawed
+
+    def freeze(self, rel: str, frozen: bool) -> None:
+        raise NotImplementedError
+
+    # ----- measures ------------------------------------------------------------------
+    def usage(self, rel: str) -> Usage:
+        raise NotImplementedError
+
+    # ----- removal -------------------------------------------------------------------
+    def remove(self, rel: str) -> None:
+        """Delete the cgroup and its children (leaves first); a missing one is fine."""
+        for top in self.dirs(rel):
+            for d in reversed(list(_walk(top))):
+                with contextlib.suppress(FileNotFoundError):
+                    self.rmdir(d)
+
+    def rmdir(self, path: Path) -> None:
+        os.rmdir(path)
+
+
+def _walk(top: Path) -> Iterator[Path]:
+    """``top`` and every cgroup below it, parents before children."""
+    if not top.is_dir():
+        return
+    yield top
+    with contextlib.suppress(OSError):
+        for entry in sorted(os.scandir(top), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(Path(entry.path))
+
+
+class CgroupV1(Hierarchy):
+    """One tree per controller; the freezer stops a subtree at once."""
+
+    isolation = "cgroup-v1"
+
+    def limit(self, rel: str, limits: Limits) -> None:
+        memory = self.parents["memory"] / rel
+        if limits.memory_bytes:
+            _write(memory / "memory.limit_in_bytes", str(limits.memory_bytes))
+            swap = memory / "memory.memsw.limit_in_bytes"  # no swapping past the limit
+            if swap.exists():
+                with contextlib.suppress(OSError):
+                    _write(swap, str(limits.memory_bytes))
+        if limits.memory_request_bytes:
+            _write(memory / "memory.soft_limit_in_bytes", str(limits.memory_request_bytes))
+        cpu = self.parents["cpu"] / rel
+        if limits.cpu_cores:
+            period = _int(_read(cpu / "cpu.cfs_period_us")) or CPU_PERIOD_US
+            _write(cpu / "cpu.cfs_quota_us", str(max(1000, round(limits.cpu_cores * period))))
+        if limits.cpu_request_cores:  # 1024 shares a core, as Kubernetes
+            _write(cpu / "cpu.shares", str(max(2, round(limits.cpu_request_cores * 1024))))
+
+    def freeze(self, rel: str, frozen: bool) -> None:
+        state = self.parents["freezer"] / rel / "freezer.state"
+        with contextlib.suppress(FileNotFoundError):
+            _write(state, "FROZEN" if frozen else "THAWED")
+            deadline = time.monotonic() + 5.0
+            while frozen and (_read(state) or "").strip() == "FREEZING":
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+
+    def usage(self, rel: str) -> Usage:
+        memory = self.parents["memory"] / rel
+        cpu_ns = _int(_read(self.parents["cpuacct"] / rel / "cpuacct.usage"))
+        oom = _keyed(_read(memory / "memory.oom_control"), "oom_kill")
+        return Usage(
+            _int(_read(memory / "memory.max_usage_in_bytes")),
+            None if cpu_ns is None else cpu_ns / 1e9,
+            oom or 0,
+        )
+
+
+class CgroupV2(Hierarchy):
+    """The unified tree: controllers enabled top-down, ``cgroup.kill`` where present."""
+
+    isolation = "cgroup-v2"
+
+    @property
+    def top(self) -> Path:
+        return self.parents["unified"]
+
+    def create(self, rel: str, limits: Limits = Limits()) -> None:
+        # Controllers reach a cgroup through its parent's subtree_control; only
+        # cgroups without processes of their own may enable them (the leaves hold them).
+        self._enable(self.top.parent)
+        path = self.top
+        path.mkdir(exist_ok=True)
+        for part in Path(rel).parts if rel != "." else ():
+            self._enable(path)
+            path = path / part
+            path.mkdir(exist_ok=True)
+        self.limit(rel, limits)
+
+    def _enable(self, cgroup: Path) -> None:
+        available = (_read(cgroup / "cgroup.controllers") or "").split()
+        enabled = (_read(cgroup / "cgroup.subtree_control") or "").split()
+        wanted = [c for c in V2_CONTROLLERS if c in available and c not in enabled]
+        if wanted:
+            with contextlib.suppress(OSError):  # a cgroup with processes: no limits below
+                _write(cgroup / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
+
+    def limit(self, rel: str, limits: Limits) -> None:
+        """Where the root could not hand the memory and cpu controllers down (a
+        container whose root cgroup has processes) their files are missing: the
+        run is still tracked and killed, but not limited or measured."""
+        path, values = self.top / rel, {}
+        if limits.memory_bytes:
+            values |= {"memory.max": str(limits.memory_bytes), "memory.swap.max": "0"}
+        if limits.memory_request_bytes:
+            values["memory.low"] = str(limits.memory_request_bytes)
+        if limits.cpu_cores:
+            quota = max(1000, round(limits.cpu_cores * CPU_PERIOD_US))
+            values["cpu.max"] = f"{quota} {CPU_PERIOD_US}"
+        if limits.cpu_request_cores:  # weight 100 (the default) a core
+            values["cpu.weight"] = str(min(10000, max(1, round(limits.cpu_request_cores * 100))))
+        for name, value in values.items():
+            if (path / name).exists():
+                _write(path / name, value)
+
+    def _kill_all(self, rel: str) -> None:
+        kill = self.top / rel / "cgroup.kill"
+        if kill.exists():  # Linux 5.14+: the kernel kills the whole subtree, race-free
+            _write(kill, "1")
+        else:
+            super()._kill_all(rel)
+
+    def freeze(self, rel: str, frozen: bool) -> None:
+        path = self.top / rel
+        with contextlib.suppress(FileNotFoundError):
+            _write(path / "cgroup.freeze", "1" if frozen else "0")
+            deadline = time.monotonic() + 5.0
+            while frozen and _keyed(_read(path / "cgroup.events"), "frozen") == 0:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+
+    def usage(self, rel: str) -> Usage:
+        path = self.top / rel
+        usec = _keyed(_read(path / "cpu.stat"), "usage_usec")
+        return Usage(
+            _int(_read(path / "memory.peak")),
+            None if usec is None else usec / 1e6,
+            _keyed(_read(path / "memory.events"), "oom_kill") or 0,
+        )
+
+
+# ----- finding the host's hierarchy ----------------------------------------------
+def own_cgroups(text: str) -> dict[str, str]:
+    """``/proc/self/cgroup`` as controller -> path (``""`` names the v2 tree)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        _, controllers, path = [*line.split(":", 2), "", ""][:3]
+        for name in controllers.split(",") if controllers else [""]:
+            out[name] = path
+    return out
+
+
+def detect(
+    root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")
+) -> Hierarchy | None:
+    """This host's cgroups for ringleader, or None where none can be made here (not
+    root, no cgroupfs, macOS): the backend then tracks processes by environment."""
+    own = own_cgroups(_read(self_cgroup) or "")
+    hierarchy: Hierarchy
+    if (root / "cgroup.controllers").exists():
+        hierarchy = CgroupV2({"unified": root / PARENT})
+    elif all((root / c).is_dir() for c in V1_REQUIRED):
+        controllers = V1_REQUIRED + tuple(c for c in V1_OPTIONAL if (root / c).is_dir())
+        hierarchy = CgroupV1(
+            {c: root / c / own.get(c, "/").lstrip("/") / PARENT for c in controllers}
+        )
+    else:
+        return None
+    try:
+        hierarchy.create(".")
+    except OSError:
+        return None
+    ok = all(os.access(p, os.W_OK) for p in hierarchy.parents.values())
+    return hierarchy if ok else None
