@@ -13,7 +13,8 @@ e.g. ``ringleader server --port 8478``); else ``LOCAL_URL``, where
 ``Client.connect(autostart=True)`` starts one in the background, as the first
 ``submit`` does.  Credentials: ``RINGLEADER_CLIENT_ID``/``RINGLEADER_CLIENT_SECRET``
 or ``$RINGLEADER_HOME/credentials.json`` (written 0600 by the server on its
-first start).
+first start); in a pod, ``RINGLEADER_TOKEN``, the submitting user's token the
+server gave it, used as it is (it cannot be renewed: it ends with the workload).
 
 Example::
 
@@ -157,13 +158,20 @@ class Client:
     """One user's session with one server: a bearer token, renewed once when it expires."""
 
     def __init__(
-        self, url: str, client_id: str, client_secret: str, project: str | None = None
+        self,
+        url: str,
+        client_id: str,
+        client_secret: str,
+        project: str | None = None,
+        token: str | None = None,
     ) -> None:
+        """``token`` alone (no key): a bearer token used as it is, never renewed."""
         self.url = url.rstrip("/")
         self.client_id = client_id
         self.client_secret = client_secret
         self.project = project
-        self._token: str | None = None
+        self._token: str | None = token
+        self._fixed_token = bool(token) and not client_id
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
 
     # ----- connecting ------------------------------------------------------
@@ -177,6 +185,9 @@ class Client:
             url = local_server(home) if autostart else server_url(home)
         client_id = os.environ.get("RINGLEADER_CLIENT_ID") or config.get("clientId")
         secret = os.environ.get("RINGLEADER_CLIENT_SECRET") or config.get("clientSecret")
+        pod_token = os.environ.get("RINGLEADER_TOKEN")
+        if pod_token and not os.environ.get("RINGLEADER_CLIENT_ID"):  # in a pod
+            return cls(url, "", "", project=current_project(home), token=pod_token)
         if not (client_id and secret):
             try:
                 creds = json.loads((home / "credentials.json").read_text())
@@ -205,6 +216,13 @@ class Client:
         The token endpoint is rate limited: a 429 is retried after the
         Retry-After it names, for up to ``TOKEN_RETRY_BUDGET_S`` in all.
         """
+        if self._fixed_token:
+            if fresh:
+                raise Unauthorized(
+                    "RINGLEADER_TOKEN was refused: a pod's token ends with its workload "
+                    "(or was revoked); outside a pod, unset it and log in"
+                )
+            return self._token or ""
         if self._token is None or fresh:
             body = {
                 "grantType": "client_credentials",

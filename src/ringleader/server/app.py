@@ -166,7 +166,14 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
                 declared = [here] if config.local_node else []
             inventory.sync_nodes(session, declared)
         book.load_with(ssh_nodes(database))
-        world = World(database, app.state.backends, config.runs_dir, config.placement)
+        world = World(
+            database,
+            app.state.backends,
+            config.runs_dir,
+            config.placement,
+            server_url=config.url,
+            pod_token_ttl_s=config.pod_token_ttl_s,
+        )
         background = app.state.background = Background(world, interval_s=config.loop_interval_s)
         monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, background.wake)
 

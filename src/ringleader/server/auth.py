@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import Unauthorized
 from ringleader.server.db import utcnow
-from ringleader.server.models import AccessKey, Project, ProjectMember, Token, User
+from ringleader.server.models import AccessKey, Project, ProjectMember, Token, User, Workload
 
 PBKDF2_ROUNDS = 120_000
 DEFAULT_PROJECT = "default"
@@ -141,6 +141,29 @@ def revoke_token(session: Session, token: str) -> bool:
     """Delete the token (a logout); whether it existed."""
     result = session.execute(delete(Token).where(Token.token_hash == token_digest(token)))
     return bool(getattr(result, "rowcount", 0))
+
+
+def issue_pod_token(session: Session, workload: Workload, ttl_s: int) -> str | None:
+    """A token of the workload's submitter for its pods (the ``ringleader`` CLI in a
+    pod acts as that user, nobody else); it replaces the last start's and ends with
+    the workload (``revoke_pod_tokens``).  None when no user submitted it."""
+    if workload.created_by is None:
+        return None
+    revoke_pod_tokens(session, workload.id)
+    token = secrets.token_urlsafe(32)
+    session.add(
+        Token(
+            user_id=workload.created_by,
+            workload_id=workload.id,
+            token_hash=token_digest(token),
+            expires_at=utcnow() + timedelta(seconds=ttl_s),
+        )
+    )
+    return token
+
+
+def revoke_pod_tokens(session: Session, workload_id: str) -> None:
+    session.execute(delete(Token).where(Token.workload_id == workload_id))
 
 
 def user_for_token(session: Session, token: str) -> User:

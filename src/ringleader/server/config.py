@@ -32,6 +32,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     token_ttl_s: int = 12 * 3600
+    # A pod's token (the submitting user's, for the CLI inside it): revoked when its
+    # workload ends, expired after this at the latest.
+    pod_token_ttl_s: int = 24 * 3600
     loop_interval_s: float = 0.25
     # None: this machine is the one node; else declared (simulated) nodes.
     nodes: list[NodeDecl] | None = None
@@ -52,6 +55,13 @@ class ServerConfig:
     @property
     def runs_dir(self) -> Path:
         return self.data_dir / "runs"
+
+    @property
+    def url(self) -> str:
+        """Where this server answers, as its pods reach it (a wildcard bind: loopback)."""
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0") else self.host
+        host = "[::1]" if host == "::" else (f"[{host}]" if ":" in host else host)
+        return f"http://{host}:{self.port}"
 
     def resolved_database_url(self) -> str:
         from ringleader.server.db import database_url

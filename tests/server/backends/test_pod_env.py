@@ -80,7 +80,9 @@ def test_a_pod_of_a_real_server_sees_neither_its_secrets_nor_its_home(tmp_path: 
         logs = server.cli("logs", "envs").stdout
         env = printed_env([re.sub(r"^\[[^]]+\] ", "", ln) for ln in logs.splitlines()])
         assert not set(secrets) & set(env)
-        assert not {k for k in env if k in ("RINGLEADER_HOME", "RINGLEADER_URL")}
+        assert "RINGLEADER_HOME" not in env
+        # Only what the server gives on purpose: its URL and the submitter's pod token.
+        assert env["RINGLEADER_URL"] == server.url and env["RINGLEADER_TOKEN"]
         assert str(server.home) not in env.values()  # the run dir below it is the pod's
     finally:
         server.kill()

@@ -75,6 +75,9 @@ class BackendRequest:
     run_dir: str  # where this workload's files (logs, state) live on the server's machine
     attempt_offset: int = 0  # attempts already used before a suspend/resume
     placements: dict[str, PodPlacement] = field(default_factory=dict)  # pod name -> binding
+    # What the server gives every pod: its URL and a token of the submitting user
+    # (RINGLEADER_URL, RINGLEADER_TOKEN), so the CLI in a pod acts as that user.
+    pod_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

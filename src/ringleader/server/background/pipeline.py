@@ -38,6 +38,10 @@ class World:
     backends: BackendSet
     runs_dir: Path
     strategy: Strategy = "binpack"
+    # Where pods reach this server, and how long their token lives (issue_pod_token);
+    # no URL: pods get no token (tests that run the pipelines without a server).
+    server_url: str = ""
+    pod_token_ttl_s: int = 24 * 3600
     busy: Busy = field(default_factory=Busy)
     # One background write at a time: the API's writes queue for the same one
     # connection (SQLite), and a dozen workers queued before them made every POST

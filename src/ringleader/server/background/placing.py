@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from ringleader import sched
 from ringleader.server import phases
+from ringleader.server.auth import issue_pod_token
 from ringleader.server.backends.base import Backend, BackendRequest, PodPlacement
 from ringleader.server.background.pipeline import Pipeline, World, act
 from ringleader.server.models import Node as NodeRow
@@ -145,16 +146,8 @@ class Placing(Pipeline):
             for b in placement.pods
         }
         backend = self.world.backends.for_placement(bound, {n: r.pool for n, r in nodes.items()})
-        request = BackendRequest(
-            workload_id=w.id,
-            name=w.name,
-            project=w.project.name if w.project else w.project_id,
-            spec=spec,
-            run_dir=str(self.world.runs_dir / w.id),
-            attempt_offset=w.attempt,
-            placements=bound,
-        )
         claimed: list[bool] = []
+        pod_env: dict[str, str] = {}
 
         def claim(s: Session, w: Workload) -> None:
             """Bind the pods and leave Pending before anything starts, in one write:
@@ -174,6 +167,9 @@ class Placing(Pipeline):
                 pod.node = where.node if where else ""
                 pod.gpus = gpu_json(where.gpus) if where else []
             w.backend, w.handle = backend.name, None
+            token = self.world.server_url and issue_pod_token(s, w, self.world.pod_token_ttl_s)
+            if token:
+                pod_env.update(RINGLEADER_URL=self.world.server_url, RINGLEADER_TOKEN=token)
             phases.transition(
                 s,
                 w,
@@ -184,6 +180,16 @@ class Placing(Pipeline):
             claimed.append(True)
 
         act(self.world, w.id, claim)
+        request = BackendRequest(
+            workload_id=w.id,
+            name=w.name,
+            project=w.project.name if w.project else w.project_id,
+            spec=spec,
+            run_dir=str(self.world.runs_dir / w.id),
+            attempt_offset=w.attempt,
+            placements=bound,
+            pod_env=pod_env,
+        )
         if claimed:
             self.calls.run(w.id, "start", lambda: self._run_start(backend, request))
 

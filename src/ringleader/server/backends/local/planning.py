@@ -174,6 +174,7 @@ def plan_launch(
         "RINGLEADER_WORKLOAD_NAME": request.name,
         "RINGLEADER_PROJECT": request.project,
         "RUNAI_MPI_NUM_WORKERS": str(workers),
+        **request.pod_env,
     }
     # Survives restarts, preemptions and resumes: the run dir is kept (runtime.checkpoint).
     env.setdefault(CHECKPOINT_DIR, f"{run_dir}/checkpoints")
