@@ -78,6 +78,10 @@ def test_fractions_share_one_device_and_the_pods_get_their_share(sim_api: API) -
     node = sim_api.get("/api/v1/nodes/sim-0").json()
     assert node["simulated"] and node["kind"] == "simulated"
     assert [g["allocated"] for g in node["gpus"]] == [1.0, 0.0, 0.0, 0.0]
+    # The local backend does not isolate GPUs: the history says who keeps the shares.
+    sharing = [e for e in events(sim_api, wid) if e["type"] == "GPUSharing"]
+    assert len(sharing) == 1 and "not enforced" in sharing[0]["message"], sharing
+    assert "halves-master-0, halves-worker-0" in sharing[0]["message"]
 
     whole = submitted(sim_api.submit("whole", SHOW_ENV, compute={"gpuDevicesRequest": 1}))
     sim_api.wait_phase(whole, {"Running"})

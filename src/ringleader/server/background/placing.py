@@ -177,6 +177,19 @@ class Placing(Pipeline):
                 reason="Scheduled",
                 message=f"placed on {_where(bound)}; started by {backend.name}",
             )
+            shared = sorted(name for name, b in bound.items() if any(g.share < 1 for g in b.gpus))
+            if shared and not backend.capabilities.gpu_isolation:
+                phases.record_event(
+                    s,
+                    w,
+                    "GPUSharing",
+                    reason="NotEnforced",
+                    message=(
+                        f"{', '.join(shared)} share GPUs; the {backend.name} backend does not "
+                        "isolate GPUs, so each pod's share of device memory is kept by "
+                        "ringleader.runtime (torch's per-process memory fraction), not enforced"
+                    ),
+                )
             claimed.append(True)
 
         act(self.world, w.id, claim)
