@@ -350,7 +350,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print(
         f"\nThe control plane keeps running (pid {pid}), its state in {home}:\n"
         f"  API:       {url}   (REST under {url}/api/v1)\n"
-        f"  API docs:  {url}/docs   (OpenAPI: {url}/openapi.json)\n"
+        f"  API docs:  {url}/docs   (OpenAPI: {url}/openapi.json; both need the token)\n"
         f"  Token:     RINGLEADER_HOME={quoted} {rl} token\n"
         f"  Try:       export RINGLEADER_HOME={quoted}\n"
         f"             {rl} list; {rl} describe {name}\n"
