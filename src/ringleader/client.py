@@ -216,12 +216,7 @@ class Client:
         The token endpoint is rate limited: a 429 is retried after the
         Retry-After it names, for up to ``TOKEN_RETRY_BUDGET_S`` in all.
         """
-        if self._fixed_token:
-            if fresh:
-                raise Unauthorized(
-                    "RINGLEADER_TOKEN was refused: a pod's token ends with its workload "
-                    "(or was revoked); outside a pod, unset it and log in"
-                )
+        if self._fixed_token:  # a pod's token: there is no key to get another with
             return self._token or ""
         if self._token is None or fresh:
             body = {
@@ -254,6 +249,11 @@ class Client:
             response = self.http.request(method, path, headers=headers, **kwargs)
             if response.status_code != 401:
                 break
+            if self._fixed_token:
+                raise Unauthorized(
+                    "RINGLEADER_TOKEN was refused: a pod's token ends with its workload "
+                    "(or was revoked); outside a pod, unset it and log in"
+                )
         _raise_for(response)
         return response
 

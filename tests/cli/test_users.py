@@ -69,7 +69,8 @@ def test_admin_makes_a_viewer_who_manages_only_its_own_keys(server: ServerProces
     keys = _as(server, alice, "access-key", "list")
     assert re.search(rf"^\s*ci\s+\S+\s+{ci[0]}\b", keys.stdout, re.M), keys.stdout
     assert ci[1] not in keys.stdout and alice[1] not in keys.stdout
-    assert _as(server, ci, "whoami").stdout.startswith("User: alice")
+    who = _as(server, ci, "whoami").stdout
+    assert who.startswith("User: alice") and "Member of: default (viewer)" in who, who
     assert _as(server, alice, "access-key", "revoke", "ci").returncode == 0
     assert _as(server, ci, "whoami").returncode == 6  # the key gives no more tokens
     assert " ci " not in _as(server, alice, "access-key", "list").stdout

@@ -25,6 +25,8 @@ print("LIST_RC", listed.returncode, "SEES_SELF", "intoken" in listed.stdout, flu
 made = subprocess.run([sys.executable, "-m", "ringleader", "user", "create", "mallory"],
                       capture_output=True, text=True)
 print("CREATE_USER_RC", made.returncode, flush=True)
+who = subprocess.run([sys.executable, "-m", "ringleader", "whoami"], capture_output=True, text=True)
+print("WHO", who.stdout.replace("\n", " | "), flush=True)
 print("TOKEN", os.environ["RINGLEADER_TOKEN"], flush=True)
 """
 
@@ -70,6 +72,7 @@ def test_a_pods_cli_is_its_submitter_and_its_token_ends_with_the_workload(
     assert "HOME_SET False" in logs  # the server's home is not the pod's business
     assert re.search(r"ME .*bob", logs), logs  # the submitter, not the server's admin
     assert "LIST_RC 0 SEES_SELF True" in logs, logs
+    assert "Member of: default (researcher)" in logs, logs
     assert "CREATE_USER_RC 0" not in logs and "CREATE_USER_RC" in logs, logs  # not an admin
     token = re.search(r"TOKEN (\S+)", logs)
     assert token is not None
@@ -80,3 +83,12 @@ def test_a_pods_cli_is_its_submitter_and_its_token_ends_with_the_workload(
         time.sleep(0.3)
     me = httpx.get(f"{server.url}/api/v1/me", headers={"Authorization": f"Bearer {token.group(1)}"})
     assert me.status_code == 401  # ended with its workload
+    env = {**server.env, "RINGLEADER_TOKEN": token.group(1)}
+    refused = subprocess.run(
+        [sys.executable, "-m", "ringleader", "whoami"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "RINGLEADER_TOKEN was refused" in refused.stderr

@@ -41,6 +41,8 @@ def whoami() -> None:
     console.print(f"User: {me.name}{' (admin)' if me.is_admin else ''}")
     console.print(f"Server: {c.url}")
     console.print(f"Project: {c.project or 'default'}")
+    roles = ", ".join(f"{p} ({me.roles.get(p, 'member')})" for p in me.projects)
+    console.print(f"Member of: {roles or 'no project'}")
 
 
 @reports_errors

@@ -55,6 +55,7 @@ class MeOut(Wire):
     name: str
     is_admin: bool
     projects: list[str]
+    roles: dict[str, str] = Field(default_factory=dict)  # project name -> the caller's role
 
 
 class ProjectIn(Wire):

@@ -250,10 +250,16 @@ def projects(session: Session, user: User) -> list[ProjectOut]:
 
 def me(session: Session, user: User) -> MeOut:
     """Who the caller is and the projects they are a member of."""
-    names = session.scalars(
-        select(Project.name).join(ProjectMember).where(ProjectMember.user_id == user.id)
+    roles = dict(
+        session.execute(
+            select(Project.name, ProjectMember.role)
+            .join(ProjectMember)
+            .where(ProjectMember.user_id == user.id)
+        ).all()
     )
-    return MeOut(id=user.id, name=user.name, is_admin=user.is_admin, projects=sorted(names))
+    return MeOut(
+        id=user.id, name=user.name, is_admin=user.is_admin, projects=sorted(roles), roles=roles
+    )
 
 
 # ----- nodes --------------------------------------------------------------------------------
