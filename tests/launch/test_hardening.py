@@ -189,3 +189,20 @@ def test_private_dir_skips_a_name_taken_in_any_form(tmp_path: Path, monkeypatch)
     assert made.name == "p-" + "02" * 8
     assert stat.S_IMODE(made.lstat().st_mode) == 0o700 and not made.is_symlink()
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_state_files_are_never_written_through_a_planted_link(tmp_path: Path) -> None:
+    from ringleader.launch.detached import read_json, write_json_atomic
+
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    state = tmp_path / "state.json"
+    (tmp_path / f".state.json.{os.getpid()}.tmp").symlink_to(victim)  # the old temp name
+    write_json_atomic(state, {"phase": "Running"})
+    assert read_json(state) == {"phase": "Running"} and not state.is_symlink()
+    assert victim.read_text() == "untouched"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f".state.json.{os.getpid()}.tmp",
+        "state.json",
+        "victim",
+    ]  # no temporary file left behind
