@@ -300,3 +300,28 @@ def test_an_unreadable_status_is_reported_not_raised_raw(payload: bytes) -> None
     else:
         assert "unreadable status" in str(caught.value)
     assert read_status(b'{"exitCode": 7}') == 7
+
+
+def test_each_malformed_resize_frame_is_counted_and_the_size_kept(tmp_path) -> None:
+    target = ExecTarget(node="here", cwd=str(tmp_path), env={**os.environ, "TERM": "dumb"})
+    session = ExecSession(target, ["sh", "-c", "read line; stty size"], True)
+    session.start()
+    inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    async def main() -> int | None:
+        await inbound.put(frame(RESIZE, b'{"rows": 33, "cols": 101}'))
+        for payload in BAD_RESIZES:
+            await inbound.put(frame(RESIZE, payload))
+        await inbound.put(frame(STDIN, b"go\n"))
+        return await session.relay(send, inbound.get)
+
+    try:
+        code = asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        session.stop()
+    assert code == 0 and session.bad_resizes == len(BAD_RESIZES)
+    assert "33 101" in b"".join(chunk[1:] for chunk in sent).decode()

@@ -10,7 +10,8 @@ message starts with a channel byte.
 - 4 resize (client -> server, JSON ``{"rows": R, "cols": C}``; TTY only).
   R and C are integers 1..MAX_WINDOW; a resize frame that is anything else
   (not JSON, not an object, wrong types, out of range, over RESIZE_BYTES)
-  is ignored and logged: the session goes on at its last good size.
+  is ignored (the first one of a session logged): the session goes on at
+  its last good size.
 
 Any other failure while relaying ends the session with a status message
 (``{"error": ..., "code": 500}``), never with a silent close.
@@ -91,6 +92,7 @@ class ExecSession:
         self.target, self.argv, self.tty = target, argv, tty
         self.proc: subprocess.Popen[bytes] | None = None
         self._pty: int | None = None
+        self.bad_resizes = 0  # resize frames ignored as malformed
 
     def start(self) -> None:
         """Spawn the process; OSError (no such command, bad directory) propagates."""
@@ -174,7 +176,9 @@ class ExecSession:
             if channel == RESIZE and self._pty is not None:
                 size = parse_resize(payload)
                 if isinstance(size, str):
-                    log.warning("exec session: ignored %s", size)
+                    self.bad_resizes += 1
+                    if self.bad_resizes == 1:  # once: a client sending many must not flood the log
+                        log.warning("exec session: ignored %s (and any more of them)", size)
                     continue
                 with contextlib.suppress(OSError):  # the pty just closed: the relay ends anyway
                     set_window(self._pty, *size)
