@@ -232,12 +232,11 @@ def test_malformed_resize_frames_are_ignored_and_the_session_goes_on(
     monkeypatch.setenv("RINGLEADER_HOME", str(server.home))
     monkeypatch.setenv("RINGLEADER_URL", server.url)
     client = Client.connect()
-    ws = client.exec_socket(
+    with client.exec_socket(
         _workload_id(server, interactive),
         ["sh", "-c", "read line; stty size; echo got:$line; exit 5"],
         tty=True,
-    )
-    try:
+    ) as ws:
         ws.send(frame(RESIZE, json.dumps({"rows": 33, "cols": 101}).encode()))
         for payload in BAD_RESIZES:  # after a good one: the size must stay 33x101
             ws.send(frame(RESIZE, payload))
@@ -250,8 +249,6 @@ def test_malformed_resize_frames_are_ignored_and_the_session_goes_on(
                 break
             assert message[0] == STDOUT
             text += message[1:]
-    finally:
-        ws.close()
     assert status == 5, text
     assert b"33 101" in text and b"got:ping" in text
 
