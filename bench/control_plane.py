@@ -3,7 +3,7 @@
 Every server is a real process on a loopback port with its own RINGLEADER_HOME
 (and, for PostgreSQL, its own database on a throw-away PostgreSQL cluster from
 Debian's package, started like the tests' fixture in tests/fixtures/postgres.py).
-Three phases:
+Five phases:
 
 1. latency: a warm server runs the digits example as a PyTorch workload with
    numWorkers 1 (2 pods, 2 ranks). Measured from just before the POST, as a
@@ -27,6 +27,11 @@ Three phases:
    database through the server's own models while the server is stopped; then
    ``GET /api/v1/workloads?limit=50`` (plain, with sortBy, with filterBy, with
    both; and /healthz, the HTTP floor) is timed sequentially, p50 and p99.
+4. stalls: placement while stops hang (bench/control_plane_stalls.py).
+5. abuse (bench/control_plane_abuse.py): the list's p99 while 16 threads flood
+   POST /api/v1/token with a wrong secret, as a ratio to its quiet p99 in the
+   same run; and the throughput phase's burst repeated with ~100 KB commands
+   (``api_100kb``), next to its normal figure.
 
 The client runs on the same machine as the server, the ranks and PostgreSQL:
 on a 2-core machine they all share the cores. The machine may be shared with
@@ -37,6 +42,7 @@ bench/results/control_plane.json
 and bench/results/control_plane.md (not with --quick, a smoke run that only prints).
 
 Usage: python bench/control_plane.py [--runs 7] [--submissions 500] [--rows 10000]
+                                    [--flood-requests 200]
        python bench/control_plane.py --quick
 """
 
@@ -74,6 +80,7 @@ TARGET_OVERHEAD_S = 1.0
 TARGET_SUBMISSIONS_PER_S = 200.0
 TARGET_LIST_P99_MS = 50.0
 TARGET_STALL_P99_S = 1.0
+TARGET_FLOOD_RATIO = 1.5  # bench/control_plane_abuse.py's
 ACTIVE = ("Creating", "Pending", "Initializing", "Running", "Degraded", "Resuming", "Unknown")
 FINAL = ("Completed", "Failed", "Stopped")
 API = "/api/v1/workloads"
@@ -449,13 +456,15 @@ def phase_latency(
 # ----- phase 2: throughput ----------------------------------------------------------------
 
 
-def burst(server: Server, count: int, concurrency: int) -> dict[str, float]:
-    """POST ``count`` workloads from ``concurrency`` threads; time the whole burst."""
+def burst(
+    server: Server, count: int, concurrency: int, command: str = "python -c pass"
+) -> dict[str, float]:
+    """POST ``count`` workloads running ``command`` from ``concurrency`` threads; time it."""
     for i in range(10):  # warm the server's code paths (untimed)
-        server.submit(f"warm-{i}", "python -c pass")
+        server.submit(f"warm-{i}", command)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     client = httpx.Client(base_url=server.url, headers=server.headers, limits=limits, timeout=120)
-    bodies = [server.body(f"burst-{i}", "python -c pass") for i in range(count)]
+    bodies = [server.body(f"burst-{i}", command) for i in range(count)]
 
     def post(body: dict[str, Any]) -> tuple[int, float, str]:
         t = time.perf_counter()
@@ -492,18 +501,32 @@ def burst(server: Server, count: int, concurrency: int) -> dict[str, float]:
 def phase_throughput(
     dbs: Databases, servers: list[Server], args: argparse.Namespace
 ) -> dict[str, Any]:
+    from control_plane_abuse import big_command
+
+    # name -> (server mode, command, POSTs per burst): api_100kb is phase 5's big
+    # submissions, fewer per burst (each costs the server far more than a plain one)
+    modes = {
+        "api": ("api", "python -c pass", args.submissions),
+        "held": ("held", "python -c pass", args.submissions),
+        "api_100kb": ("api", big_command(), args.big_submissions),
+    }
     samples: dict[str, dict[str, list[dict[str, float]]]] = {}
     for kind in dbs.kinds:
-        for mode in ("api", "held"):
+        for mode, (server_mode, command, count) in modes.items():
             runs = samples.setdefault(kind, {}).setdefault(mode, [])
             for i in range(args.bursts):
 
-                def fresh_burst(kind: str = kind, mode: str = mode) -> dict[str, float]:
-                    home, url, _ = dbs.fresh(kind, f"submit-{mode}")
-                    server = Server(home, url, mode)
+                def fresh_burst(
+                    kind: str = kind,
+                    server_mode: str = server_mode,
+                    command: str = command,
+                    count: int = count,
+                ) -> dict[str, float]:
+                    home, url, _ = dbs.fresh(kind, f"submit-{server_mode}")
+                    server = Server(home, url, server_mode)
                     servers.append(server)
                     server.start()
-                    sample = burst(server, args.submissions, args.concurrency)
+                    sample = burst(server, count, args.concurrency, command)
                     server.stop()
                     servers.remove(server)
                     return sample
@@ -526,6 +549,8 @@ def phase_throughput(
     return {
         "submissions": args.submissions,
         "concurrency": args.concurrency,
+        "big_submissions": args.big_submissions,
+        "commands": {mode: f"{len(spec[1])} characters" for mode, spec in modes.items()},
         "bursts": args.bursts,
         "median": median,
         "samples": samples,
@@ -882,6 +907,32 @@ def phase_stalls(dbs: Databases, servers: list[Server], args: argparse.Namespace
     return out
 
 
+def phase_flood(dbs: Databases, servers: list[Server], args: argparse.Namespace) -> dict[str, Any]:
+    """The list's p99 under a wrong-secret token flood (bench/control_plane_abuse.py)."""
+    from control_plane_abuse import list_under_flood
+
+    out = {}
+    for kind in dbs.kinds:
+        home, url, _ = dbs.fresh(kind, "flood")
+        server = Server(home, url, "api")  # loops off: the workloads stay Pending
+        servers.append(server)
+        server.start()
+        for i in range(60):  # more than the page of 50
+            server.submit(f"listed-{i}", "python -c pass")
+        client_id = json.loads((home / "credentials.json").read_text())["clientId"]
+        out[kind] = list_under_flood(server, client_id, args.flood_requests, percentile, clean)
+        server.stop()
+        servers.remove(server)
+        flood = out[kind]
+        print(
+            f"flood {kind}: list p99 quiet {flood['quiet']['p99_ms']:.1f} ms, flooded "
+            f"{flood['flooded']['p99_ms']:.1f} ms (x{flood['p99_ratio']:.2f}); flood answers "
+            f"{flood['flood_answers']} at {flood['flood_answers_per_s']:.0f}/s",
+            flush=True,
+        )
+    return out
+
+
 def markdown(report: dict[str, Any], kinds: list[str]) -> str:
     names = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
     lat, thr, lst = report["latency"], report["throughput"], report["list"]
@@ -945,6 +996,12 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
         "submissions/s, loops on (held backend)",
         each(lambda k: f"{tmed[k]['held']['submissions_per_s']:.0f}"),
     )
+
+    def big(kind: str) -> str:
+        rate, plain = (tmed[kind][m]["submissions_per_s"] for m in ("api_100kb", "api"))
+        return f"{rate:.0f} ({rate / plain:.2f}x)" if plain else f"{rate:.0f}"
+
+    row("submissions/s, API only, ~100 KB commands (x plain)", each(big))
     for mode, label in (("api", "API only"), ("held", "loops on")):
         row(
             f"POST latency p50 / p99 (ms), {label}",
@@ -980,6 +1037,19 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
         "",
         f"p99 < {TARGET_STALL_P99_S:g}",
     )
+    flood = report["flood"]
+    row(
+        f"GET `?limit=50` p99 (ms): quiet / under a {flood[kinds[0]]['threads']}-thread "
+        "wrong-secret token flood (ratio)",
+        each(
+            lambda k: (
+                f"{flood[k]['quiet']['p99_ms']:.1f} / {flood[k]['flooded']['p99_ms']:.1f} "
+                f"({flood[k]['p99_ratio']:.2f}x)"
+            )
+        ),
+        "",
+        f"ratio <= {TARGET_FLOOD_RATIO:g}",
+    )
     row(
         "GET `/healthz` p50 / p99 (ms): HTTP alone, the floor",
         each(
@@ -1012,6 +1082,19 @@ def markdown(report: dict[str, Any], kinds: list[str]) -> str:
         f"{report['stalls'][kinds[0]]['stalled']} workloads are deleted together, then "
         f"{report['stalls'][kinds[0]]['probes']} submissions are timed one by one from the POST "
         "until the API shows them Running (10 ms polling) while those stops are in flight.",
+        f"- Big submissions: bursts of {thr['big_submissions']} POSTs, otherwise the same, "
+        f"with a command of {thr['commands']['api_100kb']} (`python -c` of a long string "
+        "literal), API only.",
+        f"- Token flood: a server (loops off) with 60 Pending workloads; "
+        f"{flood[kinds[0]]['requests_each']} sequential `GET ?limit=50` quiet and as many while "
+        f"{flood[kinds[0]]['threads']} threads in another process POST /api/v1/token with the "
+        "admin's client id and a wrong secret, interleaved in chunks of 25 (the flood flowing "
+        "before a flooded chunk, gone before a quiet one). Flood answers: "
+        + "; ".join(
+            f"{names[k]} {flood[k]['flood_answers']} at {flood[k]['flood_answers_per_s']:.0f}/s"
+            for k in kinds
+        )
+        + ". The flooding client shares the machine's cores with the server.",
         f"- Listing: {lst['rows']} finished workloads (Completed/Failed/Stopped, 2 pods and 5 "
         "events each) inserted through the server's models while it was stopped (PostgreSQL "
         f"then ANALYZEd); {lst['requests_per_query']} sequential requests per query, "
@@ -1088,6 +1171,9 @@ def main() -> int:
     parser.add_argument("--poll-ms", type=int, default=50, help="client polling interval")
     parser.add_argument("--submissions", type=int, default=500, help="POSTs per burst")
     parser.add_argument("--concurrency", type=int, default=16, help="client threads")
+    parser.add_argument(
+        "--big-submissions", type=int, default=100, help="POSTs per burst of ~100 KB commands"
+    )
     parser.add_argument("--bursts", type=int, default=3, help="bursts per database and mode")
     parser.add_argument("--rows", type=int, default=10_000, help="workloads in the DB to list")
     parser.add_argument("--requests", type=int, default=300, help="GETs per list query")
@@ -1115,11 +1201,14 @@ def main() -> int:
         "--quick",
         action="store_true",
         help="smoke run (1 run of 1 epoch without warm-up, 100 submissions, 1 burst, "
-        "1000 rows, 30 GETs); writes nothing",
+        "30 of ~100 KB, 1000 rows, 30 GETs, 25 GETs under the flood); writes nothing",
     )
     parser.add_argument("--stalled", type=int, default=20, help="stops in flight (stalls)")
     parser.add_argument("--stop-s", type=float, default=20.0, help="how long each stop takes")
     parser.add_argument("--probes", type=int, default=20, help="submissions timed (stalls)")
+    parser.add_argument(
+        "--flood-requests", type=int, default=200, help="GETs quiet and as many flooded"
+    )
     parser.add_argument("--serve", choices=("api", "held", "slowstop"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -1130,6 +1219,7 @@ def main() -> int:
         args.runs, args.epochs, args.submissions, args.bursts = 1, 1, 100, 1
         args.rows, args.requests, args.quiet_wait, args.tries = 1000, 30, 0, 1
         args.stalled, args.stop_s, args.probes = 3, 3.0, 3
+        args.flood_requests, args.big_submissions = 25, 30
     args.warm = not args.quick
     QUIET.update(max_wait_s=args.quiet_wait, tries=args.tries, max_other_cores=args.max_other_cores)
     os.environ[MARKER] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -1163,6 +1253,7 @@ def main() -> int:
             ("throughput", phase_throughput),
             ("list", phase_list),
             ("stalls", phase_stalls),
+            ("flood", phase_flood),
         ):
             report.setdefault("loadavg_before", {})[name] = os.getloadavg()
             started = time.perf_counter()
@@ -1190,6 +1281,7 @@ def main() -> int:
         "completed_overhead_s_max": TARGET_OVERHEAD_S,
         "submissions_per_s_min": TARGET_SUBMISSIONS_PER_S,
         "list_p99_ms_max": TARGET_LIST_P99_MS,
+        "list_p99_under_token_flood_ratio_max": TARGET_FLOOD_RATIO,
     }
     report["meets_targets"] = {
         kind: {
@@ -1198,6 +1290,7 @@ def main() -> int:
             "submissions_per_s": thr["median"][kind]["api"]["submissions_per_s"]
             >= TARGET_SUBMISSIONS_PER_S,
             "stalls_p99": report["stalls"][kind]["meets_target"],
+            "list_p99_under_token_flood": report["flood"][kind]["meets_target"],
             "list_p99": all(
                 lst["by_database"][kind]["queries"][name]["p99_ms"] < TARGET_LIST_P99_MS
                 for name in LIST_QUERIES

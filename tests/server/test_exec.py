@@ -202,3 +202,123 @@ def test_a_tty_session_gets_a_terminal_of_the_asked_size(tmp_path) -> None:
     text = b"".join(chunk[1:] for chunk in sent).decode()
     assert "got:ping" in text and "33 101" in text and "/dev/pts/" in text
     assert STATUS not in {chunk[0] for chunk in sent}  # the route sends the status
+
+
+# Resize frames a broken or hostile client might send; each must be ignored.
+BAD_RESIZES = [
+    b"",
+    b"not json",
+    b"\xff\xfe",
+    b"[33, 101]",
+    b'{"rows": 24}',
+    b'{"rows": "24", "cols": 80}',
+    b'{"rows": true, "cols": 80}',
+    b'{"rows": 24.0, "cols": 80}',
+    b'{"rows": -1, "cols": 80}',
+    b'{"rows": 0, "cols": 80}',
+    b'{"rows": 70000, "cols": 80}',
+    b'{"rows": 100000000000000000000, "cols": 80}',
+    b'{"rows": 24, "cols": 80, "pad": "' + b"x" * 5000 + b'"}',
+    b"[" * 200,
+]
+
+
+def test_malformed_resize_frames_are_ignored_and_the_session_goes_on(
+    server: ServerProcess, interactive: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ringleader.cli.exec import read_status
+    from ringleader.client import Client
+
+    monkeypatch.setenv("RINGLEADER_HOME", str(server.home))
+    monkeypatch.setenv("RINGLEADER_URL", server.url)
+    client = Client.connect()
+    with client.exec_socket(
+        _workload_id(server, interactive),
+        ["sh", "-c", "read line; stty size; echo got:$line; exit 5"],
+        tty=True,
+    ) as ws:
+        ws.send(frame(RESIZE, json.dumps({"rows": 33, "cols": 101}).encode()))
+        for payload in BAD_RESIZES:  # after a good one: the size must stay 33x101
+            ws.send(frame(RESIZE, payload))
+        ws.send(frame(STDIN, b"ping\n"))
+        text, status = b"", None
+        for message in ws:
+            assert isinstance(message, bytes)
+            if message[0] == STATUS:
+                status = read_status(message[1:])
+                break
+            assert message[0] == STDOUT
+            text += message[1:]
+    assert status == 5, text
+    assert b"33 101" in text and b"got:ping" in text
+
+
+def test_a_relay_that_fails_ends_with_an_error_status(tmp_path) -> None:
+    target = ExecTarget(node="here", cwd=str(tmp_path), env=dict(os.environ))
+    session = ExecSession(target, ["sleep", "300"], False)
+    session.start()
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    async def broken_receive() -> bytes | None:
+        raise RuntimeError("the socket's reader broke")
+
+    try:
+        code = asyncio.run(asyncio.wait_for(session.relay(send, broken_receive), 30))
+    finally:
+        session.stop()
+    assert code is None and session.proc is not None and session.proc.poll() is not None
+    assert [chunk[0] for chunk in sent] == [STATUS]
+    status = json.loads(sent[0][1:])
+    assert status["code"] == 500 and "the socket's reader broke" in status["error"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"garbage",
+        b"[0]",
+        b'{"exitCode": "7"}',
+        b'{"exitCode": null}',
+        b'{"error": "x", "code": "4"}',
+    ],
+)
+def test_an_unreadable_status_is_reported_not_raised_raw(payload: bytes) -> None:
+    from ringleader.cli.exec import RemoteError, read_status
+    from ringleader.errors import RingleaderError
+
+    with pytest.raises(RingleaderError) as caught:
+        read_status(payload)
+    if payload.startswith(b'{"error"'):
+        assert isinstance(caught.value, RemoteError) and str(caught.value) == "x"
+    else:
+        assert "unreadable status" in str(caught.value)
+    assert read_status(b'{"exitCode": 7}') == 7
+
+
+def test_each_malformed_resize_frame_is_counted_and_the_size_kept(tmp_path) -> None:
+    target = ExecTarget(node="here", cwd=str(tmp_path), env={**os.environ, "TERM": "dumb"})
+    session = ExecSession(target, ["sh", "-c", "read line; stty size"], True)
+    session.start()
+    inbound: asyncio.Queue[bytes | None] = asyncio.Queue()
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    async def main() -> int | None:
+        await inbound.put(frame(RESIZE, b'{"rows": 33, "cols": 101}'))
+        for payload in BAD_RESIZES:
+            await inbound.put(frame(RESIZE, payload))
+        await inbound.put(frame(STDIN, b"go\n"))
+        return await session.relay(send, inbound.get)
+
+    try:
+        code = asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        session.stop()
+    assert code == 0 and session.bad_resizes == len(BAD_RESIZES)
+    assert "33 101" in b"".join(chunk[1:] for chunk in sent).decode()

@@ -21,7 +21,15 @@ import typer
 from ringleader.cli.common import client, reports_errors
 from ringleader.client import ERRORS
 from ringleader.errors import RingleaderError
-from ringleader.server.exec_session import RESIZE, STATUS, STDERR, STDIN, STDOUT, frame
+from ringleader.server.exec_session import (
+    MAX_WINDOW,
+    RESIZE,
+    STATUS,
+    STDERR,
+    STDIN,
+    STDOUT,
+    frame,
+)
 
 
 class RemoteError(RingleaderError):
@@ -37,7 +45,31 @@ def _window(fd: int) -> bytes | None:
         size = os.get_terminal_size(fd)
     except OSError:
         return None
+    if not (1 <= size.lines <= MAX_WINDOW and 1 <= size.columns <= MAX_WINDOW):
+        return None  # a terminal that reports no size (0x0): the server would ignore it
     return frame(RESIZE, json.dumps({"rows": size.lines, "cols": size.columns}).encode())
+
+
+def read_status(payload: bytes) -> int:
+    """The exit code a status message carries; RemoteError for a refusal or failure."""
+    try:
+        status = json.loads(payload)
+        if not isinstance(status, dict):
+            raise ValueError(status)
+        if "error" in status:
+            code = status.get("code", 0)
+            kind = ERRORS.get(code) if type(code) is int else None
+            raise RemoteError(
+                str(status["error"]), kind.exit_code if kind else RingleaderError.exit_code
+            )
+        code = status.get("exitCode", 1)
+        if type(code) is not int:
+            raise ValueError(code)
+    except ValueError:
+        raise RingleaderError(
+            f"the server ended the session with an unreadable status: {payload[:200]!r}"
+        ) from None
+    return code
 
 
 def _send_input(ws: Any) -> None:
@@ -82,13 +114,7 @@ def run_session(ws: Any, *, tty: bool, send_stdin: bool) -> int:
                 outs[channel].write(payload)
                 outs[channel].flush()
             elif channel == STATUS:
-                status = json.loads(payload)
-                if "error" in status:
-                    kind = ERRORS.get(int(status.get("code", 0)))
-                    raise RemoteError(
-                        status["error"], kind.exit_code if kind else RingleaderError.exit_code
-                    )
-                return int(status.get("exitCode", 1))
+                return read_status(payload)
         raise RingleaderError("the server closed the session without an exit status")
     finally:
         if restore is not None:

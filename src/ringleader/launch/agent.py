@@ -9,8 +9,11 @@ Invariants:
   group (its subprocesses too) and Ctrl-C on the terminal never reaches it
   directly: the supervisor decides;
 - output is forwarded one whole line at a time; a partial line waits for its
-  newline or for the stream to close;
+  newline or for the stream to close, but never past ``LINE_CAP`` bytes: a
+  longer line goes on in marked pieces (see ``LineSplitter``);
 - an ``exit`` message is sent only after that rank's output was forwarded;
+- its run dir (``rundir`` in ``ready``: error files, hostfile) is a fresh
+  private directory (``private_dir``: random name, 0700), removed at the end;
 - when the link to the supervisor breaks (EOF or no heartbeat), every rank of
   the job on this host is stopped and the agent exits.  Nothing outlives it.
 """
@@ -26,7 +29,13 @@ import time
 from subprocess import DEVNULL, PIPE, Popen
 
 from ringleader.launch import netif, procs
-from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
+from ringleader.launch.protocol import (
+    HEARTBEAT_TIMEOUT_S,
+    LINE_CAP,
+    SPLIT_MARK,
+    MessageWriter,
+    decode,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -70,9 +79,96 @@ class RankProcess:
         self.done = threading.Event()
 
 
-def forward_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
-    """Emit whole lines from ``stream``; a trailing partial line at EOF too."""
-    pending = b""
+class LineSplitter:
+    """Bytes in, line pieces out; holds at most ``cap`` bytes of an unfinished line.
+
+    Linear: each input byte is searched for a newline once (plus one byte of
+    look-ahead per piece) and copied a fixed number of times (into the pending
+    buffer, out as its piece), however long the line; nothing rescans what is
+    held, so a line without a newline costs no more per byte than short ones.
+    A piece cut at the cap comes with ``split=True`` and ends on a UTF-8
+    character boundary where the bytes allow it: no character is torn in two.
+    """
+
+    __slots__ = ("cap", "pending")
+
+    def __init__(self, cap: int = LINE_CAP) -> None:
+        if cap < 4:
+            raise ValueError("cap must be at least 4 bytes (one UTF-8 character)")
+        self.cap = cap
+        self.pending = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
+        """The pieces ``data`` completes, as ``(bytes, split)``; the rest is kept."""
+        out: list[tuple[bytes, bool]] = []
+        pending, cap, view = self.pending, self.cap, memoryview(data)
+        pos, end = 0, len(data)
+        while pos < end:
+            room = cap - len(pending)
+            window = min(end, pos + room + 1)  # a newline right after a full piece: still whole
+            nl = data.find(b"\n", pos, window)
+            if nl >= 0:
+                if pending:
+                    pending += view[pos:nl]
+                    line = bytes(pending)
+                    pending.clear()
+                else:
+                    line = data[pos:nl]
+                out.append((line[:-1] if line.endswith(b"\r") else line, False))
+                pos = nl + 1
+            elif window - pos > room:  # more than a piece's worth without a newline
+                pending += view[pos : pos + room]
+                pos += room
+                out.append(self._cut())
+            else:
+                pending += view[pos:end]
+                pos = end
+        return out
+
+    def _cut(self) -> tuple[bytes, bool]:
+        """The full pending buffer as one split piece, less a torn last character."""
+        pending = self.pending
+        keep = _utf8_boundary(pending)
+        piece = bytes(pending[:keep])
+        del pending[:keep]  # at most 3 bytes stay: the start of the torn character
+        return piece, True
+
+    def close(self) -> list[tuple[bytes, bool]]:
+        """What is left at the end of the stream: a last line without its newline."""
+        if not self.pending:
+            return []
+        line = bytes(self.pending)
+        self.pending.clear()
+        return [(line[:-1] if line.endswith(b"\r") else line, False)]
+
+
+def _utf8_boundary(data: bytearray) -> int:
+    """Where to cut ``data`` so that its last UTF-8 character stays whole (len if it is)."""
+    end = len(data)
+    start = end - 1
+    while start > end - 4 and start > 0 and data[start] & 0xC0 == 0x80:
+        start -= 1  # back over continuation bytes to the character's first byte
+    lead = data[start]
+    if lead < 0xC0:  # ASCII, or a stray continuation byte: nothing to keep whole
+        return end
+    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return start if start + size > end and start > 0 else end  # torn: cut before it
+
+
+def piece_text(piece: bytes, split: bool) -> str:
+    """A piece as the text forwarded: decoded, with SPLIT_MARK when the line goes on."""
+    text = piece.decode("utf-8", "replace")
+    return text + SPLIT_MARK if split else text
+
+
+def forward_lines(stream: IO[bytes], emit: Callable[[str], None], cap: int = LINE_CAP) -> None:
+    """Emit whole lines from ``stream`` (a trailing partial one at EOF too).
+
+    A line longer than ``cap`` bytes goes out in pieces of at most ``cap``
+    bytes as it arrives, each but the last marked with SPLIT_MARK: a rank
+    that never writes a newline costs bounded memory and linear work.
+    """
+    splitter = LineSplitter(cap)
     fd = stream.fileno()
     while True:
         try:
@@ -81,12 +177,10 @@ def forward_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
             chunk = b""
         if not chunk:
             break
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            emit(line.rstrip(b"\r").decode("utf-8", "replace"))
-    if pending:
-        emit(pending.rstrip(b"\r").decode("utf-8", "replace"))
+        for piece, split in splitter.feed(chunk):
+            emit(piece_text(piece, split))
+    for piece, split in splitter.close():
+        emit(piece_text(piece, split))
     stream.close()
 
 
@@ -131,9 +225,12 @@ class Agent:
         elif msg.get("master_addr"):
             iface, address = netif.interface_toward(msg["master_addr"])
         base = msg.get("tmpdir") or _temp_dir()
-        job_dir = os.path.join(base, f"ringleader-{self.job_id}")
-        self.rundir = os.path.join(job_dir, f"node-{msg.get('node_rank', 0)}")
-        os.makedirs(self.rundir, mode=0o700, exist_ok=True)
+        try:
+            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.job_id)
+            self.rundir = private_dir(base, f"ringleader-{name}-node{msg.get('node_rank', 0)}-")
+        except OSError as exc:
+            self.writer.send("fatal", stage="run directory", detail=f"in {base}: {exc}")
+            return
         self.grace_s = float(msg.get("grace", self.grace_s))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         self.writer.send(
@@ -237,8 +334,6 @@ class Agent:
             import shutil
 
             shutil.rmtree(self.rundir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(self.rundir))
 
     # ----- loop ------------------------------------------------------------
     def handle(self, msg: dict[str, Any]) -> bool:
@@ -278,6 +373,24 @@ class Agent:
         # EOF: the supervisor is gone (killed, or its SSH connection dropped).
         self.close(LINK_LOST_GRACE_S)
         return 3
+
+
+def private_dir(base: str, prefix: str) -> str:
+    """A new directory in ``base`` that only we can use: tempfile.mkdtemp, without tempfile.
+
+    Its name ends in 16 random hex digits, so no one can plant anything at it
+    beforehand; ``mkdir`` creates it 0700 or fails when the name exists in any
+    form (a directory someone else made, a symlink, a file): it never follows
+    a link or reuses what it did not create.
+    """
+    for _ in range(100):
+        path = os.path.join(base, prefix + os.urandom(8).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free name for {prefix}* in {base}")
 
 
 def _temp_dir() -> str:

@@ -51,6 +51,7 @@ a database URL, a cloud token) reaches a pod.  README: "Pod environment".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import heapq
 import json
@@ -153,10 +154,23 @@ def load_launch(run_dir: Path) -> LaunchFile | None:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Readers see the old file or the new one, never a torn one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Readers see the old file or the new one, never a torn one.
+
+    The temporary file gets a random name and is created exclusively, never
+    through a symlink: nothing planted beside ``path`` is written through.
+    """
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
+    fd = os.open(tmp, flags, 0o666)  # less the umask, as write_text did
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -3,7 +3,9 @@
 Every message an agent sends lands on one shared queue as ``(node, msg)``;
 when an agent's stdout closes, an ``eof`` message carries the tail of its
 stderr, so a host that could not start (DNS, auth, missing directory) is
-explained.  Agents run in their own sessions: a Ctrl-C on the terminal
+explained.  Both streams are read in bounded lines (``protocol.bounded_lines``):
+nothing an agent or the remote side sends can make this process hold more
+than one message's worth.  Agents run in their own sessions: a Ctrl-C on the terminal
 reaches only the supervisor, which then stops the gang in order.
 """
 
@@ -21,10 +23,12 @@ from subprocess import PIPE, Popen
 from typing import Any
 
 from ringleader.hosts import Host
-from ringleader.launch.protocol import MessageWriter, decode
+from ringleader.launch.protocol import MessageWriter, bounded_lines, decode
 from ringleader.launch.ssh import SSHOptions, agent_command, ssh_argv
 
 Event = tuple[int, dict[str, Any]]
+#: An agent's (or ssh's) own stderr line kept in the tail at most this long.
+STDERR_LINE_CAP = 16 * 1024
 
 
 def agent_argv(host: Host, *, python: str, cwd: str, job_id: str, ssh: SSHOptions) -> list[str]:
@@ -67,13 +71,21 @@ class AgentLink:
         return True
 
 
+def _tail_text(raw: bytes) -> str:
+    """A line for the stderr tail: decoded, at most STDERR_LINE_CAP bytes of it."""
+    return raw[:STDERR_LINE_CAP].decode("utf-8", "replace").rstrip()
+
+
 def _read_messages(link: AgentLink, events: queue.Queue[Event]) -> None:
     assert link.proc.stdout is not None
-    for raw in link.proc.stdout:
+    for raw, whole in bounded_lines(link.proc.stdout):
+        if not whole:  # not our agent's: its messages are bounded (protocol.MESSAGE_CAP)
+            link.stderr_tail.append(f"(a message over {len(raw)} bytes, dropped)")
+            continue
         try:
             msg = decode(raw)
         except ValueError:
-            link.stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
+            link.stderr_tail.append(_tail_text(raw))
             continue
         events.put((link.node, msg))
     # stderr may still be arriving: let its reader finish so eof carries it.
@@ -84,8 +96,8 @@ def _read_messages(link: AgentLink, events: queue.Queue[Event]) -> None:
 
 def _read_stderr(link: AgentLink) -> None:
     assert link.proc.stderr is not None
-    for raw in link.proc.stderr:
-        text = raw.decode("utf-8", "replace").rstrip()
+    for raw, _whole in bounded_lines(link.proc.stderr, STDERR_LINE_CAP):
+        text = _tail_text(raw)
         link.stderr_tail.append(text)
         if os.environ.get("RINGLEADER_DEBUG_AGENT"):
             print(f"[agent {link.host.name}] {text}", file=sys.stderr)

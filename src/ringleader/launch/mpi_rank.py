@@ -3,7 +3,8 @@
 Why a wrapper: mpirun tags output per write, not per line, so a rank that
 writes a line in pieces gets split and mixed with others; and mpirun only
 reports the first failure in prose.  This wrapper runs the real command as
-its child, writes every line of it in one ``write``, and ends with one
+its child, writes every line of it in one ``write`` (a line over
+``LINE_CAP - TAG_ROOM`` bytes in marked pieces, as the agent does), and ends with one
 ``RINGLEADER-RANK-EXIT {json}`` line on stderr that the supervisor reads.
 
 Invariants: the child dies with the wrapper (PDEATHSIG on Linux, and
@@ -22,11 +23,14 @@ import sys
 import threading
 import time
 
-from ringleader.launch.agent import forward_lines, pin
+from ringleader.launch.agent import LINE_CAP, forward_lines, pin
 from ringleader.launch.plan import RANK_ENV
 from ringleader.runtime.env import CPU_AFFINITY
 
 EXIT_MARKER = "RINGLEADER-RANK-EXIT "
+#: mpirun puts its tag (``[1,R]<stdout>:``) before each line this wrapper writes,
+#: and the agent reading mpirun cuts at LINE_CAP: pieces here leave room for it.
+TAG_ROOM = 256
 _OMPI_TO_TORCH = {
     "OMPI_COMM_WORLD_RANK": ("RANK", "RINGLEADER_RANK", "ROLE_RANK"),
     "OMPI_COMM_WORLD_SIZE": ("WORLD_SIZE", "RINGLEADER_WORLD_SIZE", "ROLE_WORLD_SIZE"),
@@ -66,6 +70,13 @@ def _die_with_parent() -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """One line in as few writes as the pipe takes (a signal may cut one short)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "--":
@@ -99,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     def writer(fd: int):
         def emit(line: str) -> None:
             with lock:
-                os.write(fd, (line + "\n").encode())
+                _write_all(fd, (line + "\n").encode())
 
         return emit
 
     readers = [
-        threading.Thread(target=forward_lines, args=(child.stdout, writer(1)), daemon=True),
-        threading.Thread(target=forward_lines, args=(child.stderr, writer(2)), daemon=True),
+        threading.Thread(
+            target=forward_lines, args=(stream, writer(fd), LINE_CAP - TAG_ROOM), daemon=True
+        )
+        for stream, fd in ((child.stdout, 1), (child.stderr, 2))
     ]
     for thread in readers:
         thread.start()
@@ -123,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             error = read_error_file(env["RINGLEADER_ERROR_FILE"])
     report = {"code": exit_code, "signal": signum, "t": ended, "error": error}
     with lock:
-        os.write(2, (EXIT_MARKER + json.dumps(report) + "\n").encode())
+        _write_all(2, (EXIT_MARKER + json.dumps(report) + "\n").encode())
     return exit_code
 
 

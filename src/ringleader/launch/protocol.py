@@ -14,7 +14,9 @@ Supervisor -> agent ops:
 Agent -> supervisor ops:
   ready  {hostname, cores, rundir, interface, interface_address, port}
   fatal  {stage, detail}   the host cannot run ranks (before any started)
-  out    {rank, stream: "stdout"|"stderr", line}
+  out    {rank, stream: "stdout"|"stderr", line}   line: at most LINE_CAP bytes of
+                           the rank's output (UTF-8), plus SPLIT_MARK when the
+                           rank's line goes on in the next ``out``
   exit   {rank, code, signal, t, error}   error: the recorded traceback, if any
   stopped {}               every rank of the attempt is gone
   port   {port}
@@ -27,10 +29,36 @@ import threading
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import IO, Any
 
 HEARTBEAT_INTERVAL_S = 1.0
 HEARTBEAT_TIMEOUT_S = 10.0
+#: The longest piece of a rank's line sent in one ``out`` (bytes of its output).
+LINE_CAP = 1 << 20
+SPLIT_MARK = " [line split: over 1 MiB]"
+#: The longest message either side reads whole: an ``out`` of LINE_CAP bytes,
+#: each escaped by JSON to at most 6 (``\u0000``), and its fields.
+MESSAGE_CAP = 6 * LINE_CAP + 4096
+
+
+def bounded_lines(stream: IO[bytes], cap: int = MESSAGE_CAP) -> Iterator[tuple[bytes, bool]]:
+    """``(line, whole)`` for each line of ``stream``, never holding more than ``cap`` bytes.
+
+    A line longer than ``cap`` yields its first ``cap`` bytes with ``whole``
+    False; the rest of it is read in bounded steps and dropped.
+    """
+    while True:
+        raw = stream.readline(cap)
+        if not raw:
+            return
+        if len(raw) < cap or raw.endswith(b"\n"):
+            yield raw, True
+            continue
+        rest = raw
+        while rest and not rest.endswith(b"\n"):
+            rest = stream.readline(cap)
+        yield raw, False
 
 
 def encode(op: str, **fields: Any) -> bytes:

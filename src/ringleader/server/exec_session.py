@@ -8,6 +8,13 @@ message starts with a channel byte.
 - 3 status (server -> client, JSON, last message): ``{"exitCode": N}`` or
   ``{"error": "...", "code": 404|409|...}`` when nothing could be started;
 - 4 resize (client -> server, JSON ``{"rows": R, "cols": C}``; TTY only).
+  R and C are integers 1..MAX_WINDOW; a resize frame that is anything else
+  (not JSON, not an object, wrong types, out of range, over RESIZE_BYTES)
+  is ignored (the first one of a session logged): the session goes on at
+  its last good size.
+
+Any other failure while relaying ends the session with a status message
+(``{"error": ..., "code": 500}``), never with a silent close.
 
 Invariants: the process runs in its own session (with the pty as its
 controlling terminal when there is one) and carries the pod's environment,
@@ -22,6 +29,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import pty
 import struct
@@ -35,6 +43,9 @@ from ringleader.server.backends.base import ExecTarget
 
 STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
 STOP_GRACE_S = 2.0
+MAX_WINDOW = 10_000  # rows or columns; TIOCSWINSZ takes 16 bits, no terminal is that big
+RESIZE_BYTES = 256  # a resize frame's JSON is a few dozen bytes
+log = logging.getLogger(__name__)
 Send = Callable[[bytes], Awaitable[None]]
 Receive = Callable[[], Awaitable[bytes | None]]  # None: the client went away
 
@@ -55,6 +66,25 @@ def set_window(fd: int, rows: int, cols: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
+def parse_resize(payload: bytes) -> tuple[int, int] | str:
+    """``(rows, cols)`` from a resize frame, or what is wrong with it."""
+    if len(payload) > RESIZE_BYTES:
+        return f"a resize message of {len(payload)} bytes (at most {RESIZE_BYTES})"
+    try:
+        size = json.loads(payload)
+    except ValueError:  # not UTF-8, not JSON
+        return f"a resize message that is not JSON: {payload[:60]!r}"
+    if not isinstance(size, dict):
+        return f"a resize message that is not an object: {payload[:60]!r}"
+    values = []
+    for key in ("rows", "cols"):
+        value = size.get(key)
+        if type(value) is not int or not 1 <= value <= MAX_WINDOW:  # bool is no size
+            return f"a resize message whose {key!r} is {value!r} (an integer 1..{MAX_WINDOW})"
+        values.append(value)
+    return values[0], values[1]
+
+
 class ExecSession:
     """Runs ``argv`` at ``target`` and relays it until it exits or the client leaves."""
 
@@ -62,6 +92,7 @@ class ExecSession:
         self.target, self.argv, self.tty = target, argv, tty
         self.proc: subprocess.Popen[bytes] | None = None
         self._pty: int | None = None
+        self.bad_resizes = 0  # resize frames ignored as malformed
 
     def start(self) -> None:
         """Spawn the process; OSError (no such command, bad directory) propagates."""
@@ -94,7 +125,10 @@ class ExecSession:
             )
 
     async def relay(self, send: Send, receive: Receive) -> int | None:
-        """Pump bytes both ways; the exit code, or None when the client left first."""
+        """Pump bytes both ways; the exit code, or None when the session ended first.
+
+        None: the client left, or relaying failed (then an error status was sent).
+        """
         assert self.proc is not None
         loop = asyncio.get_running_loop()
         outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -113,6 +147,12 @@ class ExecSession:
                 await asyncio.wait({out_task, client_left}, return_when=asyncio.FIRST_COMPLETED)
                 if not out_task.done():
                     out_task.cancel()
+                    broke = client_left.exception()
+                    if broke is not None:  # not the client leaving: say so, then end
+                        log.error("exec session failed", exc_info=broke)
+                        status = status_frame(error=f"the exec session failed: {broke}", code=500)
+                        with contextlib.suppress(Exception):  # the socket may be gone too
+                            await send(status)
                     return None
                 item = out_task.result()
                 if item is None:
@@ -134,9 +174,14 @@ class ExecSession:
                 continue
             channel, payload = message[0], message[1:]
             if channel == RESIZE and self._pty is not None:
-                with contextlib.suppress(ValueError, KeyError, OSError):
-                    size = json.loads(payload)
-                    set_window(self._pty, int(size["rows"]), int(size["cols"]))
+                size = parse_resize(payload)
+                if isinstance(size, str):
+                    self.bad_resizes += 1
+                    if self.bad_resizes == 1:  # once: a client sending many must not flood the log
+                        log.warning("exec session: ignored %s (and any more of them)", size)
+                    continue
+                with contextlib.suppress(OSError):  # the pty just closed: the relay ends anyway
+                    set_window(self._pty, *size)
             elif channel == STDIN and payload:
                 await asyncio.get_running_loop().run_in_executor(None, self._write, payload)
             elif channel == STDIN:  # end of input
@@ -176,7 +221,9 @@ def _pump(
             data = os.read(fd, 65536)
         except OSError:  # a pty reports EIO once the last writer is gone
             data = b""
-        if not data:
-            loop.call_soon_threadsafe(out.put_nowait, None)
+        try:
+            loop.call_soon_threadsafe(out.put_nowait, frame(channel, data) if data else None)
+        except RuntimeError:  # the loop is closed: the session ended without this stream
             return
-        loop.call_soon_threadsafe(out.put_nowait, frame(channel, data))
+        if not data:
+            return
