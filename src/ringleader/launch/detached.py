@@ -65,6 +65,7 @@ from typing import IO, Any, NamedTuple
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch import frameworks
+from ringleader.launch.agent import RUN_AS_VAR
 from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE
 from ringleader.launch.plan import LaunchPlan, LaunchSpec
 from ringleader.launch.procs import pids_with_marker
@@ -118,14 +119,17 @@ class LaunchFile:
     attempt_offset: int = 0
     pods: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     log_dir: str = "logs"
+    # The OS account ranks run as ({"name", "uid", "gid", "home"}); None: as the supervisor.
+    run_as: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "spec": dataclasses.asdict(self.spec),
             "attempt_offset": self.attempt_offset,
             "pods": self.pods,
             "log_dir": self.log_dir,
         }
+        return data | ({"run_as": self.run_as} if self.run_as else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchFile:
@@ -136,6 +140,7 @@ class LaunchFile:
             attempt_offset=int(data.get("attempt_offset", 0)),
             pods=list(data.get("pods", [])),
             log_dir=str(data.get("log_dir", "logs")),
+            run_as=dict(data["run_as"]) if data.get("run_as") else None,
         )
 
     @classmethod
@@ -420,6 +425,10 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
     supervisor = cls(launch.spec, recorder, observer=recorder)
     for name in SUPERVISOR_ENV:  # read by the supervisor above; no agent or rank sees them
         os.environ.pop(name, None)
+    # Who this host's agent starts ranks as: only launch.json (the server's) says so.
+    os.environ.pop(RUN_AS_VAR, None)
+    if launch.run_as:
+        os.environ[RUN_AS_VAR] = f"{int(launch.run_as['uid'])}:{int(launch.run_as['gid'])}"
     if stop:
         supervisor.request_stop(stop[0])
     try:

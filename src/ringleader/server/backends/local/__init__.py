@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ringleader.errors import Conflict, NotFound, RingleaderError
+from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,
@@ -67,6 +67,7 @@ from ringleader.server.backends.base import (
     Capabilities,
     ExecTarget,
     LogLine,
+    RunAs,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
@@ -76,6 +77,8 @@ from ringleader.server.backends.local.planning import (
     LocalPlan,
     LocalPod,
     Where,
+    account_dir,
+    account_run_as,
     isolation_of,
     plan_launch,
     pods_from_launch,
@@ -198,6 +201,8 @@ class LocalBackend(Backend):
         run_dir.mkdir(parents=True, exist_ok=True)
         if plan.spec.cwd == f"{run_dir}/work":
             Path(plan.spec.cwd).mkdir(exist_ok=True)
+        if plan.run_as is not None:
+            prepare_account_dirs(plan, plan.run_as)
         (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
         (run_dir / USAGE_FILE).unlink(missing_ok=True)
         write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
@@ -213,6 +218,8 @@ class LocalBackend(Backend):
                 hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}")
                 for pod, limits in plan.limits.items():
                     hierarchy.create(f"{run_id}/{pod}", limits)
+                    if plan.run_as is not None:  # its ranks join it as the account
+                        hierarchy.hand_over(f"{run_id}/{pod}", plan.run_as.uid, plan.run_as.gid)
                 env[JOIN_VAR] = " ".join(hierarchy.procs_files(f"{run_id}/{cgroupfs.SUPERVISOR}"))
                 argv = join_argv(argv)
             with open(run_dir / SUPERVISOR_LOG, "ab") as log:
@@ -378,10 +385,13 @@ class LocalBackend(Backend):
             cwd = launch.spec.cwd
         rel = f"{launch.spec.run_id}/{pod}"
         hierarchy = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
+        run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
         if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
             env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
-            return ExecTarget(node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])))
-        return ExecTarget(node=self.node, cwd=cwd, env=env)
+            return ExecTarget(
+                node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])), run_as=run_as
+            )
+        return ExecTarget(node=self.node, cwd=cwd, env=env, run_as=run_as)
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
@@ -413,3 +423,39 @@ class LocalBackend(Backend):
         for handle, proc in list(self._children.items()):
             if proc.poll() is not None:
                 self._children.pop(handle, None)
+
+
+def as_account(run_as: RunAs, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as the account (its ids only, no supplementary groups), from ``/``."""
+    return subprocess.run(
+        argv,
+        user=run_as.uid,
+        group=run_as.gid,
+        extra_groups=[],
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin", "HOME": run_as.home},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def prepare_account_dirs(plan: LocalPlan, run_as: RunAs) -> None:
+    """The workload's directory in its account's home (``work``, ``checkpoints``), made
+    *as the account* (root following a link the account planted could be led anywhere),
+    and a check that the account can enter the working directory."""
+    own = account_dir(run_as, plan.spec.run_id.removeprefix("rl-"))
+    made = as_account(
+        run_as, ["mkdir", "-p", "-m", "700", "--", f"{own}/work", f"{own}/checkpoints"]
+    )
+    if made.returncode != 0:
+        raise RingleaderError(
+            f"cannot make {own} as {run_as.name}: {made.stderr.strip() or made.returncode}"
+        )
+    entered = as_account(run_as, ["/bin/sh", "-c", 'cd -- "$1"', "ringleader-cwd", plan.spec.cwd])
+    if entered.returncode != 0:
+        raise InvalidSpec(
+            f"the working directory {plan.spec.cwd} cannot be entered by the workload's OS "
+            f"account {run_as.name}: choose one it can use, or none (then {own}/work)",
+            "spec.workingDir",
+        )
