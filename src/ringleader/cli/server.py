@@ -168,6 +168,9 @@ def server(
         run_as_template=run_as_template,
         workload_python=python,
     )
+    # The credentials, the database and every run live here: the server's alone.
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.data_dir.chmod(0o700)
     serve(config)
 
 

@@ -120,6 +120,8 @@ def useradd(name: str) -> None:
     )
     if done.returncode != 0:
         raise AccountError(f"useradd {name} failed: {done.stderr.strip() or done.returncode}")
+    # Its home holds its checkpoints: its own, whatever HOME_MODE this system's useradd has.
+    os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
 
 
 @dataclass
