@@ -71,6 +71,16 @@ def test_a_non_root_server_cannot_run_as_users_and_says_which_flag() -> None:
         check_run_as("nobody", "rl-{user}", euid=0)
 
 
+def test_an_agent_reads_its_account_strictly() -> None:
+    from ringleader.launch.agent import run_as_ids
+
+    assert run_as_ids("") is None
+    assert run_as_ids("1001:1002") == (1001, 1002)
+    for bad in ("0:1001", "1001:0", "1001", "a:b", "-1:5"):
+        with pytest.raises(SystemExit):
+            run_as_ids(bad)
+
+
 def _entry(name: str, uid: int, gid: int | None = None) -> pwd.struct_passwd:
     gid = uid if gid is None else gid
     return pwd.struct_passwd((name, "x", uid, gid, "", f"/home/{name}", "/bin/sh"))
@@ -345,3 +355,31 @@ def test_an_os_user_that_does_not_exist_fails_the_workload_and_nothing_runs(site
     described = site.wait_phase("ghost", "Failed")
     assert f"{site.prefix}-nosuch" in described and "does not exist" in described, described
     assert not marker.exists()
+
+
+def test_a_server_whose_workload_python_users_cannot_run_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    _need_root_and_useradd()
+    if _runnable_by_nobody(sys.executable):
+        pytest.skip("this interpreter is runnable by other users here")
+    started = subprocess.run(
+        [sys.executable, "-m", "ringleader", "server", "--run-as", "user"],
+        env={**os.environ, "RINGLEADER_HOME": str(tmp_path / "home")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 2, started.stderr
+    assert "--workload-python" in started.stderr, started.stderr
+
+
+def _runnable_by_nobody(python: str) -> bool:
+    nobody = pwd.getpwnam("nobody")
+    try:
+        done = subprocess.run(
+            [python, "-c", "pass"], user=nobody.pw_uid, group=nobody.pw_gid, cwd="/", check=False
+        )
+    except OSError:
+        return False
+    return done.returncode == 0

@@ -8,8 +8,12 @@ workloads go on; a new server re-adopts them by their run directory.
 The run directory (everything a reader needs; the backend owns the layout of
 ``launch.json``'s ``pods``, this module owns the rest):
 
-- ``launch.json``: ``{"spec": LaunchSpec, "attempt_offset", "pods", "log_dir"}``
-  written by the caller before the start; ``pods`` is opaque here.
+- ``launch.json``: ``{"spec": LaunchSpec, "attempt_offset", "pods", "log_dir",
+  "run_as"}`` written by the caller before the start; ``pods`` is opaque here.
+  ``run_as`` (``{"name", "uid", "gid", "home"}``, optional): the OS account
+  this host's ranks run as; the supervisor and agent stay the caller's user,
+  the agent drops each rank to it (``RINGLEADER_RUN_AS`` in the agent's own
+  environment, never a rank's).
 - ``state.json``: rewritten whole (temp file + ``os.replace``) on every
   change, so a reader never sees half of it::
 

@@ -189,13 +189,16 @@ def check_python(python: str, *, account: str = "nobody") -> None:
     problem = ""
     try:
         entry = pwd.getpwnam(account)
+        # As pods get it: the interpreter, and ringleader (keepalive) on the allow-listed
+        # PYTHONPATH, both readable by someone who is not the server.
+        path = os.environ.get("PYTHONPATH")
         done = subprocess.run(
-            [python, "-c", "pass"],
+            [python, "-c", "import ringleader.launch.keepalive"],
             user=entry.pw_uid,
             group=entry.pw_gid,
             extra_groups=[],
             cwd="/",
-            env={"PATH": "/usr/bin:/bin"},
+            env={"PATH": "/usr/bin:/bin", **({"PYTHONPATH": path} if path else {})},
             capture_output=True,
             text=True,
             timeout=60,
@@ -209,7 +212,8 @@ def check_python(python: str, *, account: str = "nobody") -> None:
     if problem:
         raise InvalidSpec(
             f"--workload-python {python}: an unprivileged user ({account}) cannot run it "
-            f"({problem}); workloads run as unprivileged accounts, so name an interpreter they "
-            "can run, e.g. --workload-python /usr/bin/python3",
+            f"and import ringleader ({problem}); workloads run as unprivileged accounts, so "
+            "name an interpreter they can run (e.g. --workload-python /usr/bin/python3) with "
+            "PYTHONPATH naming a ringleader source directory they can read",
             "--workload-python",
         )

@@ -5,7 +5,8 @@ and pods), ``status`` (the one state table, ``state.json`` -> our status),
 ``processes`` (adoption through /proc, the final state of a dead supervisor,
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
 hold), ``cgroups`` (the kernel's record of a run's processes: kill,
-limits, usage).  This module spawns supervisors and answers the server's calls.
+limits, usage), ``homes`` (a workload's directory in its OS account's
+home).  This module spawns supervisors and answers the server's calls.
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
@@ -27,7 +28,10 @@ Invariants:
   removed; where no cgroup can be made (not root, no cgroupfs, macOS) every
   process carrying the job id is swept instead (isolation "environment");
 - pods see only the allow-listed part of the server's environment
-  (``launch.detached.scoped_environ``) and what the launch sets for them.
+  (``launch.detached.scoped_environ``) and what the launch sets for them;
+- a request with ``run_as`` (``server/accounts.py``) has its ranks and exec
+  sessions run as that account, joining only their own pod's cgroup (its
+  membership files are handed to the account); the run dir stays the server's.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ringleader.errors import Conflict, InvalidSpec, NotFound, RingleaderError
+from ringleader.errors import Conflict, NotFound, RingleaderError
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,
@@ -67,17 +71,16 @@ from ringleader.server.backends.base import (
     Capabilities,
     ExecTarget,
     LogLine,
-    RunAs,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
+from ringleader.server.backends.local.homes import prepare_account_dirs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
     LocalPlan,
     LocalPod,
     Where,
-    account_dir,
     account_run_as,
     isolation_of,
     plan_launch,
@@ -189,7 +192,9 @@ class LocalBackend(Backend):
         busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
         # Pods get cgroups where every rank runs on this machine (not SSH nodes').
         local = self.where().hosts is None
-        request = dataclasses.replace(request, run_dir=str(run_dir))
+        # Its account is one of this machine's: ranks on other hosts run as their login.
+        run_as = request.run_as if local else None
+        request = dataclasses.replace(request, run_dir=str(run_dir), run_as=run_as)
         return self.submit(self.plan(request, busy, self.cgroups if local else None))
 
     # ----- submit --------------------------------------------------------------------
@@ -423,39 +428,3 @@ class LocalBackend(Backend):
         for handle, proc in list(self._children.items()):
             if proc.poll() is not None:
                 self._children.pop(handle, None)
-
-
-def as_account(run_as: RunAs, argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` as the account (its ids only, no supplementary groups), from ``/``."""
-    return subprocess.run(
-        argv,
-        user=run_as.uid,
-        group=run_as.gid,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": "/usr/bin:/bin", "HOME": run_as.home},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
-def prepare_account_dirs(plan: LocalPlan, run_as: RunAs) -> None:
-    """The workload's directory in its account's home (``work``, ``checkpoints``), made
-    *as the account* (root following a link the account planted could be led anywhere),
-    and a check that the account can enter the working directory."""
-    own = account_dir(run_as, plan.spec.run_id.removeprefix("rl-"))
-    made = as_account(
-        run_as, ["mkdir", "-p", "-m", "700", "--", f"{own}/work", f"{own}/checkpoints"]
-    )
-    if made.returncode != 0:
-        raise RingleaderError(
-            f"cannot make {own} as {run_as.name}: {made.stderr.strip() or made.returncode}"
-        )
-    entered = as_account(run_as, ["/bin/sh", "-c", 'cd -- "$1"', "ringleader-cwd", plan.spec.cwd])
-    if entered.returncode != 0:
-        raise InvalidSpec(
-            f"the working directory {plan.spec.cwd} cannot be entered by the workload's OS "
-            f"account {run_as.name}: choose one it can use, or none (then {own}/work)",
-            "spec.workingDir",
-        )
