@@ -9,6 +9,7 @@ world-enterable directory, so its own mode, not pytest's 0700 tmp, is what is te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pwd
@@ -79,6 +80,38 @@ def test_an_agent_reads_its_account_strictly() -> None:
     for bad in ("0:1001", "1001:0", "1001", "a:b", "-1:5"):
         with pytest.raises(SystemExit):
             run_as_ids(bad)
+
+
+def test_the_plan_gives_ranks_their_account_and_a_directory_in_its_home() -> None:
+    from ringleader.server.backends.base import RunAs
+    from ringleader.server.backends.local import LocalBackend
+    from tests.server.backends.test_local import make_request
+
+    backend = LocalBackend(python="/usr/bin/python3", cgroups=None)
+    request = make_request(
+        "/srv/rl/runs/w1",
+        workload_id="w1",
+        command="python train.py",
+        environmentVariables=[
+            {"name": "HOME", "value": "/root"},
+            {"name": "USER", "value": "root"},
+        ],
+    )
+    as_server = backend.plan(request)  # --run-as server: as today
+    assert as_server.launch_file().run_as is None
+    assert as_server.spec.env["RINGLEADER_CHECKPOINT_DIR"] == "/srv/rl/runs/w1/checkpoints"
+    alice = RunAs("rl-alice", 1501, 1502, "/home/rl-alice")
+    plan = backend.plan(dataclasses.replace(request, run_as=alice))
+    assert plan.launch_file().to_json()["run_as"] == {
+        "name": "rl-alice",
+        "uid": 1501,
+        "gid": 1502,
+        "home": "/home/rl-alice",
+    }
+    env = plan.spec.env
+    assert (env["HOME"], env["USER"], env["LOGNAME"]) == ("/home/rl-alice", "rl-alice", "rl-alice")
+    assert env["RINGLEADER_CHECKPOINT_DIR"] == "/home/rl-alice/ringleader/w1/checkpoints"
+    assert plan.spec.cwd == "/home/rl-alice/ringleader/w1/work"
 
 
 def _entry(name: str, uid: int, gid: int | None = None) -> pwd.struct_passwd:
@@ -176,8 +209,16 @@ class Site:
             cwd=self.scripts,  # submitted as workingDir: a directory every account can enter
         )
 
-    def submit(self, creds: tuple[str, str], name: str, *command: str, interactive: bool = False):
+    def submit(
+        self,
+        creds: tuple[str, str],
+        name: str,
+        *command: str,
+        interactive: bool = False,
+        env: tuple[str, ...] = (),
+    ) -> str:
         flags = ["--interactive"] if interactive else []
+        flags += [arg for pair in env for arg in ("-e", pair)]
         sub = self.as_user(
             creds, "submit-dist", "pytorch", name, "--workers", "1", *flags, "--", *command
         )
@@ -296,7 +337,10 @@ def test_the_escalation_walk_fails_at_every_step(site: Site) -> None:
     }
     eve = site.user("eve")
     script = site.script("escalate.py", ESCALATE)
-    site.submit(eve, "walk", "python", script, json.dumps(paths))
+    # What a spec sets cannot choose the identity ranks see (RINGLEADER_*, the account
+    # included, it cannot set at all: reserved).
+    claims = ("HOME=/root", "USER=root", "LOGNAME=root")
+    site.submit(eve, "walk", "python", script, json.dumps(paths), env=claims)
     result = _result(site.wait_logs("walk", "RESULT"))
     print("escalation walk:", json.dumps(result, indent=1))
     eve_account = pwd.getpwnam(mapped_name("eve", f"{site.prefix}-{{user}}"))
