@@ -427,3 +427,15 @@ def _runnable_by_nobody(python: str) -> bool:
     except OSError:
         return False
     return done.returncode == 0
+
+
+def test_an_mpi_workloads_ranks_run_as_its_account(site: Site) -> None:
+    ivan = site.user("ivan")
+    script = site.script("mpi_id.py", "import os\nprint('MPIUID', os.getuid(), flush=True)\n")
+    sub = site.as_user(
+        ivan, "submit-dist", "mpi", "mpiwho", "--workers", "2", "--", "python", script
+    )
+    assert sub.returncode == 0, sub.stderr
+    site.wait_phase("mpiwho", "Completed")
+    uid = pwd.getpwnam(mapped_name("ivan", f"{site.prefix}-{{user}}")).pw_uid
+    assert site.server.cli("logs", "mpiwho").stdout.count(f"MPIUID {uid}") == 2
