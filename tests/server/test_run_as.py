@@ -194,7 +194,9 @@ class Site:
         path.chmod(0o644)
         return str(path)
 
-    def as_user(self, creds: tuple[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    def as_user(
+        self, creds: tuple[str, str], *args: str, cwd: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = {
             **self.server.env,
             "RINGLEADER_CLIENT_ID": creds[0],
@@ -206,7 +208,8 @@ class Site:
             capture_output=True,
             text=True,
             timeout=120,
-            cwd=self.scripts,  # submitted as workingDir: a directory every account can enter
+            # Submitted as workingDir: by default a directory every account can enter.
+            cwd=cwd or self.scripts,
         )
 
     def submit(
@@ -439,3 +442,13 @@ def test_an_mpi_workloads_ranks_run_as_its_account(site: Site) -> None:
     site.wait_phase("mpiwho", "Completed")
     uid = pwd.getpwnam(mapped_name("ivan", f"{site.prefix}-{{user}}")).pw_uid
     assert site.server.cli("logs", "mpiwho").stdout.count(f"MPIUID {uid}") == 2
+
+
+def test_a_working_directory_the_account_cannot_enter_fails_the_workload(site: Site) -> None:
+    judy = site.user("judy")
+    sub = site.as_user(
+        judy, "submit-dist", "pytorch", "rootcwd", "--workers", "1", "--", "true", cwd="/root"
+    )
+    assert sub.returncode == 0, sub.stderr
+    described = site.wait_phase("rootcwd", "Failed")
+    assert "/root cannot be entered" in described and "spec.workingDir" in described, described

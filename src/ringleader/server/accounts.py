@@ -158,7 +158,11 @@ class Accounts:
         with self._lock:
             entry = self._find(name)
             if entry is None:
-                self.create(name)
+                try:
+                    self.create(name)
+                except AccountError:
+                    if self._find(name) is None:  # not made meanwhile by another server
+                        raise
                 entry = self._find(name)
                 if entry is None:
                     raise AccountError(f"the account {name!r} was not found after useradd")
