@@ -11,7 +11,11 @@
 
 Invariants: the claim is written before anything starts, so a workload
 deleted or suspended since the snapshot never starts; a start that cannot
-be recorded is cancelled, so no process is left that nothing could stop.
+be recorded is cancelled, so no process is left that nothing could stop;
+with ``World.accounts`` (``--run-as user``) the OS account is resolved from
+the submitter's record on the start's worker (``useradd`` is I/O, never in a
+transaction), and a workload with no account fails with the reason: it never
+starts as the server.
 """
 
 from __future__ import annotations
