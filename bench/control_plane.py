@@ -1154,7 +1154,7 @@ def serve(mode: str, port: int) -> None:
     from ringleader.cli.server import serve as run_server
     from ringleader.server.config import ServerConfig
 
-    config = ServerConfig(host="127.0.0.1", port=port, background=mode != "api")
+    config = ServerConfig(host="127.0.0.1", port=port, background=mode != "api", run_as="server")
     backend = {"api": None, "held": held_backend, "slowstop": SlowStopBackend}[mode]
     run_server(config, backend() if backend else None)
 

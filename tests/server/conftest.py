@@ -97,8 +97,10 @@ def _app_client(
 ) -> Iterator[API]:
     home = tmp_path / "home"
     nodes = simulated_nodes(simulate) if simulate else None
+    # As the server (root here): these tests run workloads with the server's interpreter,
+    # which other OS users cannot run (tests/server/test_run_as.py runs them as users).
     config = ServerConfig(
-        data_dir=home, database_url=database_url, loop_interval_s=0.1, nodes=nodes
+        data_dir=home, database_url=database_url, loop_interval_s=0.1, nodes=nodes, run_as="server"
     )
     try:
         with TestClient(create_app(config)) as client:
@@ -159,6 +161,7 @@ class ServerProcess:
                 "server",
                 "--port",
                 str(self.port),
+                *(() if "--run-as" in self.server_args else ("--run-as", "server")),
                 *self.server_args,
             ],
             env=self.env,

@@ -21,7 +21,7 @@ def quiet_api(
 ) -> Iterator[API]:
     home = tmp_path / "home"
     settings = ServerConfig(
-        data_dir=home, background=False, nodes=simulated_nodes("1x4gpu"), **config
+        data_dir=home, background=False, nodes=simulated_nodes("1x4gpu"), run_as="server", **config
     )
     app = create_app(settings)
     probed: list[str] = []

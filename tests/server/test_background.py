@@ -88,7 +88,10 @@ def toy(tmp_path: Path) -> Any:
     ToyBackend.stops_begun.clear()
     backend = ToyBackend()
     config = ServerConfig(
-        data_dir=tmp_path / "home", loop_interval_s=0.1, nodes=simulated_nodes("2x4gpu")
+        data_dir=tmp_path / "home",
+        loop_interval_s=0.1,
+        nodes=simulated_nodes("2x4gpu"),
+        run_as="server",
     )
     with TestClient(create_app(config, backend)) as client:
         yield API(client, tmp_path / "home"), backend

@@ -193,7 +193,7 @@ def _without_lifespan(app: FastAPI) -> Any:
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     home = tmp_path / "home"
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
-    config = ServerConfig(data_dir=home, database_url=url, loop_interval_s=0.05)
+    config = ServerConfig(data_dir=home, database_url=url, loop_interval_s=0.05, run_as="server")
     app = create_app(config, backend=NullBackend())
     app.state.probe_node = probe_answer
     with TestClient(app) as client:

@@ -8,8 +8,10 @@ same ``RINGLEADER_HOME`` talks to it whatever port it listens on.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
+import sys
 import threading
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -75,6 +77,28 @@ def server(
         min=1024,
         help="Refuse request bodies larger than this with 413 (default 4 MiB).",
     ),
+    run_as: str = typer.Option(
+        None,
+        "--run-as",
+        metavar="user|server",
+        help="Who workloads run as: user (an unprivileged OS account of the submitter: its"
+        " osUser, else --run-as-template, created on first use; needs a root server; the"
+        " default as root) or server (the server's own user, which can read the server's"
+        " files: the default when not root).",
+    ),
+    run_as_template: str = typer.Option(
+        "rl-{user}",
+        "--run-as-template",
+        help="The OS account of a user without an osUser, from the ringleader user name"
+        " (made a POSIX name; created with useradd on first use).",
+    ),
+    workload_python: str = typer.Option(
+        None,
+        "--workload-python",
+        help="The interpreter for `python` in workload commands and interactive pods"
+        " (default: the server's); with --run-as user, unprivileged users must be able to run"
+        " it (e.g. /usr/bin/python3).",
+    ),
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -94,6 +118,8 @@ def server(
       ringleader server --no-local-node          # then: ringleader nodes import hosts.json
 
       ringleader server --backend local --backend mypkg.engines.MyBackend@big
+
+      sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
     """
     from pathlib import Path
 
@@ -113,6 +139,20 @@ def server(
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    from ringleader.server.accounts import RUN_AS_USER, check_python, check_run_as
+    from ringleader.server.config import default_run_as
+
+    mode = run_as or default_run_as()
+    python = (
+        (shutil.which(workload_python) or workload_python) if workload_python else sys.executable
+    )
+    try:
+        check_run_as(mode, run_as_template)
+        if mode == RUN_AS_USER:
+            check_python(python)
+    except InvalidSpec as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     if ssh_config:  # the workloads' supervisors read it from their environment
         os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
     config = ServerConfig(
@@ -124,7 +164,13 @@ def server(
         placement=placement,  # type: ignore[arg-type]
         backends=backends,
         max_body_bytes=max_body_bytes,
+        run_as=mode,
+        run_as_template=run_as_template,
+        workload_python=python,
     )
+    # The credentials, the database and every run live here: the server's alone.
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.data_dir.chmod(0o700)
     serve(config)
 
 

@@ -67,6 +67,36 @@ def pin(pid: int, cores: str) -> bool:
     return True
 
 
+#: Set by the detached supervisor (``launch.json``'s ``run_as``): "UID:GID" ranks run as.
+RUN_AS_VAR = "RINGLEADER_RUN_AS"
+
+
+def run_as_ids(value: str) -> tuple[int, int] | None:
+    """``(uid, gid)`` from ``RINGLEADER_RUN_AS``; None when unset.  A malformed value or
+    uid/gid 0 is refused loudly: ranks are never started as root by mistake."""
+    if not value:
+        return None
+    uid, sep, gid = value.partition(":")
+    if not (sep and uid.isdigit() and gid.isdigit()) or int(uid) == 0 or int(gid) == 0:
+        raise SystemExit(f"ringleader agent: bad {RUN_AS_VAR}={value!r}")
+    return int(uid), int(gid)
+
+
+def _as_account(account: tuple[int, int] | None) -> dict[str, Any]:
+    """Popen's arguments that drop a rank to ``account`` (no supplementary groups)."""
+    if account is None:
+        return {}
+    return {"user": account[0], "group": account[1], "extra_groups": []}
+
+
+def _hand_over(attempt_dir: str, uid: int, gid: int) -> None:
+    """Let the account write its rank's error file: the agent's run dir (root, 0700)
+    becomes 0711 (enter, not list) and the attempt's directory the account's."""
+    os.chmod(os.path.dirname(attempt_dir), 0o711)
+    os.chown(attempt_dir, uid, gid)
+    os.chmod(attempt_dir, 0o700)
+
+
 class RankProcess:
     """One running rank: its process, output readers and a flag set once reported."""
 
@@ -262,7 +292,13 @@ class Agent:
     def _spawn(
         self, rank: int, argv: list[str], cwd: str, env: dict[str, str], error_file: str
     ) -> None:
+        # Only the agent's own environment (its supervisor's, from the server's
+        # launch.json) says who ranks run as: never a rank's env, which a spec sets.
+        env.pop(RUN_AS_VAR, None)
+        account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
         try:
+            if account is not None:
+                _hand_over(os.path.dirname(error_file), *account)
             proc = Popen(
                 argv,
                 cwd=cwd,
@@ -271,6 +307,7 @@ class Agent:
                 stdout=PIPE,
                 stderr=PIPE,
                 start_new_session=True,
+                **_as_account(account),
             )
         except OSError as exc:
             self.writer.send(

@@ -8,8 +8,12 @@ workloads go on; a new server re-adopts them by their run directory.
 The run directory (everything a reader needs; the backend owns the layout of
 ``launch.json``'s ``pods``, this module owns the rest):
 
-- ``launch.json``: ``{"spec": LaunchSpec, "attempt_offset", "pods", "log_dir"}``
-  written by the caller before the start; ``pods`` is opaque here.
+- ``launch.json``: ``{"spec": LaunchSpec, "attempt_offset", "pods", "log_dir",
+  "run_as"}`` written by the caller before the start; ``pods`` is opaque here.
+  ``run_as`` (``{"name", "uid", "gid", "home"}``, optional): the OS account
+  this host's ranks run as; the supervisor and agent stay the caller's user,
+  the agent drops each rank to it (``RINGLEADER_RUN_AS`` in the agent's own
+  environment, never a rank's).
 - ``state.json``: rewritten whole (temp file + ``os.replace``) on every
   change, so a reader never sees half of it::
 
@@ -66,6 +70,7 @@ from typing import IO, Any, NamedTuple
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch import frameworks
+from ringleader.launch.agent import RUN_AS_VAR
 from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE
 from ringleader.launch.plan import LaunchPlan, LaunchSpec
 from ringleader.launch.procs import pids_with_marker
@@ -119,14 +124,17 @@ class LaunchFile:
     attempt_offset: int = 0
     pods: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     log_dir: str = "logs"
+    # The OS account ranks run as ({"name", "uid", "gid", "home"}); None: as the supervisor.
+    run_as: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "spec": dataclasses.asdict(self.spec),
             "attempt_offset": self.attempt_offset,
             "pods": self.pods,
             "log_dir": self.log_dir,
         }
+        return data | ({"run_as": self.run_as} if self.run_as else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> LaunchFile:
@@ -137,6 +145,7 @@ class LaunchFile:
             attempt_offset=int(data.get("attempt_offset", 0)),
             pods=list(data.get("pods", [])),
             log_dir=str(data.get("log_dir", "logs")),
+            run_as=dict(data["run_as"]) if data.get("run_as") else None,
         )
 
     @classmethod
@@ -434,6 +443,10 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
     supervisor = cls(launch.spec, recorder, observer=recorder)
     for name in SUPERVISOR_ENV:  # read by the supervisor above; no agent or rank sees them
         os.environ.pop(name, None)
+    # Who this host's agent starts ranks as: only launch.json (the server's) says so.
+    os.environ.pop(RUN_AS_VAR, None)
+    if launch.run_as:
+        os.environ[RUN_AS_VAR] = f"{int(launch.run_as['uid'])}:{int(launch.run_as['gid'])}"
     if stop:
         supervisor.request_stop(stop[0])
     try:

@@ -9,6 +9,7 @@ instead be PostgreSQL via ``RINGLEADER_DATABASE_URL``.  The server binds
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,12 @@ if TYPE_CHECKING:
     from ringleader.server.inventory import NodeDecl
 
 DEFAULT_PORT = 8470
+
+
+def default_run_as() -> str:
+    """Workloads run as their user's OS account where the server can switch users (root),
+    else as the server's own user (server/accounts.py)."""
+    return "user" if os.geteuid() == 0 else "server"
 
 
 def home_dir() -> Path:
@@ -51,6 +58,13 @@ class ServerConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     # On SIGTERM: how long open responses (logs?follow) may take to end.
     graceful_shutdown_s: float = 3.0
+    # Who workloads run as (--run-as): "user" (an OS account of the submitter, from
+    # users.os_user or run_as_template, made on first use) or "server" (the server's).
+    run_as: str = field(default_factory=default_run_as)
+    run_as_template: str = "rl-{user}"
+    # The interpreter ranks' `python` and the keepalive run with (--workload-python):
+    # with run_as "user" an unprivileged account must be able to run it.
+    workload_python: str = sys.executable
 
     @property
     def runs_dir(self) -> Path:

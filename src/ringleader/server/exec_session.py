@@ -37,6 +37,7 @@ import subprocess
 import termios
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ringleader.launch.procs import terminate
 from ringleader.server.backends.base import ExecTarget
@@ -97,7 +98,14 @@ class ExecSession:
     def start(self) -> None:
         """Spawn the process; OSError (no such command, bad directory) propagates."""
         argv = [*self.target.prefix, *self.argv]
-        common = {"cwd": self.target.cwd, "env": self.target.env, "start_new_session": True}
+        common: dict[str, Any] = {
+            "cwd": self.target.cwd,
+            "env": self.target.env,
+            "start_new_session": True,
+        }
+        if self.target.run_as is not None:  # the pod's account, as its ranks (never root)
+            account = self.target.run_as
+            common |= {"user": account.uid, "group": account.gid, "extra_groups": []}
         if self.tty:
             parent, child = pty.openpty()
             try:

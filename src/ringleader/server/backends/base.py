@@ -65,6 +65,18 @@ class PodPlacement:
 
 
 @dataclass(frozen=True)
+class RunAs:
+    """The OS account a workload's own code runs as (``server/accounts.py``): its ranks,
+    what they spawn, ``exec`` sessions.  Resolved by the server when the workload starts,
+    never from anything its spec can set."""
+
+    name: str
+    uid: int
+    gid: int
+    home: str
+
+
+@dataclass(frozen=True)
 class BackendRequest:
     """One admitted workload, as a backend sees it."""
 
@@ -78,6 +90,8 @@ class BackendRequest:
     # What the server gives every pod: its URL and a token of the submitting user
     # (RINGLEADER_URL, RINGLEADER_TOKEN), so the CLI in a pod acts as that user.
     pod_env: dict[str, str] = field(default_factory=dict)
+    # Who the workload's code runs as; None: as the server's own user (--run-as server).
+    run_as: RunAs | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +140,7 @@ class ExecTarget:
     cwd: str
     env: dict[str, str]
     prefix: tuple[str, ...] = ()  # argv before the command (e.g. ssh -t HOST); none locally
+    run_as: RunAs | None = None  # the pod's account: the session runs as it (None: as the server)
 
 
 class Backend(ABC):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
@@ -24,6 +25,9 @@ from ringleader.server.backends import BackendSet
 from ringleader.server.background.calls import BackendCalls, Busy
 from ringleader.server.db import Database
 from ringleader.server.models import Workload
+
+if TYPE_CHECKING:
+    from ringleader.server.accounts import Accounts
 
 log = logging.getLogger("ringleader.server.background")
 MIN_PASS_GAP_S = 0.05  # a burst of wake-ups makes one pass, at most this often
@@ -42,6 +46,8 @@ class World:
     # no URL: pods get no token (tests that run the pipelines without a server).
     server_url: str = ""
     pod_token_ttl_s: int = 24 * 3600
+    # Who workloads run as (server/accounts.py); None: as the server (--run-as server).
+    accounts: Accounts | None = None
     busy: Busy = field(default_factory=Busy)
     # One background write at a time: the API's writes queue for the same one
     # connection (SQLite), and a dozen workers queued before them made every POST

@@ -11,11 +11,16 @@
 
 Invariants: the claim is written before anything starts, so a workload
 deleted or suspended since the snapshot never starts; a start that cannot
-be recorded is cancelled, so no process is left that nothing could stop.
+be recorded is cancelled, so no process is left that nothing could stop;
+with ``World.accounts`` (``--run-as user``) the OS account is resolved from
+the submitter's record on the start's worker (``useradd`` is I/O, never in a
+transaction), and a workload with no account fails with the reason: it never
+starts as the server.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +34,7 @@ from ringleader.server.auth import issue_pod_token
 from ringleader.server.backends.base import Backend, BackendRequest, PodPlacement
 from ringleader.server.background.pipeline import Pipeline, World, act
 from ringleader.server.models import Node as NodeRow
-from ringleader.server.models import Pod, Workload
+from ringleader.server.models import Pod, User, Workload
 from ringleader.server.snapshot import gpu_json, load_snapshot, pod_asks
 from ringleader.spec import WorkloadSpec
 
@@ -148,6 +153,7 @@ class Placing(Pipeline):
         backend = self.world.backends.for_placement(bound, {n: r.pool for n, r in nodes.items()})
         claimed: list[bool] = []
         pod_env: dict[str, str] = {}
+        submitter: dict[str, str | None] = {}  # whose account it runs as (_run_start)
 
         def claim(s: Session, w: Workload) -> None:
             """Bind the pods and leave Pending before anything starts, in one write:
@@ -167,6 +173,9 @@ class Placing(Pipeline):
                 pod.node = where.node if where else ""
                 pod.gpus = gpu_json(where.gpus) if where else []
             w.backend, w.handle = backend.name, None
+            user = s.get(User, w.created_by) if w.created_by else None
+            if user is not None:
+                submitter.update(name=user.name, os_user=user.os_user)
             token = self.world.server_url and issue_pod_token(s, w, self.world.pod_token_ttl_s)
             if token:
                 pod_env.update(RINGLEADER_URL=self.world.server_url, RINGLEADER_TOKEN=token)
@@ -204,14 +213,20 @@ class Placing(Pipeline):
             pod_env=pod_env,
         )
         if claimed:
-            self.calls.run(w.id, "start", lambda: self._run_start(backend, request))
+            self.calls.run(w.id, "start", lambda: self._run_start(backend, request, submitter))
 
-    def _run_start(self, backend: Backend, request: BackendRequest) -> bool:
-        """Start it and record the handle.  True when it failed instead (its
-        resources are free again, so the pipelines should look); a started one
-        wakes nobody: the next reconciling pass polls it."""
-        Path(request.run_dir).mkdir(parents=True, exist_ok=True)
+    def _run_start(
+        self, backend: Backend, request: BackendRequest, submitter: dict[str, str | None]
+    ) -> bool:
+        """Resolve the account it runs as, start it and record the handle.  True when
+        it failed instead (its resources are free again, so the pipelines should
+        look); a started one wakes nobody: the next reconciling pass polls it."""
+        Path(request.run_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
+            accounts = self.world.accounts
+            if accounts is not None:  # no account: it fails with the reason, never runs as root
+                account = accounts.resolve(submitter.get("name"), submitter.get("os_user"))
+                request = dataclasses.replace(request, run_as=account)
             handle = backend.start(request)
         except Exception as exc:  # the backend refused: the workload fails with its reason
             reason = str(exc)

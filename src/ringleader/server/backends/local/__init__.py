@@ -5,7 +5,8 @@ and pods), ``status`` (the one state table, ``state.json`` -> our status),
 ``processes`` (adoption through /proc, the final state of a dead supervisor,
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
 hold), ``cgroups`` (the kernel's record of a run's processes: kill,
-limits, usage).  This module spawns supervisors and answers the server's calls.
+limits, usage), ``homes`` (a workload's directory in its OS account's
+home).  This module spawns supervisors and answers the server's calls.
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
@@ -27,7 +28,10 @@ Invariants:
   removed; where no cgroup can be made (not root, no cgroupfs, macOS) every
   process carrying the job id is swept instead (isolation "environment");
 - pods see only the allow-listed part of the server's environment
-  (``launch.detached.scoped_environ``) and what the launch sets for them.
+  (``launch.detached.scoped_environ``) and what the launch sets for them;
+- a request with ``run_as`` (``server/accounts.py``) has its ranks and exec
+  sessions run as that account, joining only their own pod's cgroup (its
+  membership files are handed to the account); the run dir stays the server's.
 """
 
 from __future__ import annotations
@@ -71,11 +75,13 @@ from ringleader.server.backends.base import (
 from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
+from ringleader.server.backends.local.homes import prepare_account_dirs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
     LocalPlan,
     LocalPod,
     Where,
+    account_run_as,
     isolation_of,
     plan_launch,
     pods_from_launch,
@@ -186,7 +192,9 @@ class LocalBackend(Backend):
         busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
         # Pods get cgroups where every rank runs on this machine (not SSH nodes').
         local = self.where().hosts is None
-        request = dataclasses.replace(request, run_dir=str(run_dir))
+        # Its account is one of this machine's: ranks on other hosts run as their login.
+        run_as = request.run_as if local else None
+        request = dataclasses.replace(request, run_dir=str(run_dir), run_as=run_as)
         return self.submit(self.plan(request, busy, self.cgroups if local else None))
 
     # ----- submit --------------------------------------------------------------------
@@ -198,6 +206,8 @@ class LocalBackend(Backend):
         run_dir.mkdir(parents=True, exist_ok=True)
         if plan.spec.cwd == f"{run_dir}/work":
             Path(plan.spec.cwd).mkdir(exist_ok=True)
+        if plan.run_as is not None:
+            prepare_account_dirs(plan, plan.run_as)
         (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
         (run_dir / USAGE_FILE).unlink(missing_ok=True)
         write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
@@ -213,6 +223,8 @@ class LocalBackend(Backend):
                 hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}")
                 for pod, limits in plan.limits.items():
                     hierarchy.create(f"{run_id}/{pod}", limits)
+                    if plan.run_as is not None:  # its ranks join it as the account
+                        hierarchy.hand_over(f"{run_id}/{pod}", plan.run_as.uid, plan.run_as.gid)
                 env[JOIN_VAR] = " ".join(hierarchy.procs_files(f"{run_id}/{cgroupfs.SUPERVISOR}"))
                 argv = join_argv(argv)
             with open(run_dir / SUPERVISOR_LOG, "ab") as log:
@@ -378,10 +390,13 @@ class LocalBackend(Backend):
             cwd = launch.spec.cwd
         rel = f"{launch.spec.run_id}/{pod}"
         hierarchy = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
+        run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
         if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
             env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
-            return ExecTarget(node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])))
-        return ExecTarget(node=self.node, cwd=cwd, env=env)
+            return ExecTarget(
+                node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])), run_as=run_as
+            )
+        return ExecTarget(node=self.node, cwd=cwd, env=env, run_as=run_as)
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""

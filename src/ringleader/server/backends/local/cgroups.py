@@ -163,6 +163,17 @@ class Hierarchy:
             d.mkdir(parents=True, exist_ok=True)
         self.limit(rel, limits)
 
+    def hand_over(self, rel: str, uid: int, gid: int) -> None:
+        """Let the account ``uid`` move its own processes into ``rel`` (a pod's cgroup),
+        so its join shim runs as the account: the membership files become its own.
+        Every other cgroup's stay root's, so it can join no other pod's."""
+        for name in self.membership_files(rel):
+            os.chown(name, uid, gid)
+
+    def membership_files(self, rel: str) -> list[str]:
+        """What a process writes to move into ``rel``; v1 also has ``tasks`` (threads)."""
+        return [str(d / f) for d in self.dirs(rel) for f in ("cgroup.procs", "tasks")]
+
     @contextlib.contextmanager
     def lock(self, exclusive: bool = False) -> Iterator[None]:
         """Held (shared) while a run cgroup is made and its supervisor joins it, and
@@ -305,6 +316,15 @@ class CgroupV2(Hierarchy):
             path = path / part
             path.mkdir(exist_ok=True)
         self.limit(rel, limits)
+
+    def membership_files(self, rel: str) -> list[str]:
+        """v2 also asks for write access to the common ancestor's ``cgroup.procs`` (the
+        run's: a rank moves from ``supervisor`` to its pod); the run's cgroup has
+        controllers enabled below it, so no process can stay in it."""
+        files = [str(self.top / rel / "cgroup.procs")]
+        if "/" in rel:
+            files.append(str(self.top / rel.split("/")[0] / "cgroup.procs"))
+        return files
 
     def _enable(self, cgroup: Path) -> None:
         available = (_read(cgroup / "cgroup.controllers") or "").split()

@@ -42,7 +42,7 @@ from ringleader.launch.keepalive import keepalive_argv
 from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
-from ringleader.server.backends.base import BackendRequest
+from ringleader.server.backends.base import BackendRequest, RunAs
 from ringleader.server.backends.pod_env import assign_cores, pod_env
 from ringleader.spec import Compute, parse_quantity
 
@@ -77,12 +77,30 @@ class LocalPlan:
     attempt_offset: int = 0
     isolation: str = ENVIRONMENT  # "cgroup-v1" | "cgroup-v2" | "environment"
     limits: dict[str, Limits] = field(default_factory=dict)  # pod -> its cgroup's, if it has one
+    run_as: RunAs | None = None  # the account ranks run as (None: the supervisor's)
 
     def launch_file(self) -> LaunchFile:
         pods = [dataclasses.asdict(p) | {"ranks": list(p.ranks)} for p in self.pods]
         if self.isolation != ENVIRONMENT:  # read back by poll, stop and describe
             pods = [p | {"isolation": self.isolation} for p in pods]
-        return LaunchFile(spec=self.spec, attempt_offset=self.attempt_offset, pods=pods)
+        run_as = dataclasses.asdict(self.run_as) if self.run_as is not None else None
+        return LaunchFile(
+            spec=self.spec, attempt_offset=self.attempt_offset, pods=pods, run_as=run_as
+        )
+
+
+def account_dir(run_as: RunAs, workload_id: str) -> str:
+    """The workload's own directory in its account's home (checkpoints, default cwd):
+    the run dir stays the server's (root, 0700), so ranks write here instead."""
+    return f"{run_as.home.rstrip('/')}/ringleader/{workload_id}"
+
+
+def account_run_as(launch: LaunchFile) -> RunAs | None:
+    """The account a planned run's ranks run as, read back from its launch.json."""
+    found = launch.run_as
+    if not found:
+        return None
+    return RunAs(str(found["name"]), int(found["uid"]), int(found["gid"]), str(found["home"]))
 
 
 def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
@@ -177,7 +195,12 @@ def plan_launch(
         **request.pod_env,
     }
     # Survives restarts, preemptions and resumes: the run dir is kept (runtime.checkpoint).
-    env.setdefault(CHECKPOINT_DIR, f"{run_dir}/checkpoints")
+    # A workload running as its account gets a directory of its own in the account's home.
+    run_as = request.run_as
+    own_dir = account_dir(run_as, request.workload_id) if run_as is not None else run_dir
+    env.setdefault(CHECKPOINT_DIR, f"{own_dir}/checkpoints")
+    if run_as is not None:  # its own identity, never the server's (set last: not the spec's)
+        env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
     layout = spec.pod_layout(request.name)
     ranks = framework.pod_ranks(workers, dist.slots_per_worker)
     placements = request.placements
@@ -216,7 +239,7 @@ def plan_launch(
         command=command,
         hosts=hosts,
         run_id=run_id,
-        cwd=master.working_dir or dist.working_dir or f"{run_dir}/work",
+        cwd=master.working_dir or dist.working_dir or f"{own_dir}/work",
         python=python,
         framework=framework.name,
         max_restarts=max(0, dist.backoff_limit - request.attempt_offset)
@@ -239,4 +262,5 @@ def plan_launch(
         request.attempt_offset,
         isolation=cgroups.isolation if cgroups is not None else ENVIRONMENT,
         limits=limits,
+        run_as=run_as,
     )
