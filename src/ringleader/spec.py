@@ -58,7 +58,7 @@ MAX_SLOTS_PER_WORKER = 1_024
 MAX_GPUS_PER_POD = 1_024
 # Strings, in characters.  A command or its args is one string the size of a Linux
 # argument (MAX_ARG_STRLEN is 128 KiB); a pod's variables fit well inside ARG_MAX.
-MAX_COMMAND_CHARS = 65_536  # command, and args
+MAX_COMMAND_CHARS = 262_144  # command, and args: room for a long `python -c` (bench: 100 KB)
 MAX_ENV_VARS = 256  # per pod spec
 MAX_ENV_NAME_CHARS = 256
 MAX_ENV_VALUE_CHARS = 32_768

@@ -38,6 +38,8 @@ from ringleader.launch.ssh import SSHOptions, classify_failure
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_EXTRA_S = 10.0
 STDERR_TAIL_LINES = 20
+# A failure's summary keeps this much of each of those lines (a line may be 1 MiB).
+STDERR_TAIL_LINE_CHARS = 4096
 
 
 @dataclass
@@ -353,7 +355,10 @@ class Supervisor:
             attempt=plan.attempt,
         )
         if msg["stream"] == "stderr":
-            tails.setdefault(rank, deque(maxlen=STDERR_TAIL_LINES)).append(msg["line"])
+            line = msg["line"]
+            if len(line) > STDERR_TAIL_LINE_CHARS:
+                line = line[:STDERR_TAIL_LINE_CHARS] + " [...]"
+            tails.setdefault(rank, deque(maxlen=STDERR_TAIL_LINES)).append(line)
 
     def _await_stopped(self, plan: LaunchPlan, tails: dict[int, deque[str]]) -> None:
         """Wait for every agent's ``stopped`` so no rank of this attempt is left."""
