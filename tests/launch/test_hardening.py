@@ -206,3 +206,14 @@ def test_state_files_are_never_written_through_a_planted_link(tmp_path: Path) ->
         "state.json",
         "victim",
     ]  # no temporary file left behind
+
+
+def test_a_failures_summary_keeps_a_bounded_piece_of_each_long_stderr_line(script) -> None:
+    from tests.conftest import launch
+
+    body = "import sys; sys.stderr.write('E' * 3_000_000 + '\\n'); sys.exit(3)"
+    proc = launch("-n", "1", "--run-id", "rl-longerr", "--", "python", script(body))
+    assert proc.returncode == 3
+    summary = proc.stderr[proc.stderr.index("Root Cause") :]
+    assert "[...]" in summary
+    assert len(summary) < 64_000  # the 3 MB line itself went by above, in pieces
