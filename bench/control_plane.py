@@ -140,6 +140,7 @@ class Server:
         py = sys.executable
         if self.mode == "real":
             argv = [py, "-m", "ringleader", "server", "--port", str(self.port)]
+            argv += ["--run-as", "server"]  # the venv's interpreter is root's alone here
         else:
             argv = [py, str(Path(__file__).resolve()), "--serve", self.mode, "--port"]
             argv.append(str(self.port))

@@ -29,6 +29,7 @@ from ringleader.server.config import DEFAULT_PORT, home_dir
 
 LOCAL_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 START_TIMEOUT_S = 60.0
+PERSONAL = ("--run-as", "server")  # a home's own server runs its one user's workloads as them
 
 
 def read_config(home: Path | None = None) -> dict[str, Any]:
@@ -76,7 +77,9 @@ def start_local_server(home: Path) -> subprocess.Popen[bytes]:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     log = open(home / "server.log", "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "server", "--port", str(DEFAULT_PORT)],
+        # This home's own server, started for its one user: workloads run as that user
+        # (a shared server, started as root on purpose, runs each user's as their account).
+        [sys.executable, "-m", "ringleader", "server", "--port", str(DEFAULT_PORT), *PERSONAL],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
 import httpx
 import pytest
@@ -17,14 +16,7 @@ from tests.server.conftest import ServerProcess
 
 def _as(server: ServerProcess, creds: tuple[str, str], *args: str) -> subprocess.CompletedProcess:
     """The CLI run with another user's access key."""
-    env = {**server.env, "RINGLEADER_CLIENT_ID": creds[0], "RINGLEADER_CLIENT_SECRET": creds[1]}
-    return subprocess.run(
-        [sys.executable, "-m", "ringleader", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return server.cli(*args, creds=creds)
 
 
 def _secret(out: str) -> tuple[str, str]:

@@ -185,13 +185,24 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait()
 
-    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self,
+        *args: str,
+        timeout: float = 120,
+        creds: tuple[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """The CLI against this server, as its admin or as the access key ``creds``."""
+        env = self.env
+        if creds is not None:
+            env = {**env, "RINGLEADER_CLIENT_ID": creds[0], "RINGLEADER_CLIENT_SECRET": creds[1]}
         return subprocess.run(
             [sys.executable, "-m", "ringleader", *args],
-            env=self.env,
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
+            cwd=cwd,
         )
 
 

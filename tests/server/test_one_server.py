@@ -27,6 +27,8 @@ from tests.conftest import wait_until
 from tests.server.conftest import free_port
 from tests.server.test_autostart import Fresh, _servers, fresh  # noqa: F401 - a fixture
 
+SERVER = ("--run-as", "server")
+
 
 class Home(Fresh):
     """A user with nothing configured, who starts servers by hand in their home."""
@@ -40,7 +42,8 @@ class Home(Fresh):
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.home / f"server-{port}.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ringleader", "server", "--port", str(port), *args],
+                # --run-as server: the venv's interpreter is root's alone here
+                [sys.executable, "-m", "ringleader", "server", "--port", str(port), *SERVER, *args],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -98,7 +101,7 @@ def test_a_second_server_on_the_same_home_is_refused_naming_the_first(home: Home
     assert home.record() == {"pid": first.pid, "url": url}
     before = {p.name: p.read_bytes() for p in home.home.iterdir() if p.name.startswith("server")}
 
-    second = home.cli("server", "--port", str(other), timeout=60)
+    second = home.cli("server", "--port", str(other), *SERVER, timeout=60)
 
     assert second.returncode != 0
     assert f"pid {first.pid}" in second.stderr and url in second.stderr, second.stderr

@@ -32,14 +32,8 @@ print("TOKEN", os.environ["RINGLEADER_TOKEN"], flush=True)
 
 
 def _as(server: ServerProcess, creds: tuple[str, str], *args: str) -> subprocess.CompletedProcess:
-    env = {**server.env, "RINGLEADER_CLIENT_ID": creds[0], "RINGLEADER_CLIENT_SECRET": creds[1]}
-    return subprocess.run(
-        [sys.executable, "-m", "ringleader", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The CLI run with another user's access key."""
+    return server.cli(*args, creds=creds)
 
 
 def _wait_logs(server: ServerProcess, creds: tuple[str, str], name: str, word: str) -> str:

@@ -197,20 +197,8 @@ class Site:
     def as_user(
         self, creds: tuple[str, str], *args: str, cwd: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        env = {
-            **self.server.env,
-            "RINGLEADER_CLIENT_ID": creds[0],
-            "RINGLEADER_CLIENT_SECRET": creds[1],
-        }
-        return subprocess.run(
-            [sys.executable, "-m", "ringleader", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            # Submitted as workingDir: by default a directory every account can enter.
-            cwd=cwd or self.scripts,
-        )
+        # Submitted as workingDir: by default a directory every account can enter.
+        return self.server.cli(*args, creds=creds, cwd=cwd or self.scripts)
 
     def submit(
         self,

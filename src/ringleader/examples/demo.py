@@ -185,7 +185,9 @@ def ensure_server(
         port = _free_port()
     url = f"http://127.0.0.1:{port}"
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    command = [*ringleader, "server", "--port", str(port)]
+    # A personal server for this demo: its workloads run as you (a shared server run
+    # as root gives each user's workloads an account of their own: README, Security).
+    command = [*ringleader, "server", "--port", str(port), "--run-as", "server"]
     print(f"$ {_shown(command, ringleader)} &   # state in {home}, log in {home / 'server.log'}")
     with open(home / "server.log", "ab") as log:
         proc = subprocess.Popen(
