@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ringleader.launch.procs import pids_with_marker
 from tests.conftest import wait_until
 
 DEMO = [sys.executable, "-m", "ringleader.examples.demo"]
@@ -51,19 +50,42 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def demo_pids(home: Path) -> list[int]:
+    """Live processes of the demo under ``home``: the server (its RINGLEADER_HOME) and
+    the workload's (pods get no RINGLEADER_HOME, but their run dir and checkpoint
+    dir are under it, in their command line or environment)."""
+    needle = str(home).encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if needle in environ or needle in cmdline:
+            found.append(int(name))
+    return sorted(found)
+
+
 @pytest.fixture
 def demo_home(tmp_path: Path) -> Iterator[Path]:
     """A fresh demo home; afterwards no process carrying it (server, ranks) may be left."""
     home = tmp_path / "demo-home"
-    marker = f"RINGLEADER_HOME={home}"
     try:
         yield home
     finally:
-        leftovers = pids_with_marker(marker)
+        leftovers = demo_pids(home)
         for pid in leftovers:  # only if the test failed half-way: end what the demo started
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not pids_with_marker(marker), 15, "the demo's processes to end")
+        wait_until(lambda: not demo_pids(home), 15, "the demo's processes to end")
         assert not leftovers, f"processes left behind: {leftovers}"
 
 
@@ -88,8 +110,7 @@ def test_demo_runs_twice_then_stops(demo_home: Path) -> None:
     assert (demo_home / "server.pid").read_text().split() == [str(pid)]
     assert (demo_home / "credentials.json").stat().st_mode & 0o077 == 0
     # Only the server is left: every rank and supervisor of the workload has ended.
-    marker = f"RINGLEADER_HOME={demo_home}"
-    wait_until(lambda: pids_with_marker(marker) == [pid], 30, "the ranks to end")
+    wait_until(lambda: demo_pids(demo_home) == [pid], 30, "the ranks to end")
 
     # A second run reuses the server and takes a fresh name (no clash with the first).
     second = _demo(demo_home, "--port", "0", "--", "--max-steps", "5")
@@ -105,7 +126,7 @@ def test_demo_runs_twice_then_stops(demo_home: Path) -> None:
     assert not (demo_home / "server.pid").exists()
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{url}/healthz", timeout=2)
-    assert pids_with_marker(marker) == []
+    assert demo_pids(demo_home) == []
 
 
 def test_demo_fails_when_the_workload_fails(demo_home: Path) -> None:
@@ -140,12 +161,11 @@ def test_ctrl_c_then_stop_leaves_nothing_running(demo_home: Path) -> None:
             demo.wait()
     assert demo.returncode == 130, rest
     assert "interrupted: the server and the workload keep running" in rest
-    marker = f"RINGLEADER_HOME={demo_home}"
     pid = int((demo_home / "server.pid").read_text())
-    assert len(pids_with_marker(marker)) > 1  # the server, and the training gang
+    assert len(demo_pids(demo_home)) > 1  # the server, and the training gang
 
     stopped = _demo(demo_home, "--stop")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert re.search(r"suspended the unfinished workloads: digits-[0-9a-f]+", stopped.stdout)
     assert f"stopped the demo server (pid {pid})" in stopped.stdout
-    wait_until(lambda: not pids_with_marker(marker), 20, "the demo's processes to end")
+    wait_until(lambda: not demo_pids(demo_home), 20, "the demo's processes to end")

@@ -425,4 +425,5 @@ def test_the_document_says_what_routes_return(api: API) -> None:
         "name": "admin",
         "isAdmin": True,
         "projects": ["default"],
+        "roles": {"default": "admin"},
     }
