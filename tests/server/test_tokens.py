@@ -81,24 +81,59 @@ def test_limits_per_address_and_per_client_id() -> None:
         limits.check("rl-d", "10.0.0.1")
 
 
+async def _no_wait(holds: list[float], seconds: float) -> None:
+    holds.append(seconds)
+
+
 def test_the_endpoint_answers_429_with_retry_after(api: API) -> None:
     clock = Clock()
+    holds: list[float] = []
     api.client.app.state.token_limits = TokenLimits(
-        Buckets(100, 1, clock=clock), Buckets(2, 0.1, clock=clock)
+        Buckets(100, 1, clock=clock),
+        Buckets(2, 0.1, clock=clock),
+        sleep=lambda s: _no_wait(holds, s),
     )
     assert _token(api).status_code == 200
     assert _token(api, secret="wrong").status_code == 401  # failures count too
     limited = _token(api)
     assert limited.status_code == 429, limited.text
     assert limited.headers["Retry-After"] == "10" and "retry in 10 s" in limited.json()["message"]
+    assert holds == [2.0]  # answered after a hold (capped), so a flood runs at its pace
     assert _token(api, client_id="rl-other").status_code == 401  # another id is not limited
     clock.now += 10
     assert _token(api).status_code == 200
 
-    api.client.app.state.token_limits = TokenLimits(Buckets(1, 1, clock=clock))
+    api.client.app.state.token_limits = TokenLimits(
+        Buckets(1, 1, clock=clock), sleep=lambda s: _no_wait(holds, s)
+    )
     assert _token(api).status_code == 200
     by_address = _token(api, client_id="rl-other")
     assert by_address.status_code == 429 and "testclient" in by_address.json()["message"]
+
+
+def test_refusals_are_held_on_the_loop_up_to_a_bound() -> None:
+    """A held refusal waits its Retry-After (capped) without a thread; beyond
+    ``max_held`` waiting ones, a refusal is answered at once (memory stays bounded)."""
+    release = asyncio.Event()
+    started: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        started.append(seconds)
+        await release.wait()
+
+    async def scenario() -> tuple[int, int, list[float]]:
+        limits = TokenLimits(max_held=2, sleep=sleep)
+        waiting = [asyncio.create_task(limits.hold(RateLimited("x", 0.2))) for _ in range(2)]
+        await asyncio.sleep(0)
+        held_while_full = limits.held
+        await limits.hold(RateLimited("x", 30))  # over the bound: returns at once
+        release.set()
+        await asyncio.gather(*waiting)
+        return held_while_full, limits.held, started
+
+    held_while_full, held_after, seconds = asyncio.run(scenario())
+    assert (held_while_full, held_after) == (2, 0)
+    assert seconds == [1.0, 1.0]  # Retry-After is whole seconds, at least 1
 
 
 # ----- the key checks ----------------------------------------------------------------

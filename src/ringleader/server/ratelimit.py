@@ -8,6 +8,11 @@ Nomenclature:
 - *bucket*: a token bucket per key (a client id, a source address): holds up
   to ``capacity`` requests and refills ``per_s`` a second; an empty bucket
   answers 429 with the seconds until it holds one again (``Retry-After``);
+- *hold*: a refused request is answered only after its ``Retry-After`` (at
+  most ``MAX_HOLD_S``), on the event loop, costing no CPU: a client that
+  floods without waiting then sends one request a second per connection
+  instead of a thousand, so refusing it no longer takes the cores other
+  routes need (at most ``max_held`` are held; beyond that, refused at once);
 - *key checks*: the few threads (1 to 4, a quarter of the cores) that run
   PBKDF2; requests wait for one on the event loop, holding no worker thread,
   and beyond ``queue`` waiting ones they are refused (429) instead of piling up.
@@ -28,7 +33,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
@@ -77,6 +82,9 @@ class Buckets:
         return len(self._levels)
 
 
+MAX_HOLD_S = 2.0
+
+
 class TokenLimits:
     """The token endpoint's limits: per source address and per client id."""
 
@@ -84,11 +92,27 @@ class TokenLimits:
         self,
         per_address: Buckets | None = None,
         per_client: Buckets | None = None,
+        *,
+        max_held: int = 512,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         # Generous for people and scripts (a CLI command asks for one token), tight
         # for a flood: a key check takes ~0.1 s of a key-check thread.
         self.per_address = Buckets(60, 5) if per_address is None else per_address
         self.per_client = Buckets(20, 2) if per_client is None else per_client
+        self.max_held, self.sleep = max_held, sleep
+        self.held = 0  # changed on the event loop only
+
+    async def hold(self, refused: RateLimited) -> None:
+        """Wait out ``refused``'s Retry-After (at most MAX_HOLD_S) before it is answered,
+        unless ``max_held`` refusals wait already (then it is answered at once)."""
+        if self.held >= self.max_held:
+            return
+        self.held += 1
+        try:
+            await self.sleep(min(float(refused.retry_after_s), MAX_HOLD_S))
+        finally:
+            self.held -= 1
 
     def check(self, client_id: str, address: str) -> None:
         """Raise RateLimited when this address or this client id asked too often."""

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.server.deps import bearer_token, current_user, get_session
 from ringleader.server.models import User
+from ringleader.server.ratelimit import RateLimited
 from ringleader.server.schemas import MeOut, TokenRequest, TokenResponse
 from ringleader.server.services import tokens, views
 
@@ -19,7 +20,11 @@ async def token(body: TokenRequest, request: Request) -> TokenResponse:
     """Rate limited per source address and client id (429 with Retry-After); the
     key check runs on its own few threads, off the event loop."""
     state = request.app.state
-    state.token_limits.check(body.client_id, request.client.host if request.client else "")
+    try:
+        state.token_limits.check(body.client_id, request.client.host if request.client else "")
+    except RateLimited as refused:
+        await state.token_limits.hold(refused)  # a flood then costs no CPU (ratelimit.py)
+        raise
     return await state.key_checks.run(
         tokens.issue_token, state.readers, state.sessions, body, state.config.token_ttl_s
     )
