@@ -111,6 +111,26 @@ def test_the_endpoint_answers_429_with_retry_after(api: API) -> None:
     assert by_address.status_code == 429 and "testclient" in by_address.json()["message"]
 
 
+def test_wrong_secrets_have_a_small_bucket_that_right_ones_never_touch(api: API) -> None:
+    """Guessing is what costs PBKDF2: 5 wrong secrets for an id, then one per 5 s
+    (even the right one waits: a lockout); the right secret alone is not limited so."""
+    clock = Clock()
+    holds: list[float] = []
+    api.client.app.state.token_limits = TokenLimits(
+        Buckets(1000, 100, clock=clock),
+        Buckets(1000, 100, clock=clock),
+        sleep=lambda s: _no_wait(holds, s),
+    )
+    for _ in range(20):  # a script with the right secret: never limited by the failures
+        assert _token(api).status_code == 200
+    assert [_token(api, secret="wrong").status_code for _ in range(6)] == [401] * 5 + [429]
+    locked = _token(api)
+    assert locked.status_code == 429 and "wrong secrets" in locked.json()["message"]
+    assert locked.headers["Retry-After"] == "5"
+    clock.now += 5
+    assert _token(api).status_code == 200  # the bucket refilled: the right secret gets in
+
+
 def test_refusals_are_held_on_the_loop_up_to_a_bound() -> None:
     """A held refusal waits its Retry-After (capped) without a thread; beyond
     ``max_held`` waiting ones, a refusal is answered at once (memory stays bounded)."""

@@ -78,6 +78,14 @@ class Buckets:
                 self._levels.popitem(last=False)
             return wait
 
+    def peek(self, key: str) -> float:
+        """Like ``take`` without taking: 0 when ``key`` has a request left."""
+        with self._lock:
+            now = self.clock()
+            level, at = self._levels.get(key, (self.capacity, now))
+            level = min(self.capacity, level + (now - at) * self.per_s)
+            return 0.0 if level >= 1 else (1 - level) / self.per_s
+
     def __len__(self) -> int:
         return len(self._levels)
 
@@ -100,6 +108,11 @@ class TokenLimits:
         # for a flood: a key check takes ~0.1 s of a key-check thread.
         self.per_address = Buckets(60, 5) if per_address is None else per_address
         self.per_client = Buckets(20, 2) if per_client is None else per_client
+        # Wrong secrets (what guessing is made of, and what costs PBKDF2) have buckets
+        # of their own, far smaller: a person mistyping gets a few tries, then one a
+        # few seconds; a script with the right secret never touches them.
+        self.failed_address = Buckets(10, 0.5, clock=self.per_address.clock)
+        self.failed_client = Buckets(5, 0.2, clock=self.per_client.clock)
         self.max_held, self.sleep = max_held, sleep
         self.held = 0  # changed on the event loop only
 
@@ -122,6 +135,17 @@ class TokenLimits:
         wait = self.per_client.take(client_id)
         if wait:
             raise RateLimited("too many token requests for this clientID", wait)
+        wait = self.failed_address.peek(address)
+        if wait:
+            raise RateLimited(f"too many wrong credentials from {address}", wait)
+        wait = self.failed_client.peek(client_id)
+        if wait:
+            raise RateLimited("too many wrong secrets for this clientID", wait)
+
+    def failed(self, client_id: str, address: str) -> None:
+        """Count a wrong secret (or unknown id) against its address and client id."""
+        self.failed_address.take(address)
+        self.failed_client.take(client_id)
 
 
 class KeyChecks:
