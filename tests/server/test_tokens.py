@@ -285,3 +285,22 @@ def test_a_refused_token_request_never_echoes_the_secret(api: API, body: dict) -
     assert response.status_code == 422
     assert "hunter2" not in response.text
     assert response.json()["detail"][0]["loc"][-1] in ("clientID", "clientSecret")
+
+
+def test_key_checks_run_at_a_lower_cpu_priority_than_the_server() -> None:
+    """Strangers' key checks yield the cores to members' routes (Linux: per-thread nice)."""
+    import os
+    import sys
+
+    if sys.platform != "linux":
+        pytest.skip("per-thread nice is Linux's")
+    checks = KeyChecks(workers=1)
+    try:
+
+        def nice_of_this_thread() -> int:
+            return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+        own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert checks.executor.submit(nice_of_this_thread).result(timeout=30) == min(own + 10, 19)
+    finally:
+        checks.shutdown()

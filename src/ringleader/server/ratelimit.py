@@ -30,6 +30,7 @@ import asyncio
 import functools
 import math
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -148,6 +149,25 @@ class TokenLimits:
         self.failed_client.take(client_id)
 
 
+KEY_CHECK_NICE = 10
+
+
+def lower_priority() -> None:
+    """Run the calling thread at a lower CPU priority (Linux: a thread's own nice).
+
+    Key checks are what a stranger can make the server do; on a busy machine
+    they yield the cores to the routes members use, and only wait longer.
+    Elsewhere (no per-thread nice) nothing changes.
+    """
+    if sys.platform != "linux" or not hasattr(os, "setpriority"):
+        return
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), current + KEY_CHECK_NICE)
+    except OSError:
+        pass
+
+
 class KeyChecks:
     """Runs slow credential checks on ``workers`` threads of their own, with at
     most ``queue`` requests waiting; the caller waits on the event loop."""
@@ -162,7 +182,9 @@ class KeyChecks:
         # cores at most (1 to 4 threads), so a flood never takes the machine.
         workers = workers or max(1, min(4, (os.cpu_count() or 2) // 4))
         self.workers, self.queue = workers, queue
-        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="key-check")
+        self.executor = ThreadPoolExecutor(
+            workers, thread_name_prefix="key-check", initializer=lower_priority
+        )
         self.pending = 0  # running + waiting; changed on the event loop only
         if warm is not None:  # e.g. the dummy hash, so no request pays for making it
             self.executor.submit(warm)
