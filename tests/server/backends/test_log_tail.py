@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -103,5 +104,5 @@ def test_tail_logs_gives_what_the_backend_s_whole_read_does(tmp_path: Path) -> N
     backend = LocalBackend()
     for pod in (None, "t-master-0", "t-worker-0"):
         for n in (1, 5, 50, 10_000):
-            whole = list(backend.logs(str(run_dir), pod=pod, tail=n))
+            whole = list(deque(backend.logs(str(run_dir), pod=pod), maxlen=n))
             assert list(tail_logs(str(run_dir), pod, n)) == whole, (pod, n)

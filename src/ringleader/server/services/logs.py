@@ -34,9 +34,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import InvalidSpec
 from ringleader.server.backends import BackendSet
-from ringleader.server.backends.base import Backend, LogLine
-from ringleader.server.backends.local import LocalBackend
-from ringleader.server.backends.local.logtail import tail_logs
+from ringleader.server.backends.base import LogLine
 from ringleader.server.models import User, Workload
 from ringleader.server.phases import FINAL
 from ringleader.server.services.workloads import get
@@ -108,8 +106,8 @@ def log_text(
     def stream() -> Iterator[str]:
         seen: dict[tuple[str, int, str], int] = {}
         if tail and not follow and after is None and state["handle"]:
-            first: Iterator[LogLine] | deque[LogLine] = last_lines(
-                backend, state["handle"], pod, tail
+            first: Iterator[LogLine] | deque[LogLine] = backend.logs(
+                state["handle"], pod=pod, tail=tail
             )
         else:
             first = fetch(seen, keep=tail)
@@ -124,14 +122,6 @@ def log_text(
                 return
 
     return stream()
-
-
-def last_lines(backend: Backend, handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
-    """The last ``count`` lines: from the files' ends where the backend's logs are the
-    local backend's own files (its subclasses' too, unless they read logs otherwise)."""
-    if isinstance(backend, LocalBackend) and type(backend).logs is LocalBackend.logs:
-        return tail_logs(handle, pod, count)
-    return backend.logs(handle, pod=pod, tail=count)
 
 
 def _since(value: str | None) -> float | None:

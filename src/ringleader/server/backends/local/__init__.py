@@ -44,7 +44,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -76,6 +75,7 @@ from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.homes import prepare_account_dirs
+from ringleader.server.backends.local.logtail import run_logs, tail_logs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
     LocalPlan,
@@ -352,19 +352,13 @@ class LocalBackend(Backend):
     def logs(
         self, handle: str, pod: str | None = None, tail: int | None = None
     ) -> Iterator[LogLine]:
-        run_dir = Path(handle).resolve()
-        launch = load_launch(run_dir)
-        if launch is None:
-            raise NotFound("workload run", handle)
-        owner = {r: p.name for p in pods_from_launch(launch) for r in p.ranks}
-        if pod is not None and pod not in owner.values():
-            raise NotFound("pod", pod)
-        ranks = None if pod is None else {r for r, name in owner.items() if name == pod}
-        lines = (
+        if tail is not None:  # read from the files' ends: a tail costs its own size
+            return tail_logs(handle, pod, tail)
+        log_dir, owner, ranks = run_logs(handle, pod)
+        return (
             LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
-            for r in read_logs(run_dir / launch.log_dir, ranks)
+            for r in read_logs(log_dir, ranks)
         )
-        return iter(deque(lines, maxlen=tail)) if tail is not None else lines
 
     # ----- exec ----------------------------------------------------------------------
     def exec_target(self, handle: str, pod: str) -> ExecTarget:

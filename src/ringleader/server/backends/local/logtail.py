@@ -74,8 +74,9 @@ def _file_tail(path: Path, count: int, attempt: int, rank: int, stream: str) -> 
     return records
 
 
-def tail_logs(handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
-    """The last ``count`` lines of a run (of ``pod`` only, if given), oldest first."""
+def run_logs(handle: str, pod: str | None) -> tuple[Path, dict[int, str], set[int] | None]:
+    """A run's log dir, each rank's pod, and the ranks of ``pod`` (None: every rank);
+    NotFound for an unknown run or pod."""
     run_dir = Path(handle).resolve()
     launch = load_launch(run_dir)
     if launch is None:
@@ -84,8 +85,14 @@ def tail_logs(handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
     if pod is not None and pod not in owner.values():
         raise NotFound("pod", pod)
     ranks = None if pod is None else {r for r, name in owner.items() if name == pod}
+    return run_dir / launch.log_dir, owner, ranks
+
+
+def tail_logs(handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
+    """The last ``count`` lines of a run (of ``pod`` only, if given), oldest first."""
+    log_dir, owner, ranks = run_logs(handle, pod)
     files = []
-    for folder in sorted((run_dir / launch.log_dir).glob("attempt-*")):
+    for folder in sorted(log_dir.glob("attempt-*")):
         attempt = folder.name.removeprefix("attempt-")
         if not attempt.isdigit():
             continue
