@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from ringleader.errors import RingleaderError
+from ringleader.server.auth import revoke_pod_tokens
 from ringleader.server.db import utcnow
-from ringleader.server.models import Event, Pod, Token, Workload
+from ringleader.server.models import Event, Pod, Workload
 
 WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
     "Creating": frozenset({"Pending", "Failed", "Deleting"}),
@@ -158,7 +158,7 @@ def transition(
     if to_phase in WORKLOAD_ENDED and workload.completed_at is None:
         workload.completed_at = at
     if to_phase in WORKLOAD_ENDED:  # its pods' token (auth.issue_pod_token) ends with it
-        session.execute(delete(Token).where(Token.workload_id == workload.id))
+        revoke_pod_tokens(session, workload.id)
     if to_phase == "Deleted" and workload.deleted_at is None:
         workload.deleted_at = at
     _add_event(
