@@ -51,7 +51,7 @@ class AccountError(RingleaderError):
 def check_run_as(mode: str, template: str, *, euid: int | None = None) -> None:
     """Refuse at start what cannot work, naming the flag."""
     if mode not in RUN_AS_MODES:
-        raise InvalidSpec(f"--run-as must be user or server, not {mode!r}", "--run-as")
+        raise InvalidSpec(f"must be user or server, not {mode!r}", "--run-as")
     if mode == RUN_AS_USER and (os.geteuid() if euid is None else euid) != 0:
         raise InvalidSpec(
             "--run-as user needs a server running as root (only root can run workloads as "
@@ -215,7 +215,7 @@ def check_python(python: str, *, account: str = "nobody") -> None:
         problem = str(exc)
     if problem:
         raise InvalidSpec(
-            f"--workload-python {python}: an unprivileged user ({account}) cannot run it "
+            f"{python}: an unprivileged user ({account}) cannot run it "
             f"and import ringleader ({problem}); workloads run as unprivileged accounts, so "
             "name an interpreter they can run (e.g. --workload-python /usr/bin/python3) with "
             "PYTHONPATH naming a ringleader source directory they can read",
