@@ -73,18 +73,21 @@ def _tidy_help(command: Any) -> None:
     A command that declares its own metavar keeps it.  Typer's display helpers
     are internal, hence the ``getattr``: another Typer shows its own help.
     """
-    from typer.core import TyperGroup, TyperOption
+    from typer.core import TyperArgument, TyperGroup, TyperOption
 
     for param in command.params:
-        if not isinstance(param, TyperOption) or param.metavar is not None:
-            continue
-        if param.is_flag:
+        if isinstance(param, TyperOption) and param.metavar is None and param.is_flag:
             param.metavar = ""
             continue
         display = getattr(param, "display_type", None)
         shown = display(None) if callable(display) else ""
-        if isinstance(shown, str) and shown.startswith("<list[") and shown.endswith("]>"):
-            param.metavar = f"<{shown[6:-2]}>"
+        if not (isinstance(shown, str) and shown.startswith("<list[") and shown.endswith("]>")):
+            continue
+        element = f"<{shown[6:-2]}>"
+        if isinstance(param, TyperArgument):  # an argument shows its type beside its name
+            param.display_type_rich = lambda ctx, element=element: element
+        elif param.metavar is None:
+            param.metavar = element
     get_help_option = command.get_help_option
     command.get_help_option = lambda ctx: _quiet(get_help_option(ctx))
     if isinstance(command, TyperGroup):
@@ -214,7 +217,10 @@ COMMANDS: dict[str, LazyCommand] = {
 
 
 def version() -> None:
-    """Print ringleader's version."""
+    """Print ringleader's version.
+
+    Example: ringleader version   (or: ringleader --version)
+    """
     print(__version__)
 
 
