@@ -16,13 +16,8 @@ from ringleader.cli import submit as v1_submit
 from ringleader.cli import workloads as v1
 from ringleader.cli.common import console, reports_errors
 from ringleader.cli.submit_argv import SubmitCommand
-from ringleader.cli.submit_options import (
-    COMMAND,
-    V2_COMPUTE,
-    V2_SCHEDULING,
-    SubmitOptions,
-    submit_options,
-)
+from ringleader.cli.submit_flags import COMMAND, V2_COMPUTE, V2_SCHEDULING
+from ringleader.cli.submit_options import SubmitOptions, submit_options
 
 app = typer.Typer(
     help="Distributed workloads, Run:ai CLI v2 style.\n\n"

@@ -15,14 +15,8 @@ import typer
 
 from ringleader.cli.common import client, console, err_console, reports_errors
 from ringleader.cli.submit_argv import SubmitCommand
-from ringleader.cli.submit_options import (
-    COMMAND,
-    POD,
-    V1_COMPUTE,
-    V1_SCHEDULING,
-    SubmitOptions,
-    submit_options,
-)
+from ringleader.cli.submit_flags import COMMAND, POD, V1_COMPUTE, V1_SCHEDULING
+from ringleader.cli.submit_options import SubmitOptions, submit_options
 from ringleader.errors import InvalidSpec
 from ringleader.spec import Framework
 
