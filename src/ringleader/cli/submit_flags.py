@@ -42,8 +42,8 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
         list[str],
         "--command",
         "[CMD]",
-        "Bare, before -- CMD ARGS: CMD replaces the image's command. "
-        "With a value (old form, with --args): the command.",
+        "--command -- CMD ARGS: CMD replaces the image's command. "
+        "Older form: --command CMD --args A --args B.",
         [],
     ),
     "args": _opt(list[str], "--args", "ARG", "One argument of --command (repeatable).", []),
