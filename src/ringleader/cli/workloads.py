@@ -1,6 +1,6 @@
-"""Run:ai CLI v1 verbs: submit-dist, submit-mpi, list, describe/get, logs, delete, suspend...
+"""Run:ai CLI v1 verbs: list, describe/get, logs, delete, suspend...
 
-The submit commands share their options (``cli/submit_options.py``); every
+The submit verbs are in ``cli/submit.py``; every
 command reads and prints the client's typed models (``WorkloadOut``...).
 """
 
@@ -14,96 +14,9 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.common import age, client, console, reports_errors
-from ringleader.cli.submit_options import EXTRA, POD, V1_COMPUTE, SubmitOptions, submit_options
-from ringleader.spec import Framework
 
 if TYPE_CHECKING:
-    from ringleader.server.schemas import Accepted, PodOut
-
-submit_dist = typer.Typer(
-    help="Submit a distributed workload: `submit-dist pytorch|mpi NAME --workers N -- CMD`.",
-    no_args_is_help=True,
-)
-V1 = (*V1_COMPUTE, *POD, "project", "name_prefix")  # submit-dist's options, after --workers
-
-
-def submit(options: SubmitOptions, framework: Framework | None = None) -> tuple[Accepted, str]:
-    """Send the workload the options describe; what the server accepted, and its project."""
-    from ringleader.connection import current_project
-
-    if framework is not None:
-        options.framework = framework.value
-    spec = options.spec(current_project())  # bad input is refused before any server starts
-    return client().submit_distributed(spec), spec.project_id
-
-
-def _submitted(options: SubmitOptions, framework: Framework) -> None:
-    accepted, project = submit(options, framework)
-    console.print(
-        f"The workload '{accepted.name}' has been submitted successfully "
-        f"(id {accepted.workload_id}, project {project})"
-    )
-
-
-@submit_dist.command("pytorch", context_settings=EXTRA)
-@reports_errors
-@submit_options(
-    "name",
-    "workers",
-    *V1,
-    name=typer.Argument(..., help="Workload name (DNS-1123: lowercase, digits, '-')."),
-    workers=typer.Option(..., "--workers", help="Worker pods besides the master."),
-)
-def submit_pytorch(ctx: typer.Context, options: SubmitOptions) -> None:
-    """Submit a PyTorch workload: 1 master + N workers; what follows -- is the command.
-
-    Example:
-
-      ringleader submit-dist pytorch mnist --workers 2 -- python -m ringleader.examples.digits
-    """
-    _submitted(options, Framework.PYTORCH)
-
-
-@submit_dist.command("mpi", context_settings=EXTRA)
-@reports_errors
-@submit_options(
-    "name",
-    "workers",
-    "slots_per_worker",
-    *V1,
-    workers=typer.Option(
-        ..., "--workers", help="Worker pods (ranks come from them; a launcher runs mpirun)."
-    ),
-)
-def submit_mpi_dist(ctx: typer.Context, options: SubmitOptions) -> None:
-    """Submit an MPI workload (Horovod, mpi4py): a launcher runs mpirun over N workers.
-
-    Example: ringleader submit-dist mpi dist --workers 2 -- python -m mpi4py.bench helloworld
-    """
-    _submitted(options, Framework.MPI)
-
-
-@reports_errors
-@submit_options(
-    "name",
-    "workers",
-    "gpu",
-    "cpu",
-    "memory",
-    "env",
-    "working_dir",
-    "backoff_limit",
-    "interactive",
-    "image",
-    "project",
-    workers=typer.Option(..., "--processes", help="Worker processes (pods)."),
-)
-def submit_mpi(ctx: typer.Context, options: SubmitOptions) -> None:
-    """Submit an MPI workload (old Run:ai verb; same as `submit-dist mpi --workers`).
-
-    Example: ringleader submit-mpi dist --processes 2 -- python -m mpi4py.bench helloworld
-    """
-    _submitted(options, Framework.MPI)
+    from ringleader.server.schemas import PodOut
 
 
 def _phase_style(phase: str) -> str:
