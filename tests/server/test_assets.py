@@ -116,7 +116,8 @@ def test_names_are_unique_per_kind_in_their_scope(api: API) -> None:
     other = api.post(ENV, json=environment("other")).json()["meta"]["id"]
     rename = {"meta": {"name": "base"}, "spec": {}}
     assert api.put(f"{ENV}/{other}", json=rename).status_code == 409
-    assert api.put(f"{ENV}/{other}", json={"meta": {"name": "other"}, "spec": {}}).status_code == 202
+    keep = {"meta": {"name": "other"}, "spec": {}}
+    assert api.put(f"{ENV}/{other}", json=keep).status_code == 202
 
     # A project's list holds its own assets and everyone's; scope=project only its own.
     assert names(api, ENV, projectId="team-a") == ["base", "base"]
