@@ -97,7 +97,28 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
             False, "--name-prefix", help="Use NAME as a prefix; a suffix makes it unique."
         ),
     ),
+    # workload assets, by name (``with_assets``): every submit command takes them
+    "environment_asset": (
+        str,
+        typer.Option(
+            None,
+            "--environment-asset",
+            help="An environment asset's name (`ringleader environment list`): its image, "
+            "command, args, variables and working dir, where flags give none. "
+            "Example: --environment-asset pytorch-dt",
+        ),
+    ),
+    "compute": (
+        str,
+        typer.Option(
+            None,
+            "--compute",
+            help="A compute-resource asset's name (`ringleader compute list`): its GPUs, "
+            "CPU and memory per pod, where flags give none. Example: --compute small-fraction",
+        ),
+    ),
 }
+ASSET_OPTIONS = ("environment_asset", "compute")
 V1_COMPUTE = ("gpu", "gpu_memory", "cpu", "memory")
 V2_COMPUTE = (
     "gpu_devices_request", "gpu_request_type", "gpu_portion_request", "gpu_memory_request",
@@ -148,6 +169,8 @@ class SubmitOptions:
     image: str | None = None
     project: str | None = None
     name_prefix: bool = False
+    environment_asset: str | None = None
+    compute: str | None = None
 
     def spec(self, current_project: str | None) -> WorkloadSpec:
         """The workload these options describe (in ``--project``, else ``current_project``).
@@ -250,6 +273,7 @@ def submit_options(
     """Give a command ``ctx``, then the named ``OPTIONS`` (``replaced`` ones by their own
     Typer parameter: another help, ``--processes`` for ``--workers``), and call it with
     the parsed ``SubmitOptions``; what follows ``--`` is the workload's command."""
+    names = (*names, *(name for name in ASSET_OPTIONS if name not in names))
     chosen = {name: (OPTIONS[name][0], replaced.get(name, OPTIONS[name][1])) for name in names}
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("ctx", keyword, annotation=typer.Context)]
@@ -278,3 +302,50 @@ def _spelling(info: Any) -> str:
     """How an option is written in messages: ``-e/--environment``; an argument by its name."""
     decls = [d for d in getattr(info, "param_decls", None) or () if d.startswith("-")]
     return "/".join(decls) if decls else "NAME"
+
+
+def with_assets(spec: WorkloadSpec, options: SubmitOptions, client: Any) -> WorkloadSpec:
+    """``spec`` with the values of the assets ``--environment-asset`` and ``--compute``
+    name, looked up in the spec's project (its own asset before everyone's), where the
+    user's own flags gave none: flags win. An unknown name is an error naming the flag.
+    ``client``: a ``ringleader.client.Client``."""
+    if not (options.environment_asset or options.compute):
+        return spec
+    pod = spec.spec.model_dump(exclude_unset=True)
+    project = spec.project_id
+    if options.environment_asset:
+        environment = _asset(
+            client.find_environment, "environment", options.environment_asset, project,
+            options._flag("environment_asset"),
+        )  # fmt: skip
+        pod = environment.spec.fill(pod, working_dir_given=options.working_dir is not None)
+    if options.compute:
+        resource = _asset(
+            client.find_compute_resource, "compute resource", options.compute, project,
+            options._flag("compute"),
+        )  # fmt: skip
+        pod["compute"] = resource.spec.fill(pod.get("compute") or {})
+    body = {**spec.model_dump(exclude_unset=True), "spec": pod}
+    try:
+        return WorkloadSpec.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        message = error["msg"].removeprefix("Value error, ")
+        flag = options._flag_for(error["loc"])
+        raise InvalidSpec(f"{message} (with the assets' values)", flag) from None
+
+
+def _asset(find: Callable[[str, str], Any], title: str, name: str, project: str, flag: str) -> Any:
+    from ringleader.errors import NotFound
+
+    try:
+        return find(name, project)
+    except NotFound as exc:
+        if getattr(exc, "kind", None) != title:  # the project itself, as a submit would say
+            raise
+        command = "environment" if title == "environment" else "compute"
+        raise InvalidSpec(
+            f"no {title} named {name!r} in project {project!r} nor for every project "
+            f"(see `ringleader {command} list -p {project}`)",
+            flag,
+        ) from None

@@ -29,12 +29,15 @@ V1 = (*V1_COMPUTE, *POD, "project", "name_prefix")  # submit-dist's options, aft
 
 def submit(options: SubmitOptions, framework: Framework | None = None) -> tuple[Accepted, str]:
     """Send the workload the options describe; what the server accepted, and its project."""
+    from ringleader.cli.submit_options import with_assets
     from ringleader.connection import current_project
 
     if framework is not None:
         options.framework = framework.value
     spec = options.spec(current_project())  # bad input is refused before any server starts
-    return client().submit_distributed(spec), spec.project_id
+    c = client()
+    spec = with_assets(spec, options, c)  # --environment-asset, --compute: flags win
+    return c.submit_distributed(spec), spec.project_id
 
 
 def _submitted(options: SubmitOptions, framework: Framework) -> None:

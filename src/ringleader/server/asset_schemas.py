@@ -57,6 +57,7 @@ from ringleader.spec import (
     parse_quantity,
     stored,
 )
+from ringleader.spec import STORED as STORED  # re-exported: how clients read an asset back
 
 MAX_DESCRIPTION_CHARS = 250  # Run:ai's AssetDescription
 MAX_EXTRA_JSON_CHARS = 16_384  # probes, connections: accepted and stored, never applied

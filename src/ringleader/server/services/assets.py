@@ -58,16 +58,22 @@ class AssetKind(Generic[S, O]):
 
     name: str  # "environment" | "compute": the column value and Run:ai's ``kind``
     title: str  # how messages call one ("environment", "compute resource")
+    article: str  # "an" environment, "a" compute resource
     spec: type[S]
     out: type[O]
     listing: type[BaseModel]  # {"entries": [...]}
 
 
 ENVIRONMENT = AssetKind(
-    "environment", "environment", EnvironmentAssetSpec, EnvironmentAsset, EnvironmentListResponse
+    "environment",
+    "environment",
+    "an",
+    EnvironmentAssetSpec,
+    EnvironmentAsset,
+    EnvironmentListResponse,
 )
 COMPUTE = AssetKind(
-    "compute", "compute resource", ComputeAssetSpec, ComputeAsset, ComputeListResponse
+    "compute", "compute resource", "a", ComputeAssetSpec, ComputeAsset, ComputeListResponse
 )
 
 
@@ -138,7 +144,7 @@ def _check_name_free(
     )
     if clash is not None:
         raise Conflict(
-            f"a {kind.title} named {name!r} already exists {_scope_text(project)} "
+            f"{kind.article} {kind.title} named {name!r} already exists {_scope_text(project)} "
             f"(id {clash}); choose another name or update that one"
         )
 
