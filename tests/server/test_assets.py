@@ -250,3 +250,51 @@ def test_bad_compute_resources_are_422_naming_the_field(api: API) -> None:
     assert empty.status_code == 202, empty.text
     assert api.get(f"{COMPUTE}/a%00b").status_code == 404
     assert names(api, COMPUTE, name="a\x00b") == []
+
+
+def test_an_environment_fills_only_what_the_user_left_unset() -> None:
+    from ringleader.server.asset_schemas import ComputeAssetSpec, EnvironmentAssetSpec
+
+    env = EnvironmentAssetSpec.model_validate(
+        {
+            "image": "img:1",
+            "command": "python train.py",
+            "args": "--epochs 3",
+            "workingDir": "/data",
+            "environmentVariables": [
+                {"name": "A", "value": "1"},
+                {"name": "B", "value": "2"},
+                {"name": "POLICY", "value": "x", "exclude": True},
+            ],
+        }
+    )
+    # Args alone keep the environment's command (and replace its args).
+    pod = env.fill(
+        {"args": "--epochs 9", "environment_variables": [{"name": "B", "value": "9"}]},
+        working_dir_given=False,
+    )
+    assert pod["command"] == "python train.py" and pod["args"] == "--epochs 9"
+    assert pod["image"] == "img:1" and pod["working_dir"] == "/data"
+    assert pod["environment_variables"] == [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "9"},
+    ]
+    # A working directory given (even the default one) is kept.
+    assert env.fill({"working_dir": "/here"}, working_dir_given=True)["working_dir"] == "/here"
+
+    small = ComputeAssetSpec.model_validate(
+        {"gpuDevicesRequest": 1, "gpuRequestType": "memory", "gpuMemoryRequest": "4G",
+         "cpuCoreRequest": 1, "cpuCoreLimit": 2, "largeShmRequest": True}
+    )  # fmt: skip
+    assert small.fill({"cpu_core_request": 0.5}) == {
+        "gpu_devices_request": 1,
+        "gpu_request_type": "memory",
+        "gpu_memory_request": "4G",
+        "cpu_core_request": 0.5,
+        "cpu_core_limit": 2,
+    }
+    assert small.fill({"gpu_devices_request": 2}) == {
+        "gpu_devices_request": 2,
+        "cpu_core_request": 1,
+        "cpu_core_limit": 2,
+    }
