@@ -417,9 +417,7 @@ class ComputeAssetSpec(Compute):
         user gave replaces all of this resource's GPU values; CPU and memory fields
         are filled one by one."""
         given = {key: value for key, value in compute.items() if value is not None}
-        mine = {
-            key: value for key in Compute.model_fields if (value := getattr(self, key)) is not None
-        }
+        mine = self.model_dump(include=set(Compute.model_fields), exclude_none=True)
         if any(key in given for key in GPU_FIELDS):
             mine = {key: value for key, value in mine.items() if key not in GPU_FIELDS}
         return {**mine, **given}
