@@ -66,14 +66,19 @@ COMPUTE_FLAGS = {
 }
 
 _PROJECT = typer.Option(
-    None, "-p", "--project", help="Project (default: the current one). Example: -p team-a"
+    None,
+    "-p",
+    "--project",
+    metavar="PROJECT",
+    help="Project (default: the current one). Example: -p team-a",
 )
 _SCOPE = typer.Option(
     "project",
     "--scope",
+    metavar="SCOPE",
     help="project: the project's members see it; tenant: every project does (admins only).",
 )
-_OUTPUT = typer.Option("table", "-o", "--output", help="table, json or yaml.")
+_OUTPUT = typer.Option("table", "-o", "--output", metavar="FORMAT", help="table, json or yaml.")
 
 
 def _build(model: type[BaseModel], body: dict[str, Any], flags: dict[str, str]) -> Any:
@@ -165,20 +170,43 @@ def _one(
 @environment_app.command("create")
 @reports_errors
 def environment_create(
-    name: str = typer.Argument(..., help="Asset name (DNS-1123: lowercase, digits, '-')."),
-    image: str = typer.Option(None, "-i", "--image", help="Container image, e.g. repo/img:tag."),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
+    ),
+    image: str = typer.Option(
+        None, "-i", "--image", metavar="IMAGE", help="Container image, e.g. repo/img:tag."
+    ),
     command: str = typer.Option(
-        None, "--command", help='What runs, split like a shell does, e.g. "python train.py".'
+        None,
+        "--command",
+        metavar="COMMAND",
+        help='What runs, split like a shell does, e.g. "python train.py".',
     ),
     args: list[str] = typer.Option(
-        [], "--args", help="Arguments after the command (repeatable), e.g. --args=--epochs=1."
+        [],
+        "--args",
+        metavar="ARG",
+        help="Arguments after the command (repeatable), e.g. --args=--epochs=1.",
     ),
-    env: list[str] = typer.Option([], "-e", "--environment", help="KEY=VALUE (repeatable)."),
-    working_dir: str = typer.Option(None, "--working-dir", help="Where the command runs."),
+    env: list[str] = typer.Option(
+        [],
+        "-e",
+        "--environment",
+        metavar="KEY=VALUE",
+        help="A variable (repeatable), e.g. -e EPOCHS=3.",
+    ),
+    working_dir: str = typer.Option(
+        None, "--working-dir", metavar="DIR", help="Where the command runs."
+    ),
     image_pull_policy: str = typer.Option(
-        None, "--image-pull-policy", help="Always, Never or IfNotPresent (recorded)."
+        None,
+        "--image-pull-policy",
+        metavar="POLICY",
+        help="Always, Never or IfNotPresent (recorded).",
     ),
-    description: str = typer.Option(None, "--description", help="One line about it."),
+    description: str = typer.Option(
+        None, "--description", metavar="TEXT", help="One line about it."
+    ),
     project: str = _PROJECT,
     scope: str = _SCOPE,
 ) -> None:
@@ -188,8 +216,7 @@ def environment_create(
 
       ringleader environment create pytorch-dt -i kubeflow/pytorch-dist-mnist:latest
 
-      ringleader environment create digits --command "python -m ringleader.examples.digits"
-      -e EPOCHS=3 --working-dir /data
+      ringleader environment create digits --command "python train.py" -e EPOCHS=3
     """
     from ringleader.server.asset_schemas import EnvironmentCreationRequest
 
@@ -253,7 +280,7 @@ def environment_list(
 @environment_app.command("describe")
 @reports_errors
 def environment_describe(
-    name: str = typer.Argument(..., help="Asset name (or id)."),
+    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
     project: str = _PROJECT,
     output: str = _OUTPUT,
 ) -> None:
@@ -293,7 +320,8 @@ def environment_describe(
 @environment_app.command("delete")
 @reports_errors
 def environment_delete(
-    name: str = typer.Argument(..., help="Asset name (or id)."), project: str = _PROJECT
+    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
+    project: str = _PROJECT,
 ) -> None:
     """Delete an environment asset (workloads submitted with it keep their values).
 
@@ -329,18 +357,34 @@ def _gpu(gpu: float | None, gpu_memory: str | None) -> dict[str, Any]:
 @compute_app.command("create")
 @reports_errors
 def compute_create(
-    name: str = typer.Argument(..., help="Asset name (DNS-1123: lowercase, digits, '-')."),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
+    ),
     gpu: float = typer.Option(
-        None, "-g", "--gpu", help="GPUs per pod; below 1 a portion of one device (e.g. 0.1)."
+        None,
+        "-g",
+        "--gpu",
+        metavar="GPUS",
+        help="GPUs per pod; below 1 a portion of one device (e.g. 0.1).",
     ),
     gpu_memory: str = typer.Option(
-        None, "--gpu-memory", help="GPU memory per pod from one device, e.g. 4G."
+        None, "--gpu-memory", metavar="SIZE", help="GPU memory per pod from one device, e.g. 4G."
     ),
-    cpu: float = typer.Option(None, "--cpu", help="CPU cores per pod (request), e.g. 0.1."),
-    cpu_limit: float = typer.Option(None, "--cpu-limit", help="At most this many cores."),
-    memory: str = typer.Option(None, "--memory", help="CPU memory per pod (request), e.g. 100M."),
-    memory_limit: str = typer.Option(None, "--memory-limit", help="At most this much memory."),
-    description: str = typer.Option(None, "--description", help="One line about it."),
+    cpu: float = typer.Option(
+        None, "--cpu", metavar="CORES", help="CPU cores per pod (request), e.g. 0.1."
+    ),
+    cpu_limit: float = typer.Option(
+        None, "--cpu-limit", metavar="CORES", help="At most this many cores."
+    ),
+    memory: str = typer.Option(
+        None, "--memory", metavar="SIZE", help="CPU memory per pod (request), e.g. 100M."
+    ),
+    memory_limit: str = typer.Option(
+        None, "--memory-limit", metavar="SIZE", help="At most this much memory."
+    ),
+    description: str = typer.Option(
+        None, "--description", metavar="TEXT", help="One line about it."
+    ),
     project: str = _PROJECT,
     scope: str = _SCOPE,
 ) -> None:
@@ -417,7 +461,7 @@ def compute_list(
 @compute_app.command("describe")
 @reports_errors
 def compute_describe(
-    name: str = typer.Argument(..., help="Asset name (or id)."),
+    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
     project: str = _PROJECT,
     output: str = _OUTPUT,
 ) -> None:
@@ -447,7 +491,8 @@ def compute_describe(
 @compute_app.command("delete")
 @reports_errors
 def compute_delete(
-    name: str = typer.Argument(..., help="Asset name (or id)."), project: str = _PROJECT
+    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
+    project: str = _PROJECT,
 ) -> None:
     """Delete a compute-resource asset (workloads submitted with it keep their values).
 

@@ -103,6 +103,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--environment-asset",
+            metavar="NAME",
             help="An environment asset's name (`ringleader environment list`): its image, "
             "command, args, variables and working dir, where flags give none. "
             "Example: --environment-asset pytorch-dt",
@@ -113,6 +114,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
         typer.Option(
             None,
             "--compute",
+            metavar="NAME",
             help="A compute-resource asset's name (`ringleader compute list`): its GPUs, "
             "CPU and memory per pod, where flags give none. Example: --compute small-fraction",
         ),
