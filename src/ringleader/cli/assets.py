@@ -1,11 +1,13 @@
-"""``ringleader environment ...`` and ``ringleader compute ...``: Run:ai's workload assets.
+"""``ringleader environment ...`` (and what ``ringleader compute ...`` shares): Run:ai's
+workload assets.
 
 An environment (image, command, args, variables, working directory) and a
 compute resource (GPUs, CPU, memory per pod) are made once, in a project or
 for every project, and named at submit (``--environment-asset NAME``,
 ``--compute NAME``; ``cli/submit_options.with_assets``). Each command builds
 the API's request body here, with the server's own models, so bad input
-names the flag before anything is sent.
+names the flag before anything is sent. The compute commands are in
+``cli/compute_assets.py``; the helpers both use are here.
 """
 
 from __future__ import annotations
@@ -25,14 +27,12 @@ if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
     from ringleader.client import Client
-    from ringleader.server.asset_schemas import ComputeAsset, EnvironmentAsset
+    from ringleader.server.asset_schemas import EnvironmentAsset
 
 ENVIRONMENT_HELP = (
     "Environment assets: image, command, variables; named at submit (--environment-asset)."
 )
-COMPUTE_HELP = "Compute-resource assets: GPUs, CPU, memory per pod; named at submit (--compute)."
 environment_app = typer.Typer(help=ENVIRONMENT_HELP, no_args_is_help=True)
-compute_app = typer.Typer(help=COMPUTE_HELP, no_args_is_help=True)
 
 SCOPES = ("project", "tenant")
 OUTPUTS = ("table", "json", "yaml")
@@ -49,49 +49,36 @@ ENVIRONMENT_FLAGS = {
     "environmentVariables": "-e/--environment",
     "imagePullPolicy": "--image-pull-policy",
 }
-COMPUTE_FLAGS = {
-    "name": "NAME",
-    "description": "--description",
-    "scope": "--scope",
-    "projectId": "-p/--project",
-    "gpuDevicesRequest": "-g/--gpu",
-    "gpuRequestType": "-g/--gpu",
-    "gpuPortionRequest": "-g/--gpu",
-    "gpuMemoryRequest": "--gpu-memory",
-    "cpuCoreRequest": "--cpu",
-    "cpuCoreLimit": "--cpu-limit",
-    "cpuMemoryRequest": "--memory",
-    "cpuMemoryLimit": "--memory-limit",
-    "spec": "-g/--gpu",
-}
 
-_PROJECT = typer.Option(
+PROJECT_OPTION = typer.Option(
     None,
     "-p",
     "--project",
     metavar="PROJECT",
     help="Project (default: the current one). Example: -p team-a",
 )
-_SCOPE = typer.Option(
+SCOPE_OPTION = typer.Option(
     "project",
     "--scope",
     metavar="SCOPE",
     help="project: the project's members see it; tenant: every project does (admins only).",
 )
-_OUTPUT = typer.Option("table", "-o", "--output", metavar="FORMAT", help="table, json or yaml.")
+OUTPUT_OPTION = typer.Option(
+    "table", "-o", "--output", metavar="FORMAT", help="table, json or yaml."
+)
 
 
-def _build(model: type[BaseModel], body: dict[str, Any], flags: dict[str, str]) -> Any:
+def build_request(model: type[BaseModel], body: dict[str, Any], flags: dict[str, str]) -> Any:
     """``body`` as ``model``; a bad value is an InvalidSpec naming the flag that set it."""
     from pydantic import ValidationError
 
     try:
         return model.model_validate(body)
     except ValidationError as exc:
-        raise _flag_error(exc, flags) from None
+        raise flag_error(exc, flags) from None
 
 
-def _flag_error(exc: ValidationError, flags: dict[str, str]) -> InvalidSpec:
+def flag_error(exc: ValidationError, flags: dict[str, str]) -> InvalidSpec:
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]  # ["spec", "environmentVariables", "0", "name"]
     field = loc[1] if len(loc) > 1 else loc[0] if loc else ""
@@ -99,7 +86,7 @@ def _flag_error(exc: ValidationError, flags: dict[str, str]) -> InvalidSpec:
     return InvalidSpec(error["msg"].removeprefix("Value error, "), flag)
 
 
-def _meta(
+def meta_fields(
     name: str, scope: str, project: str | None, description: str | None, c: Client
 ) -> dict[str, Any]:
     if scope not in SCOPES:
@@ -124,11 +111,11 @@ def _variables(pairs: list[str]) -> list[dict[str, str]]:
     return out
 
 
-def _where(meta: Any) -> str:
+def where_text(meta: Any) -> str:
     return f"project {meta.project_name}" if meta.project_name else "every project"
 
 
-def _print(items: Any, output: str, table: Callable[[], Table]) -> None:
+def print_assets(items: Any, output: str, table: Callable[[], Table]) -> None:
     """``items`` (a model or a list of them) as JSON/YAML, or ``table()``."""
     if output not in OUTPUTS:
         raise InvalidSpec(f"choose {', '.join(OUTPUTS)}, not {output!r}", "-o/--output")
@@ -146,7 +133,7 @@ def _print(items: Any, output: str, table: Callable[[], Table]) -> None:
         print(yaml.safe_dump(document, sort_keys=False), end="")
 
 
-def _one(
+def find_one(
     c: Client,
     find: Callable[[str, str | None], Any],
     by_id: Callable[[str], Any],
@@ -207,8 +194,8 @@ def environment_create(
     description: str = typer.Option(
         None, "--description", metavar="TEXT", help="One line about it."
     ),
-    project: str = _PROJECT,
-    scope: str = _SCOPE,
+    project: str = PROJECT_OPTION,
+    scope: str = SCOPE_OPTION,
 ) -> None:
     """Create an environment asset to name at submit (seed 002's "+NEW ENVIRONMENT").
 
@@ -230,12 +217,12 @@ def environment_create(
         "imagePullPolicy": image_pull_policy,
     }
     body = {
-        "meta": _meta(name, scope, project, description, c),
+        "meta": meta_fields(name, scope, project, description, c),
         "spec": {key: value for key, value in spec.items() if value is not None},
     }
-    made = c.create_environment(_build(EnvironmentCreationRequest, body, ENVIRONMENT_FLAGS))
+    made = c.create_environment(build_request(EnvironmentCreationRequest, body, ENVIRONMENT_FLAGS))
     console.print(
-        f"Environment '{made.meta.name}' created for {_where(made.meta)} (id {made.meta.id}).\n"
+        f"Environment '{made.meta.name}' created for {where_text(made.meta)} (id {made.meta.id}).\n"
         f"Use it: ringleader submit-dist pytorch NAME --workers 2 "
         f"--environment-asset {made.meta.name}"
     )
@@ -262,11 +249,11 @@ def _environment_table(entries: list[EnvironmentAsset]) -> Table:
 @environment_app.command("list")
 @reports_errors
 def environment_list(
-    project: str = _PROJECT,
+    project: str = PROJECT_OPTION,
     all_projects: bool = typer.Option(
         False, "-A", "--all", help="Every project's you can see, not one project's."
     ),
-    output: str = _OUTPUT,
+    output: str = OUTPUT_OPTION,
 ) -> None:
     """List the environments a project can use: its own and every project's.
 
@@ -274,22 +261,22 @@ def environment_list(
     """
     c = client()
     entries = c.environments(None if all_projects else (project or c.project or "default"))
-    _print(entries, output, lambda: _environment_table(entries))
+    print_assets(entries, output, lambda: _environment_table(entries))
 
 
 @environment_app.command("describe")
 @reports_errors
 def environment_describe(
     name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
-    project: str = _PROJECT,
-    output: str = _OUTPUT,
+    project: str = PROJECT_OPTION,
+    output: str = OUTPUT_OPTION,
 ) -> None:
     """Show an environment asset: its image, command, variables and who made it.
 
     Example: ringleader environment describe pytorch-dt
     """
     c = client()
-    e = _one(c, c.find_environment, c.environment, name, project)
+    e = find_one(c, c.find_environment, c.environment, name, project)
 
     def table() -> Table:
         from ringleader.server.asset_schemas import IGNORED_ENVIRONMENT_FIELDS
@@ -314,191 +301,20 @@ def environment_describe(
         rows.add_row("Created", f"{age(e.meta.created_at)} ago by {e.meta.created_by}")
         return rows
 
-    _print(e, output, table)
+    print_assets(e, output, table)
 
 
 @environment_app.command("delete")
 @reports_errors
 def environment_delete(
     name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
-    project: str = _PROJECT,
+    project: str = PROJECT_OPTION,
 ) -> None:
     """Delete an environment asset (workloads submitted with it keep their values).
 
     Example: ringleader environment delete pytorch-dt
     """
     c = client()
-    e = _one(c, c.find_environment, c.environment, name, project)
+    e = find_one(c, c.find_environment, c.environment, name, project)
     c.delete_environment(e.meta.id)
-    console.print(f"Environment '{e.meta.name}' deleted from {_where(e.meta)}")
-
-
-# ----- compute ---------------------------------------------------------------------
-
-
-def _gpu(gpu: float | None, gpu_memory: str | None) -> dict[str, Any]:
-    """Run:ai v1's ``-g``: below 1 a portion of one device, else whole devices;
-    ``--gpu-memory``: an amount of one device's memory."""
-    if gpu is not None and gpu_memory is not None:
-        raise InvalidSpec("give -g/--gpu or --gpu-memory, not both", "-g/--gpu")
-    if gpu_memory is not None:
-        return {"gpuDevicesRequest": 1, "gpuRequestType": "memory", "gpuMemoryRequest": gpu_memory}
-    if gpu is None:
-        return {}
-    if gpu < 0:
-        raise InvalidSpec("must be 0 or more", "-g/--gpu")
-    if 0 < gpu < 1:
-        return {"gpuDevicesRequest": 1, "gpuRequestType": "portion", "gpuPortionRequest": gpu}
-    if gpu != int(gpu):
-        raise InvalidSpec("above 1, GPUs are whole devices (e.g. 2)", "-g/--gpu")
-    return {"gpuDevicesRequest": int(gpu)}
-
-
-@compute_app.command("create")
-@reports_errors
-def compute_create(
-    name: str = typer.Argument(
-        ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
-    ),
-    gpu: float = typer.Option(
-        None,
-        "-g",
-        "--gpu",
-        metavar="GPUS",
-        help="GPUs per pod; below 1 a portion of one device (e.g. 0.1).",
-    ),
-    gpu_memory: str = typer.Option(
-        None, "--gpu-memory", metavar="SIZE", help="GPU memory per pod from one device, e.g. 4G."
-    ),
-    cpu: float = typer.Option(
-        None, "--cpu", metavar="CORES", help="CPU cores per pod (request), e.g. 0.1."
-    ),
-    cpu_limit: float = typer.Option(
-        None, "--cpu-limit", metavar="CORES", help="At most this many cores."
-    ),
-    memory: str = typer.Option(
-        None, "--memory", metavar="SIZE", help="CPU memory per pod (request), e.g. 100M."
-    ),
-    memory_limit: str = typer.Option(
-        None, "--memory-limit", metavar="SIZE", help="At most this much memory."
-    ),
-    description: str = typer.Option(
-        None, "--description", metavar="TEXT", help="One line about it."
-    ),
-    project: str = _PROJECT,
-    scope: str = _SCOPE,
-) -> None:
-    """Create a compute-resource asset to name at submit (seed 002's "small-fraction").
-
-    Example: ringleader compute create small-fraction -g 0.1 --cpu 0.1 --memory 100M
-    """
-    from ringleader.server.asset_schemas import ComputeCreationRequest
-
-    c = client()
-    spec: dict[str, Any] = {
-        **_gpu(gpu, gpu_memory),
-        "cpuCoreRequest": cpu,
-        "cpuCoreLimit": cpu_limit,
-        "cpuMemoryRequest": memory,
-        "cpuMemoryLimit": memory_limit,
-    }
-    body = {
-        "meta": _meta(name, scope, project, description, c),
-        "spec": {key: value for key, value in spec.items() if value is not None},
-    }
-    made = c.create_compute_resource(_build(ComputeCreationRequest, body, COMPUTE_FLAGS))
-    console.print(
-        f"Compute resource '{made.meta.name}' created for {_where(made.meta)} "
-        f"(id {made.meta.id}).\n"
-        f"Use it: ringleader submit-dist pytorch NAME --workers 2 --compute {made.meta.name}"
-    )
-
-
-def gpu_text(spec: Any) -> str:
-    """What a compute block asks of GPUs: ``0.1``, ``2``, ``4G``, or ``-``."""
-    if spec.gpu_request_type == "memory" and spec.gpu_memory_request:
-        return f"{spec.gpu_memory_request} (memory)"
-    if spec.gpu_devices_request is None and spec.gpu_portion_request is None:
-        return "-"
-    return f"{spec.gpus:g}"
-
-
-def _compute_table(entries: list[ComputeAsset]) -> Table:
-    table = Table("NAME", "SCOPE", "PROJECT", "GPU", "CPU", "MEMORY", "AGE", box=None)
-    table.columns[0].no_wrap = True
-    for e in entries:
-        s = e.spec
-        table.add_row(
-            e.meta.name,
-            e.meta.scope,
-            e.meta.project_name or "-",
-            gpu_text(s),
-            "-" if s.cpu_core_request is None else f"{s.cpu_core_request:g}",
-            s.cpu_memory_request or "-",
-            age(e.meta.created_at),
-        )
-    return table
-
-
-@compute_app.command("list")
-@reports_errors
-def compute_list(
-    project: str = _PROJECT,
-    all_projects: bool = typer.Option(
-        False, "-A", "--all", help="Every project's you can see, not one project's."
-    ),
-    output: str = _OUTPUT,
-) -> None:
-    """List the compute resources a project can use: its own and every project's.
-
-    Example: ringleader compute list
-    """
-    c = client()
-    entries = c.compute_resources(None if all_projects else (project or c.project or "default"))
-    _print(entries, output, lambda: _compute_table(entries))
-
-
-@compute_app.command("describe")
-@reports_errors
-def compute_describe(
-    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
-    project: str = _PROJECT,
-    output: str = _OUTPUT,
-) -> None:
-    """Show a compute-resource asset: what each pod asks for.
-
-    Example: ringleader compute describe small-fraction
-    """
-    c = client()
-    e = _one(c, c.find_compute_resource, c.compute_resource, name, project)
-
-    def table() -> Table:
-        rows = Table(box=None, show_header=False)
-        rows.add_row("Name", e.meta.name)
-        rows.add_row("Id", e.meta.id)
-        rows.add_row("Scope", e.meta.scope)
-        rows.add_row("Project", e.meta.project_name or "- (every project sees it)")
-        rows.add_row("Description", e.meta.description or "-")
-        rows.add_row("GPU per pod", gpu_text(e.spec))
-        for field, value in e.spec.model_dump(by_alias=True, exclude_none=True).items():
-            rows.add_row(field, str(value))
-        rows.add_row("Created", f"{age(e.meta.created_at)} ago by {e.meta.created_by}")
-        return rows
-
-    _print(e, output, table)
-
-
-@compute_app.command("delete")
-@reports_errors
-def compute_delete(
-    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
-    project: str = _PROJECT,
-) -> None:
-    """Delete a compute-resource asset (workloads submitted with it keep their values).
-
-    Example: ringleader compute delete small-fraction
-    """
-    c = client()
-    e = _one(c, c.find_compute_resource, c.compute_resource, name, project)
-    c.delete_compute_resource(e.meta.id)
-    console.print(f"Compute resource '{e.meta.name}' deleted from {_where(e.meta)}")
+    console.print(f"Environment '{e.meta.name}' deleted from {where_text(e.meta)}")

@@ -181,7 +181,7 @@ COMMANDS: dict[str, LazyCommand] = {
         group=True,
     ),
     "compute": LazyCommand(
-        "ringleader.cli.assets:compute_app",
+        "ringleader.cli.compute_assets:compute_app",
         "Compute-resource assets: GPUs, CPU, memory per pod; named at submit (--compute).",
         group=True,
     ),
