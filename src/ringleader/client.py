@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+import ringleader.server.asset_schemas as assets
 from ringleader.connection import (
     LOCAL_URL,
     configured_url,
@@ -424,3 +425,91 @@ class Client:
     def revoke_access_key(self, key_id: str) -> None:
         """Revoke a key (by id or client id): its tokens end now."""
         self.request("DELETE", f"/api/v1/access-keys/{key_id}")
+
+    # ----- workload assets: environments and compute resources ---------------------
+    def _asset_list(self, path: str, model: type[M], **params: Any) -> list[M]:
+        query = {key: value for key, value in params.items() if value is not None}
+        entries = self.request("GET", path, params=query).json()["entries"]
+        return [model.model_validate(entry, context=assets.STORED) for entry in entries]
+
+    def _asset_named(
+        self, path: str, model: type[M], title: str, name: str, project: str | None
+    ) -> M:
+        """The asset ``name`` that ``project`` (else the current one) sees: its own
+        before everyone's, as a workload submitted there would get it."""
+        project = project or self.project or "default"
+        found = self._asset_list(path, model, name=name, projectId=project)
+        own = [a for a in found if getattr(a, "meta").project_id is not None]  # noqa: B009
+        if not (own or found):
+            raise NotFound(title, name)
+        return (own or found)[0]
+
+    def create_environment(
+        self, request: assets.EnvironmentCreationRequest
+    ) -> assets.EnvironmentAsset:
+        response = self.request("POST", "/api/v1/asset/environment", json=_json(request))
+        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+
+    def environments(
+        self, project: str | None = None, name: str | None = None, scope: str | None = None
+    ) -> list[assets.EnvironmentAsset]:
+        """Environment assets: with ``project``, its own and everyone's; else all visible."""
+        return self._asset_list(
+            "/api/v1/asset/environment",
+            assets.EnvironmentAsset,
+            projectId=project,
+            name=name,
+            scope=scope,
+        )
+
+    def environment(self, asset_id: str) -> assets.EnvironmentAsset:
+        response = self.request("GET", f"/api/v1/asset/environment/{asset_id}")
+        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+
+    def find_environment(self, name: str, project: str | None = None) -> assets.EnvironmentAsset:
+        return self._asset_named(
+            "/api/v1/asset/environment", assets.EnvironmentAsset, "environment", name, project
+        )
+
+    def update_environment(
+        self, asset_id: str, request: assets.EnvironmentUpdateRequest
+    ) -> assets.EnvironmentAsset:
+        path = f"/api/v1/asset/environment/{asset_id}"
+        response = self.request("PUT", path, json=_json(request))
+        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+
+    def delete_environment(self, asset_id: str) -> None:
+        self.request("DELETE", f"/api/v1/asset/environment/{asset_id}")
+
+    def create_compute_resource(
+        self, request: assets.ComputeCreationRequest
+    ) -> assets.ComputeAsset:
+        response = self.request("POST", "/api/v1/asset/compute", json=_json(request))
+        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+
+    def compute_resources(
+        self, project: str | None = None, name: str | None = None, scope: str | None = None
+    ) -> list[assets.ComputeAsset]:
+        """Compute-resource assets: with ``project``, its own and everyone's; else all."""
+        return self._asset_list(
+            "/api/v1/asset/compute", assets.ComputeAsset, projectId=project, name=name, scope=scope
+        )
+
+    def compute_resource(self, asset_id: str) -> assets.ComputeAsset:
+        response = self.request("GET", f"/api/v1/asset/compute/{asset_id}")
+        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+
+    def find_compute_resource(self, name: str, project: str | None = None) -> assets.ComputeAsset:
+        return self._asset_named(
+            "/api/v1/asset/compute", assets.ComputeAsset, "compute resource", name, project
+        )
+
+    def update_compute_resource(
+        self, asset_id: str, request: assets.ComputeUpdateRequest
+    ) -> assets.ComputeAsset:
+        path = f"/api/v1/asset/compute/{asset_id}"
+        response = self.request("PUT", path, json=_json(request))
+        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+
+    def delete_compute_resource(self, asset_id: str) -> None:
+        self.request("DELETE", f"/api/v1/asset/compute/{asset_id}")

@@ -213,6 +213,16 @@ COMMANDS: dict[str, LazyCommand] = {
         "Your access keys: create (the secret is shown once), list, revoke.",
         group=True,
     ),
+    "environment": LazyCommand(
+        "ringleader.cli.assets:environment_app",
+        "Environment assets: image, command, variables; named at submit (--environment-asset).",
+        group=True,
+    ),
+    "compute": LazyCommand(
+        "ringleader.cli.compute_assets:compute_app",
+        "Compute-resource assets: GPUs, CPU, memory per pod; named at submit (--compute).",
+        group=True,
+    ),
 }
 
 

@@ -39,13 +39,16 @@ def submit(options: SubmitOptions, framework: Framework | None = None) -> tuple[
     Bad input is refused before any server starts; the server's own field errors
     come back naming the flag the user typed.
     """
+    from ringleader.cli.submit_options import with_assets
     from ringleader.connection import current_project
 
     if framework is not None:
         options.framework = framework.value
     spec = options.spec(current_project())
+    c = client()
+    spec = with_assets(spec, options, c)  # --environment-asset, --compute: flags win
     try:
-        accepted = client().submit_distributed(spec)
+        accepted = c.submit_distributed(spec)
     except InvalidSpec as exc:
         raise options.flag_error(exc) from None
     if options.command_replaces_image_command:

@@ -99,7 +99,13 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "name_prefix": _opt(
         str, "--name-prefix", "[PREFIX]", "Name it PREFIX-xxxxxx; bare: NAME is the prefix."
     ),
+    # workload assets, by name (``submit_options.with_assets``): every submit command takes them
+    "environment_asset": _opt(
+        str, "--environment-asset", "NAME", "An environment asset: image, command, env, dir."
+    ),
+    "compute": _opt(str, "--compute", "NAME", "A compute-resource asset: GPUs, CPU, memory."),
 }
+ASSET_OPTIONS = ("environment_asset", "compute")
 COMMAND = ("command", "args")
 V1_COMPUTE = ("gpu", "gpu_memory", "cpu", "cpu_limit", "memory", "memory_limit")
 V2_COMPUTE = (

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_snake
 
 from ringleader.cli.submit_argv import ARGV_KEY, SubmitArgv, SubmitCommand
-from ringleader.cli.submit_flags import OPTIONS, V2_COMPUTE
+from ringleader.cli.submit_flags import ASSET_OPTIONS, OPTIONS, V2_COMPUTE
 from ringleader.errors import InvalidSpec
 from ringleader.spec import Framework, WorkloadSpec, split_command
 
@@ -106,6 +106,8 @@ class SubmitOptions:
     node_pools: list[str] = field(default_factory=list)
     project: str | None = None
     name_prefix: str | None = None
+    environment_asset: str | None = None
+    compute: str | None = None
 
     def spec(self, current_project: str | None) -> WorkloadSpec:
         """The workload these options describe (in ``--project``, else ``current_project``).
@@ -298,7 +300,9 @@ def submit_options(
     """Give a command ``ctx``, then the named ``OPTIONS`` (``replaced`` ones by their own
     Typer parameter: another help, ``--processes`` for ``--workers``), and call it with
     the parsed ``SubmitOptions``.  Register the command with ``cls=SubmitCommand``
-    (its ``command_class``), which splits off the workload's command."""
+    (its ``command_class``), which splits off the workload's command.  Every submit
+    command takes the asset options."""
+    names = (*names, *(name for name in ASSET_OPTIONS if name not in names))
     chosen = {name: (OPTIONS[name][0], replaced.get(name, OPTIONS[name][1])) for name in names}
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("ctx", keyword, annotation=typer.Context)]
@@ -342,3 +346,50 @@ def _spelling(info: Any) -> str:
     decls = [d for d in getattr(info, "param_decls", None) or () if d.startswith("-")]
     longs = [d for d in decls if d.startswith("--")]
     return (longs or decls or ["NAME"])[0]
+
+
+def with_assets(spec: WorkloadSpec, options: SubmitOptions, client: Any) -> WorkloadSpec:
+    """``spec`` with the values of the assets ``--environment-asset`` and ``--compute``
+    name, looked up in the spec's project (its own asset before everyone's), where the
+    user's own flags gave none: flags win. An unknown name is an error naming the flag.
+    ``client``: a ``ringleader.client.Client``."""
+    if not (options.environment_asset or options.compute):
+        return spec
+    pod = spec.spec.model_dump(exclude_unset=True)
+    project = spec.project_id
+    if options.environment_asset:
+        environment = _asset(
+            client.find_environment, "environment", options.environment_asset, project,
+            options._flag("environment_asset"),
+        )  # fmt: skip
+        pod = environment.spec.fill(pod, working_dir_given=options.working_dir is not None)
+    if options.compute:
+        resource = _asset(
+            client.find_compute_resource, "compute resource", options.compute, project,
+            options._flag("compute"),
+        )  # fmt: skip
+        pod["compute"] = resource.spec.fill(pod.get("compute") or {})
+    body = {**spec.model_dump(exclude_unset=True), "spec": pod}
+    try:
+        return WorkloadSpec.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        message = error["msg"].removeprefix("Value error, ")
+        flag = options.flag_for(error["loc"])
+        raise InvalidSpec(f"{message} (with the assets' values)", flag) from None
+
+
+def _asset(find: Callable[[str, str], Any], title: str, name: str, project: str, flag: str) -> Any:
+    from ringleader.errors import NotFound
+
+    try:
+        return find(name, project)
+    except NotFound as exc:
+        if getattr(exc, "kind", None) != title:  # the project itself, as a submit would say
+            raise
+        command = "environment" if title == "environment" else "compute"
+        raise InvalidSpec(
+            f"no {title} named {name!r} in project {project!r} nor for every project "
+            f"(see `ringleader {command} list -p {project}`)",
+            flag,
+        ) from None

@@ -42,6 +42,7 @@ from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
 from ringleader.server.ratelimit import KeyChecks, RateLimited, TokenLimits
+from ringleader.server.routers import assets as asset_routes
 from ringleader.server.routers import auth as auth_routes
 from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
@@ -243,5 +244,6 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(exec_routes.router)
     app.include_router(nodes.router)
     app.include_router(users.router)
+    app.include_router(asset_routes.router)
     app.include_router(docs.router)
     return app
