@@ -104,10 +104,11 @@ def test_flags_win_over_the_assets_values(server: ServerProcess, tmp_path: Any) 
     ok(server.cli(
         "submit-mpi", "flags", "--processes", "1", "--environment-asset", "runner",
         "--compute", "halves", "-g", "2", "--cpu", "0.5", "-e", "EPOCHS=9",
-        "--working-dir", "/", "-i", "kubeflow/pytorch-dist-mnist:latest", "--", "echo", "hi",
+        "--working-dir", "/", "-i", "kubeflow/pytorch-dist-mnist:latest",
+        "--command", "--", "echo", "hi",
     ))  # fmt: skip
     flags = spec_of(server, "flags")
-    assert flags["command"] == "echo hi" and "args" not in flags  # a command replaces both
+    assert flags["command"] == "echo hi" and "args" not in flags  # --command replaces both
     assert flags["workingDir"] == "/" and flags["image"] == "kubeflow/pytorch-dist-mnist:latest"
     assert {v["name"]: v["value"] for v in flags["environmentVariables"]} == {
         "EPOCHS": "9",
