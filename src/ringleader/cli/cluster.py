@@ -47,7 +47,8 @@ def ssh_setup(
 
     private = Path(key).expanduser() if key else ss.default_key(key_type)
     created = ss.ensure_key(private, key_type)
-    console.print(f"{'created' if created else 'using'} key {private} ({key_type}, no passphrase)")
+    checked = ss.check_key(private)  # before any host: a passphrase is refused here
+    console.print(f"{'created' if created else 'using'} key {private} ({checked.describe()})")
     setup = ss.Setup(
         key=private,
         ssh_config=ssh_config,
