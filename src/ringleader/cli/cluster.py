@@ -192,6 +192,7 @@ def doctor(
         interface=network_interface,
         ssh=SSHOptions.from_env(ssh_config),
         min_free_bytes=int(min_free_gb * 1e9),
+        master=picked[0].address,
     )
     reports = doc.run(plan)
     measured = None
@@ -227,6 +228,8 @@ def doctor(
 
 
 def _bandwidth_table(measured: Any, ranks: int) -> None:
+    from ringleader.cluster import busbw
+
     if measured.error:
         console.print(f"[red]allreduce across the {ranks} hosts failed[/]:\n{measured.error}")
         console.print(
@@ -235,16 +238,16 @@ def _bandwidth_table(measured: Any, ranks: int) -> None:
         )
         return
     table = Table(
-        "SIZE", "EACH RANK MOVES 2(N-1)K/N", "TIME", "ALGBW GB/s", "BUS BW GB/s",
+        "SIZE", "EACH RANK MOVES 2(N-1)K/N", "TIME", "ALGBW", "BUS BW",
         title=f"allreduce over gloo, {ranks} ranks (one per host)", box=None,
     )  # fmt: skip
     for row in measured.rows:
         table.add_row(
             _bytes(row["bytes"]),
             _bytes(row["moved"]),
-            f"{row['seconds'] * 1e3:.2f} ms",
-            f"{row['algbw'] / 1e9:.3f}",
-            f"{row['busbw'] / 1e9:.3f}",
+            busbw.duration_text(row["seconds"]),
+            busbw.rate_text(row["algbw"]),
+            busbw.rate_text(row["busbw"]),
         )
     console.print(table)
 
@@ -257,7 +260,11 @@ def _bytes(count: float) -> str:
 
 
 def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
-    table = Table("HOST", *(c.upper() for c in checks), box=None)
+    # One space between columns, the host never cut: 3 addresses fit 80 columns.
+    table = Table(box=None, padding=(0, 1, 0, 0))
+    table.add_column("HOST", no_wrap=True, min_width=max(len(r.host) for r in reports))
+    for check in checks:
+        table.add_column(check.upper())
     marks = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[dim]-[/]"}
     for r in reports:
         table.add_row(r.host, *(marks[r.checks[c].ok] for c in checks))
