@@ -189,12 +189,13 @@ def test_a_master_named_localhost_is_fine_alone_named_with_others_and_lo_down_sa
 ) -> None:
     """``localhost`` as the master (an ssh alias here for host 0): each host reads it
     as itself. Alone that is fine; with others the master's name is the problem; and
-    with the loopback interface down, that (not "no route to the master") is said."""
+    with the loopback interface down, that (not "no route to the master") is said.
+    A master named by an alias only ssh knows (``mini-1``) is said not to resolve."""
     net = make_test_hosts(2)
     code = project(tmp_path)
     config = tmp_path / "ssh_config"
     config.write_text(
-        f"Host localhost\n  HostName {net.hosts[0].address}\n\n{net.ssh_config.read_text()}"
+        f"Host localhost mini-1\n  HostName {net.hosts[0].address}\n\n{net.ssh_config.read_text()}"
     )
     alone = ("--no-bandwidth",)
     rc, report = doctor(net, code, "localhost", extra=alone, ssh_config=config)
@@ -207,6 +208,12 @@ def test_a_master_named_localhost_is_fine_alone_named_with_others_and_lo_down_sa
     check = report[other]["checks"]["interface"]
     assert check["detail"].startswith("the master localhost is 127.0.0.1 there"), check
     assert "not localhost" in check["fix"]
+
+    rc, report = doctor(net, code, "mini-1", other, extra=alone, ssh_config=config)
+    assert rc == 1 and failed(report) == {h: ["interface"] for h in ("mini-1", other)}
+    check = report[other]["checks"]["interface"]
+    assert check["detail"].startswith("the master mini-1 does not resolve there"), check
+    assert "/etc/hosts" in check["fix"] and "alias" in check["fix"]
 
     subprocess.run(["ip", "-n", net.hosts[0].netns, "link", "set", "lo", "down"], check=True)
     rc, report = doctor(net, code, "localhost", extra=alone, ssh_config=config)
