@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from typer.core import TyperArgument
 
 from ringleader.cli.main import COMMANDS
 
@@ -28,6 +29,12 @@ def test_every_parameter_has_help_and_every_example_parses(name: str) -> None:
     command = COMMANDS[name].load(name)
     undocumented = [p.name for p in command.params if not (getattr(p, "help", "") or "").strip()]
     assert undocumented == [], f"{name}: no help for {undocumented}"
+    untyped = [
+        p.name
+        for p in command.params
+        if not isinstance(p, TyperArgument) and not p.is_flag and not p.metavar
+    ]
+    assert untyped == [], f"{name}: {untyped} would show a Python type, not a metavar"
     shown = examples(command.help or "", name)
     assert shown, f"{name} shows no example"
     for example in shown:
