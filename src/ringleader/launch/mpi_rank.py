@@ -69,6 +69,18 @@ def rank_environment(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def exec_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The rank's environment, given the environ of a process found for its pod.
+
+    Under mpirun that process is this wrapper (started first, with OpenMPI's
+    ``OMPI_COMM_WORLD_RANK`` but not yet ``RANK``): its rank got
+    ``rank_environment`` of it.  Any other environ is a rank's already.
+    """
+    if "OMPI_COMM_WORLD_RANK" in environ and "RANK" not in environ:
+        return rank_environment(environ)
+    return environ
+
+
 def cannot_start(command: str, exc: OSError) -> str:
     """Why ``command`` did not start, in a shell's words where it has them."""
     if isinstance(exc, FileNotFoundError) and "/" not in command:
