@@ -12,12 +12,14 @@ import re
 import select
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_until
 from tests.server.conftest import ServerProcess
+from tests.server.test_run_as import Site, site  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.usefixtures("mpirun_available")
 KEEP_ENV = "env > {dir}/rank-$RANK.env; exec sleep infinity"
@@ -233,3 +235,71 @@ def test_mpi_ranks_follow_their_pods_nodes_and_the_launcher_gets_where_it_is() -
     )  # fmt: skip
     exported = dict(a.split("=", 1) for a in argv if a.startswith(f"{RANK_ENV}="))
     assert set(json.loads(exported[RANK_ENV])) == {"0", "1", "2"}  # not mpirun's own
+
+
+def _pty_shell(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    parent, child = os.openpty()
+    shell = subprocess.Popen(argv, stdin=child, stdout=child, stderr=child, env=env)
+    os.close(child)
+    return shell, parent
+
+
+def _read_until(fd: int, marker: bytes, seen: bytearray) -> bool:
+    while marker not in seen:
+        if not select.select([fd], [], [], 60)[0]:
+            return False
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        seen += chunk
+    return True
+
+
+def test_bash_in_the_launcher_of_a_users_workload_runs_mpirun_as_that_user(
+    site: Site,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """With a root server running workloads as their users: the launcher's hostfile and
+    the prompt's rc file are the account's to read, and mpirun runs as the account."""
+    import pwd
+
+    from ringleader.server.accounts import mapped_name
+
+    rc_files = set(Path(tempfile.gettempdir()).glob("ringleader-bash-*.rc"))
+    kim = site.user("kim")
+    sub = site.as_user(
+        kim, "submit-mpi", "mpiint", "--processes", "2", "--interactive", "--",
+        "sh", "-c", "sleep infinity",
+    )  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    _pods_running(site.server, "mpiint", 3)
+    uid = pwd.getpwnam(mapped_name("kim", f"{site.prefix}-{{user}}")).pw_uid
+    probe = "import os; print('MPI', os.environ['OMPI_COMM_WORLD_SIZE'], os.getuid())"
+    script = (
+        f'mpirun -np "$RUNAI_MPI_NUM_WORKERS" --hostfile "$RINGLEADER_HOSTFILE" '
+        f'/usr/bin/python3 -c "{probe}"\n'
+    )
+    env = {**site.server.env, "RINGLEADER_CLIENT_ID": kim[0], "RINGLEADER_CLIENT_SECRET": kim[1]}
+    piped = subprocess.run(
+        [sys.executable, "-m", "ringleader", "bash", "mpiint"],
+        input=script, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.splitlines().count(f"MPI 2 {uid}") == 2, piped.stdout
+    shell, fd = _pty_shell(
+        [sys.executable, "-m", "ringleader", "bash", "mpiint"], {**env, "TERM": "dumb"}
+    )
+    seen = bytearray()
+    try:
+        assert _read_until(fd, b"(mpiint/launcher) ", seen), seen
+        os.write(fd, b"id -u; exit\r")
+        assert _read_until(fd, f"{uid}".encode(), seen), seen
+        assert shell.wait(timeout=30) == 0
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+        os.close(fd)
+    assert set(Path(tempfile.gettempdir()).glob("ringleader-bash-*.rc")) <= rc_files  # read, gone
