@@ -273,7 +273,7 @@ class Client:
                     break
                 time.sleep(delay)  # the server said when; nothing to poll meanwhile
                 waited += delay
-            if response.status_code in (404, 405):  # something else listens there
+            if response.status_code in (404, 405, 501):  # something else listens there
                 raise ServerUnreachable(
                     self.url,
                     f"what answers there is no ringleader server (HTTP {response.status_code} "

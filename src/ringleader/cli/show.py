@@ -137,7 +137,7 @@ def _indented(text: str, width: int) -> list[str]:
             room,
             initial_indent=INDENT + lead,
             subsequent_indent=INDENT + lead + "  ",
-            break_long_words=True,
+            break_long_words=False,  # a path stays whole: the terminal wraps it
             break_on_hyphens=False,
         ) or [INDENT]
     return out
