@@ -129,7 +129,9 @@ def list_workloads(
     project: str = PROJECT,
     output: str = OUTPUT,
 ) -> None:
-    """List workloads with Run:ai's columns (fewer in a narrow terminal; -o wide: all).
+    """List workloads with Run:ai's columns.
+
+    A narrow terminal shows fewer columns, never a cut status; -o wide shows all.
 
     Example: ringleader list -A
     """
