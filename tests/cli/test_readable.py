@@ -197,3 +197,24 @@ def test_logs_of_a_pending_workload_say_why_and_follow_once_it_starts(
     assert following.wait(timeout=120) == 0, err.read_text()
     assert out.read_text().splitlines() == ["[next-master-0] next ran", "[next-worker-0] next ran"]
     assert "next is Pending:" in err.read_text()
+
+
+def test_a_follow_cut_by_the_server_stopping_says_so(server: ServerProcess, tmp_path: Path) -> None:
+    """The server stops under `logs -f`: not a silent exit 0 as if the run had ended."""
+    script = tmp_path / "hold.py"
+    script.write_text("print('up', flush=True)\n" + HOLD.format(gate=str(tmp_path / "gate")))
+    _submit(server, "held", "--", "python", str(script))
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "ringleader", "logs", "held", "-f"],
+            env=server.env,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    wait_until(lambda: out.read_text().count("up") == 2, 90, "both pods up")
+    server.proc.send_signal(signal.SIGTERM)
+    assert follow.wait(timeout=60) in (1, 7), err.read_text()
+    lines = err.read_text().strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: ") and "fix:" in lines[1], lines
+    assert "cannot reach the ringleader server" in lines[0] or "stream ended" in lines[0]

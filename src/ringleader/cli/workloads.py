@@ -17,6 +17,7 @@ import typer
 from ringleader.cli.common import client, console, err_console, reports_errors
 from ringleader.cli.submit_options import EXTRA, POD, V1_COMPUTE, SubmitOptions, submit_options
 from ringleader.cli.tables import output_option
+from ringleader.errors import NotFound, RingleaderError
 from ringleader.spec import Framework
 
 if TYPE_CHECKING:
@@ -119,6 +120,7 @@ OUTPUT = typer.Option(
 )
 PROJECT = typer.Option(None, "-p", "--project", help="Project (default: the current one).")
 WAIT_POLL_S = 1.0  # how often `logs -f` looks again at a workload that waits to start
+ENDED = ("Completed", "Failed", "Stopped", "Deleting", "Deleted")  # a follow ends with these
 
 
 @reports_errors
@@ -199,6 +201,17 @@ def logs(
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
         printed += 1
+    if follow:  # a follow ends with the workload, or because the server went away
+        try:
+            after = c.workload(w.workload_id)  # a server that stopped: ServerUnreachable
+        except NotFound:
+            err_console.print(f"{w.name} was deleted", markup=False)
+            return
+        if after.actual_phase not in ENDED:
+            raise RingleaderError(
+                f"the log stream ended while {w.name} is {after.actual_phase} (the server "
+                f"restarted?)\n  fix: `ringleader logs {w.name} -f` goes on following it"
+            )
     if not printed and not (since or tail == 0):
         _say_why_silent(c.workload(w.workload_id))
 
