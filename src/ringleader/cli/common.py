@@ -49,6 +49,12 @@ def output_width(stream: TextIO) -> int | None:
     return None if stream.isatty() else PIPE_WIDTH
 
 
+def wraps(console: Console) -> bool:
+    """Text is wrapped to the width: on a terminal, or when ``COLUMNS`` says one; a pipe
+    gets each line whole (tables are still laid out at ``PIPE_WIDTH``)."""
+    return console.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+
+
 console = Console(highlight=False, width=output_width(sys.stdout))
 err_console = Console(stderr=True, highlight=False, width=output_width(sys.stderr))
 F = TypeVar("F", bound=Callable[..., Any])

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ringleader.cli.common import age
+from ringleader.cli.common import age, wraps
 from ringleader.cli.tables import Column, Output, fit_table, fits, print_data, print_table
 
 if TYPE_CHECKING:
@@ -99,8 +99,9 @@ def print_list(
 # ----- describe ---------------------------------------------------------------------------
 
 
-def status_lines(w: WorkloadOut, width: int) -> list[str]:
-    """``Status: PHASE[ (REASON)][  -> DESIRED]`` and the message under it, indented."""
+def status_lines(w: WorkloadOut, width: int | None) -> list[str]:
+    """``Status: PHASE[ (REASON)][  -> DESIRED]`` and the message under it, indented
+    (wrapped to ``width``; None: each line whole, for a pipe)."""
     reason = w.phase_reason if w.phase_reason not in ("", w.actual_phase) else ""
     head = f"Status: {w.actual_phase}" + (f" ({reason})" if reason else "")
     if w.desired_phase not in ("Running", w.actual_phase):  # suspend or delete on its way
@@ -125,8 +126,10 @@ def why_waiting(w: WorkloadOut) -> str:
     return "waiting for the scheduler to place its pods"
 
 
-def _indented(text: str, width: int) -> list[str]:
+def _indented(text: str, width: int | None) -> list[str]:
     """``text`` wrapped to ``width`` under a heading, each of its own lines kept."""
+    if width is None:
+        return [INDENT + line.rstrip() for line in text.splitlines()]
     room = max(width - len(INDENT), 20)
     out = []
     for line in text.splitlines() or [""]:
@@ -190,11 +193,12 @@ def print_describe(
         return
     wide = output == Output.wide
     spec = w.spec["spec"]  # the stored WorkloadSpec, as submitted (camelCase)
-    say = lambda text: console.print(text, markup=False, highlight=False)  # noqa: E731
+    wrap = wraps(console)  # a pipe gets each line whole, for grep
+    say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=not wrap)  # noqa: E731
     say(f"Name: {w.name}   Id: {w.workload_id}")
     say(f"Project: {w.project_name}   Type: {w.framework} distributed   User: {w.created_by}")
-    for line in status_lines(w, console.width):
-        say(line)
+    for line in status_lines(w, console.width if wrap else None):  # wrapped already
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     say(_times(w))
     say(f"Command: {spec.get('command', '')} {spec.get('args', '')}".rstrip())
     say(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ringleader.cli.common import client, console, err_console, reports_errors
+from ringleader.cli.common import client, console, err_console, reports_errors, wraps
 from ringleader.cli.submit_options import EXTRA, POD, V1_COMPUTE, SubmitOptions, submit_options
 from ringleader.cli.tables import output_option
 from ringleader.errors import NotFound, RingleaderError
@@ -253,7 +253,7 @@ def _say_why_silent(w: WorkloadOut) -> None:
 
     if w.actual_phase in ("Running", "Initializing", "Degraded"):
         return  # it runs and has printed nothing yet: nothing to explain
-    lines = status_lines(w, err_console.width)
+    lines = status_lines(w, err_console.width if wraps(err_console) else None)
     err_console.print(f"no log lines; {w.name}'s " + lines[0][0].lower() + lines[0][1:],
                       markup=False, soft_wrap=True)  # fmt: skip
     for line in lines[1:]:
