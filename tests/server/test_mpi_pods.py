@@ -49,8 +49,8 @@ def dist_int(server: ServerProcess, tmp_path: Path) -> str:
     command = KEEP_ENV.format(dir=tmp_path)
     sub = server.cli(
         "submit-mpi", "dist-int", "--processes=2", "-i", "gcr.io/run-ai-demo/quickstart-distributed",
-        "--interactive", "--", "sh", "-c", command,
-    )  # fmt: skip
+        "--command=sh", "--args=-c", f"--args={command}", "--interactive",
+    )  # seed 001's form: with -i, words after -- would be the image command's arguments  # fmt: skip
     assert sub.returncode == 0, sub.stderr
     _pods_running(server, "dist-int", 3)
     wait_until(lambda: len(list(tmp_path.glob("rank-*.env"))) == 2, 30, "both ranks' env")

@@ -3,6 +3,10 @@
 One server per home (``ringleader.home``): it locks its data directory before
 anything else and records its pid and URL there, so ``ringleader list`` in the
 same ``RINGLEADER_HOME`` talks to it whatever port it listens on.
+
+It says what it is doing on stdout: once it answers, a banner (``banner``:
+its URL, data directory, credentials and how to use it from another shell);
+when it stops, why (Ctrl-C, SIGTERM) and that it has stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -121,8 +126,6 @@ def server(
 
       sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
     """
-    from pathlib import Path
-
     from ringleader.errors import InvalidSpec
     from ringleader.sched import policies
     from ringleader.server import inventory
@@ -183,13 +186,22 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
         """uvicorn's server that also tells the app it is stopping the moment a
         signal arrives, so open ``logs?follow`` streams end instead of holding
         the shutdown (uvicorn waits for open responses before the app's own
-        shutdown runs)."""
+        shutdown runs); it prints the banner once it answers, and why it stops."""
 
         def __init__(self, settings: uvicorn.Config, stopping: threading.Event) -> None:
             super().__init__(settings)
             self.stopping = stopping
+            self.why: str | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                say(banner(config, url))
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.why is None:
+                self.why = SIGNAL_WORDS.get(sig, signal.Signals(sig).name)
+                say(f"ringleader server: stopping ({self.why}); open requests get a moment to end")
             self.stopping.set()
             super().handle_exit(sig, frame)
 
@@ -217,8 +229,11 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
         lock.release()
         typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None
-    lock.publish(local_url(host, sock.getsockname()[1]))
+    url = local_url(host, sock.getsockname()[1])
+    lock.publish(url)
     previous = signal.signal(signal.SIGTERM, _terminated)
+    uv: Stopping | None = None
+    interrupted = False
     try:
         # A bounded graceful shutdown: open streams (logs?follow) also end on the app's
         # own shutdown signal (``services.logs``); this bounds any other slow response.
@@ -229,17 +244,76 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
             log_level="warning",
             timeout_graceful_shutdown=max(1, round(config.graceful_shutdown_s)),
         )
-        Stopping(settings, app.state.stopping).run(sockets=[sock])
+        uv = Stopping(settings, app.state.stopping)
+        uv.run(sockets=[sock])
     except Terminated:
         died_of_sigterm = True
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C's SIGINT again once it has stopped
+        died_of_sigterm, interrupted = False, True
+    except SystemExit as exc:  # uvicorn's exit when the app's start-up failed
+        say(f"ringleader server: did not start: its start-up failed (exit {exc.code}; see above)")
+        raise typer.Exit(1) from None
     else:
         died_of_sigterm = False
     finally:
         lock.release()
         signal.signal(signal.SIGTERM, previous)
+    why = uv.why if uv is not None and uv.why else "it was asked to"
+    say(f"ringleader server: stopped ({why}); running workloads go on, and the next start "
+        "of this server takes them up again")  # fmt: skip
+    if interrupted:
+        raise typer.Exit(INTERRUPTED)
     if died_of_sigterm:  # end as SIGTERM ends a process, now that the record is gone
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+INTERRUPTED = 130  # a shell's code for a command ended by Ctrl-C (128 + SIGINT)
+SIGNAL_WORDS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+def say(text: str) -> None:
+    """A line for whoever watches the server (its terminal, or server.log), at once."""
+    print(text, flush=True)
+
+
+def banner(config: ServerConfig, url: str) -> str:
+    """What a user needs once the server answers: where it is, where its state and the
+    admin's credentials are, and the commands to use it from another shell."""
+    from ringleader import __version__
+
+    data_dir = config.data_dir.resolve()
+    credentials = data_dir / "credentials.json"
+    if credentials.exists():
+        creds = f"{credentials}  (the admin's access key, 0600)"
+    else:
+        creds = "none in the data directory: log in with an access key (`ringleader login`)"
+    lines = [
+        f"ringleader server {__version__} is ready at {url}",
+        f"  data directory: {data_dir}  (database, every run's logs)",
+        f"  credentials:    {creds}",
+    ]
+    database = config.resolved_database_url()
+    if not database.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+
+        lines.append(f"  database:       {make_url(database).render_as_string(hide_password=True)}")
+    lines.append(
+        "  workloads run:  as "
+        + ("each user's OS account" if config.run_as == "user" else "this server's user")
+        + f" (--run-as {config.run_as})"
+    )
+    exports = [f"export RINGLEADER_URL={url}"]
+    if data_dir != (Path.home() / ".ringleader").resolve():  # another shell's default home
+        exports.append(f"export RINGLEADER_HOME={data_dir}")
+    lines += ["From another shell:", *(f"  {line}" for line in exports), "  ringleader list"]
+    if config.host in ("0.0.0.0", "::", ""):
+        lines.append(
+            f"From another machine: `ringleader login --url http://{socket.gethostname()}:"
+            f"{url.rsplit(':', 1)[1]}` with an access key (`ringleader access-key create`)"
+        )
+    lines.append(f"Stop it with Ctrl-C, or `kill {os.getpid()}` (SIGTERM).")
+    return "\n".join(lines)
 
 
 class Terminated(BaseException):
