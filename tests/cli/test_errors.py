@@ -66,6 +66,14 @@ SERVER_COMMANDS: dict[tuple[str, ...], list[str]] = {
     ("access-key", "list"): [],
     ("access-key", "revoke"): ["x"],
     ("hostfile",): ["--from-nodes"],
+    ("environment", "create"): ["x", "-i", "kubeflow/pytorch-dist-mnist:latest"],
+    ("environment", "list"): [],
+    ("environment", "describe"): ["x"],
+    ("environment", "delete"): ["x"],
+    ("compute", "create"): ["x", "-g", "0.5"],
+    ("compute", "list"): [],
+    ("compute", "describe"): ["x"],
+    ("compute", "delete"): ["x"],
 }
 # Commands that need no server, or read a file first (``nodes import`` HOSTS).
 LOCAL_COMMANDS = {
