@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -107,7 +108,7 @@ class Supervisor:
             for attempt in range(self.spec.max_restarts + 1):
                 if attempt > 0:
                     self._set_phase("Restarting")
-                    port = self._fresh_port()
+                    port, facts = self._fresh_ports(facts)
                     if port is None:
                         break
                 outcome = self._run_attempt(attempt, facts, port)
@@ -146,6 +147,7 @@ class Supervisor:
                 cwd=spec.cwd,
                 master_addr=master_addr,
                 want_port=node == 0,
+                ring_ports=host.slots,  # one per rank: MLX's ring listens there
                 network_interface=spec.network_interface,
                 node_rank=node,
                 grace=spec.grace_s,
@@ -189,6 +191,7 @@ class Supervisor:
                 rundir=ready[n]["rundir"],
                 interface=ready[n].get("interface"),
                 interface_address=ready[n].get("interface_address"),
+                ring_ports=tuple(ready[n].get("ring_ports") or ()),
             )
             for n in range(len(self.agent_hosts))
         ]
@@ -211,17 +214,24 @@ class Supervisor:
             self.sink.notice(f"  {host.name}: ranks {ranks}, interface {iface} ({how})")
             first += host.slots
 
-    def _fresh_port(self) -> int | None:
-        self.links[0].send("port")
+    def _fresh_ports(self, facts: list[NodeFacts]) -> tuple[int | None, list[NodeFacts]]:
+        """A new rendezvous: node 0's master port, and every host's ring ports, picked now."""
+        for link, host in zip(self.links, self.agent_hosts, strict=True):
+            link.send("port", ring_ports=host.slots)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
+        fresh = list(facts)
+        master: int | None = None
+        pending = set(range(len(self.links)))
+        while pending:
             node, msg = self._next_event(deadline)
-            if node is None or self._stop_signal is not None:
-                return None
-            if node == 0 and msg["op"] == "port":
-                return int(msg["port"])
-            if msg["op"] == "eof":
-                return None
+            if node is None or self._stop_signal is not None or msg["op"] == "eof":
+                return None, facts
+            if msg["op"] == "port" and node in pending:
+                pending.discard(node)
+                master = int(msg["port"]) if node == 0 else master
+                ports = tuple(msg.get("ring_ports") or ())
+                fresh[node] = dataclasses.replace(fresh[node], ring_ports=ports)
+        return master, fresh
 
     def _run_attempt(self, attempt: int, facts: list[NodeFacts], port: int) -> AttemptResult:
         plan = self._build_plan(attempt, facts, port)
@@ -238,6 +248,7 @@ class Supervisor:
                 cwd=self.spec.cwd,
                 hostfile=plan.hostfile_text,
                 hostfile_path=node.hostfile_path,
+                files=node.files,
                 ranks=[
                     {
                         "rank": r.rank,
@@ -331,6 +342,7 @@ class Supervisor:
             time=float(msg.get("t") or time.time()),
             stderr_tail=list(tails.get(rank, [])),
             error=msg.get("error"),
+            reason=msg.get("reason") or "",
         )
 
     def _set_phase(self, phase: str) -> None:
