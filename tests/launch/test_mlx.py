@@ -152,7 +152,9 @@ def test_a_restart_forms_a_new_world_on_fresh_ports(tmp_path: Path) -> None:
 
 
 @pytest.mark.multihost
-def test_seed_003_hosts_json_across_three_hosts(test_hosts: TestHostNetwork, tmp_path: Path) -> None:
+def test_seed_003_hosts_json_across_three_hosts(
+    test_hosts: TestHostNetwork, tmp_path: Path
+) -> None:
     require_mlx()
     net = test_hosts
     write(tmp_path, "train.py", TRAIN)
@@ -182,6 +184,31 @@ def test_an_mlx_rank_that_raises_fails_the_gang_with_its_traceback(tmp_path: Pat
     assert "RuntimeError: rank 1 cannot read its shard" in cause
     assert "hung in teardown 1s after its traceback" in cause
     assert "unreachable" not in done.stdout
+
+
+def test_the_rank_that_raised_is_the_root_cause_not_the_peers_that_lost_it(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 raises and exits; ranks 0 and 2 then fail with "connection to a peer was
+    lost" within a millisecond, and their exits may be reported first."""
+    require_mlx()
+    write(
+        tmp_path,
+        "train.py",
+        """\
+        import mlx.core as mx
+        world = mx.distributed.init()
+        if world.rank() == 1:
+            raise RuntimeError("rank 1 cannot read its shard")
+        mx.eval(mx.distributed.all_sum(mx.ones(4)))
+        """,
+    )
+    for _ in range(3):  # the race goes either way from run to run
+        done = launch("-n", "3", "--", PYTHON, "train.py", cwd=tmp_path)
+        assert done.returncode == 1, done.stderr[-3000:]
+        cause = root_cause(done.stderr)
+        assert re.search(r"rank\s+: 1\b", cause), cause
+        assert "RuntimeError: rank 1 cannot read its shard" in cause
 
 
 HANGS_AFTER_RAISE = """\

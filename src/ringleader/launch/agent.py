@@ -366,10 +366,12 @@ class Agent:
         signum = -code if code < 0 else None
         error = read_error_file(error_file) if code != 0 else None
         extra: dict[str, Any] = {}
-        if rp.hung and signum == signal.SIGKILL and rp.marker:
-            # It had failed when its exception escaped; the kill only ended the wait.
-            code, signum = teardown.EXIT_CODE, None
+        if code != 0 and rp.marker:
+            # It failed when its exception escaped (the root cause's time), not at its exit.
             ended = teardown.read_marker_time(rp.marker) or ended
+        if rp.hung and signum == signal.SIGKILL and rp.marker:
+            # The kill only ended the wait: report the exit its exception would have made.
+            code, signum = teardown.EXIT_CODE, None
             extra["reason"] = teardown.reason(self.grace_s)
         self.writer.send(
             "exit",

@@ -1,4 +1,4 @@
-"""MLX's ring backend: what every agent-started rank gets so ``mx.distributed.init()`` forms one world.
+"""MLX's ring backend: the names that make ``mx.distributed.init()`` form one world.
 
 Why: MLX (``mx.distributed.init()``, backend ``"any"``) finds its peers through
 either mpirun's environment or its ring backend's.  ``ringleader launch``

@@ -64,6 +64,17 @@ def pick_master_addr(spec: LaunchSpec) -> str:
     return netif.source_address_toward(remote[0].address) or first.address
 
 
+def _failed_first(msg: dict[str, Any], outcome: AttemptResult, stop_sent: float) -> bool:
+    """A non-zero exit that failed before the recorded failure did, and on its own (before
+    the gang was told to stop).  ``t`` is when it failed: the moment its exception escaped
+    where the rank's hook recorded it (teardown.py), else when it exited."""
+    failure = outcome.failure
+    if msg["code"] == 0 or failure is None or outcome.stopped_by or failure.rank is None:
+        return False
+    failed_at = float(msg.get("t") or stop_sent)
+    return failed_at < stop_sent and failed_at < failure.time
+
+
 class Supervisor:
     def __init__(
         self,
@@ -261,6 +272,7 @@ class Supervisor:
                 ],
             )
         stop_deadline: float | None = None
+        stop_sent = 0.0  # wall time the gang was told to stop for a failure
         leader_done = False  # rank 0 succeeded and that ends the job (on_rank0_success)
         rest_deadline: float | None = None  # then: when the rest are stopped (stop-rest)
         while live:
@@ -285,6 +297,11 @@ class Supervisor:
                 if msg["code"] != 0 and stop_deadline is None and not leader_done:
                     outcome.failure = self._failure(plan, rank, msg, tails)
                     stop_deadline = self._stop_gang()
+                    stop_sent = time.time()
+                elif _failed_first(msg, outcome, stop_sent):
+                    # Its message lost the race, its failure did not: it is the root cause
+                    # (a peer's "connection lost" can be reported a moment before it).
+                    outcome.failure = self._failure(plan, rank, msg, tails)
                 elif rank == 0 and msg["code"] == 0 and live and stop_deadline is None:
                     leader_done = self._rank0_succeeded(len(live))
                     if self.spec.on_rank0_success == "stop-rest":

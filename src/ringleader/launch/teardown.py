@@ -33,6 +33,8 @@ import signal
 import threading
 import time
 
+from ringleader.launch import procs
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -128,7 +130,4 @@ class EndedWatcher:
                 elif now - w.seen >= self._grace():
                     w.stopped = True
                     self._on_hung(rank)
-                    try:
-                        os.killpg(w.pgid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                    procs.signal_group(w.pgid, signal.SIGKILL)

@@ -74,7 +74,7 @@ def _arm(marker: str) -> None:
             return
         done.append(True)
         if isinstance(exc, BaseException):
-            try:
+            try:  # noqa: SIM105  (nothing imported that site did not already load)
                 _write_error_file(exc)
             except Exception:
                 pass  # the marker matters more than the record
