@@ -366,9 +366,10 @@ class Agent:
         signum = -code if code < 0 else None
         error = read_error_file(error_file) if code != 0 else None
         extra: dict[str, Any] = {}
-        if code != 0 and rp.marker:
+        raised = teardown.read_marker_time(rp.marker) if code != 0 and rp.marker else None
+        if raised is not None:
             # It failed when its exception escaped (the root cause's time), not at its exit.
-            ended = teardown.read_marker_time(rp.marker) or ended
+            ended, extra["raised"] = raised, True
         if rp.hung and signum == signal.SIGKILL and rp.marker:
             # The kill only ended the wait: report the exit its exception would have made.
             code, signum = teardown.EXIT_CODE, None

@@ -19,8 +19,10 @@ Agent -> supervisor ops:
   out    {rank, stream: "stdout"|"stderr", line}   line: at most LINE_CAP bytes of
                            the rank's output (UTF-8), plus SPLIT_MARK when the
                            rank's line goes on in the next ``out``
-  exit   {rank, code, signal, t, error, reason?}   error: the recorded traceback, if
-                           any; reason: why a rank still running was reported (teardown.py)
+  exit   {rank, code, signal, t, error, raised?, reason?}   error: the recorded
+                           traceback, if any; raised: t is when its exception escaped,
+                           not its exit; reason: why a rank still running was reported
+                           (teardown.py)
   stopped {}               every rank of the attempt is gone
   port   {port, ring_ports}
 """

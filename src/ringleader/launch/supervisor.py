@@ -64,15 +64,16 @@ def pick_master_addr(spec: LaunchSpec) -> str:
     return netif.source_address_toward(remote[0].address) or first.address
 
 
-def _failed_first(msg: dict[str, Any], outcome: AttemptResult, stop_sent: float) -> bool:
-    """A non-zero exit that failed before the recorded failure did, and on its own (before
-    the gang was told to stop).  ``t`` is when it failed: the moment its exception escaped
-    where the rank's hook recorded it (teardown.py), else when it exited."""
-    failure = outcome.failure
-    if msg["code"] == 0 or failure is None or outcome.stopped_by or failure.rank is None:
+def _raised_first(msg: dict[str, Any], outcome: AttemptResult, raised_at: float | None) -> bool:
+    """This exit's exception escaped before the recorded failure's did.
+
+    Only exception times are compared (``raised``: the rank's hook recorded the
+    moment, teardown.py): an exit is seen some time after the process ended, so
+    a peer that raised because that process was gone could look earlier than it.
+    """
+    if not msg.get("raised") or raised_at is None or outcome.failure is None:
         return False
-    failed_at = float(msg.get("t") or stop_sent)
-    return failed_at < stop_sent and failed_at < failure.time
+    return msg["code"] != 0 and not outcome.stopped_by and float(msg["t"]) < raised_at
 
 
 class Supervisor:
@@ -272,7 +273,7 @@ class Supervisor:
                 ],
             )
         stop_deadline: float | None = None
-        stop_sent = 0.0  # wall time the gang was told to stop for a failure
+        raised_at: float | None = None  # when the recorded failure's exception escaped
         leader_done = False  # rank 0 succeeded and that ends the job (on_rank0_success)
         rest_deadline: float | None = None  # then: when the rest are stopped (stop-rest)
         while live:
@@ -296,12 +297,13 @@ class Supervisor:
                 self.observer.on_rank_exit(attempt, rank, int(msg["code"]), msg.get("signal"))
                 if msg["code"] != 0 and stop_deadline is None and not leader_done:
                     outcome.failure = self._failure(plan, rank, msg, tails)
+                    raised_at = float(msg["t"]) if msg.get("raised") else None
                     stop_deadline = self._stop_gang()
-                    stop_sent = time.time()
-                elif _failed_first(msg, outcome, stop_sent):
-                    # Its message lost the race, its failure did not: it is the root cause
-                    # (a peer's "connection lost" can be reported a moment before it).
+                elif _raised_first(msg, outcome, raised_at):
+                    # Its message lost the race, its exception did not: it is the root cause
+                    # (a peer's "connection to a peer was lost" can be reported first).
                     outcome.failure = self._failure(plan, rank, msg, tails)
+                    raised_at = float(msg["t"])
                 elif rank == 0 and msg["code"] == 0 and live and stop_deadline is None:
                     leader_done = self._rank0_succeeded(len(live))
                     if self.spec.on_rank0_success == "stop-rest":
