@@ -166,6 +166,16 @@ def test_seed_003_hosts_json_across_three_hosts(
     for h in net.hosts:
         assert f"[{h.index}/3 {h.address}] [Rank {h.index}/3] all_sum 6" in done.stdout, done.stdout
 
+    # A rank that raises there and hangs in teardown fails the gang, with its traceback.
+    write(tmp_path, "train.py", RAISES)
+    failed = launch("--hostfile", str(hosts), "--ssh-config", str(net.ssh_config), "--grace", "1",
+                    "--", "python", "train.py", cwd=tmp_path, timeout=180)  # fmt: skip
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    cause = root_cause(failed.stderr)
+    assert f"host      : {net.hosts[1].address}" in cause, cause
+    assert "RuntimeError: rank 1 cannot read its shard" in cause
+    assert "hung in teardown 1s after its traceback" in cause
+
 
 # ----- the hung-teardown rule ------------------------------------------------------
 
