@@ -102,26 +102,66 @@ def _arm(marker: str) -> None:
         if exc is not None:
             ended(exc)
 
-    try:
-        import threading
+    if "threading" in sys.modules:
+        _register_at_shutdown(sys.modules["threading"], at_shutdown)
+    else:  # no thread to join until threading is imported; importing it now costs ms
+        sys.meta_path.insert(0, _WhenThreadingLoads(at_shutdown))
 
-        threading._register_atexit(at_shutdown)  # type: ignore[attr-defined]
+
+def _register_at_shutdown(threading, callback) -> None:  # type: ignore[no-untyped-def]
+    """Run ``callback`` when the main thread ends, before other threads are joined."""
+    try:  # noqa: SIM105  (a private API: without it, the excepthook alone still works)
+        threading._register_atexit(callback)
     except Exception:
         pass
 
 
+class _WhenThreadingLoads:
+    """A meta path finder that only waits for ``threading`` to be imported, then lets
+    the usual finder load it and registers the shutdown callback on it."""
+
+    def __init__(self, callback) -> None:  # type: ignore[no-untyped-def]
+        self.callback = callback
+
+    def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
+        if name != "threading":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = sys.modules["_frozen_importlib_external"].PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenRegister(spec.loader, self.callback)
+        return spec
+
+
+class _ThenRegister:
+    """``threading``'s own loader, then the registration; the module keeps its loader."""
+
+    def __init__(self, loader, callback) -> None:  # type: ignore[no-untyped-def]
+        self.loader = loader
+        self.callback = callback
+
+    def create_module(self, spec):  # type: ignore[no-untyped-def]
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:  # type: ignore[no-untyped-def]
+        module.__loader__ = module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        _register_at_shutdown(module, self.callback)
+
+
 def _chain() -> None:
     """Load the next ``sitecustomize`` on ``sys.path``, as ``site`` would have."""
-    import importlib.machinery
-    import importlib.util
-
+    # The import system's own modules, always loaded: importlib.util would cost a rank's start.
+    bootstrap = sys.modules["_frozen_importlib"]
+    external = sys.modules["_frozen_importlib_external"]
     this = sys.modules.pop("sitecustomize", None)
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", sys.path)
+    spec = external.PathFinder.find_spec("sitecustomize", sys.path)
     if spec is None or spec.loader is None:
         if this is not None:
             sys.modules["sitecustomize"] = this
         return
-    module = importlib.util.module_from_spec(spec)
+    module = bootstrap.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     try:
         spec.loader.exec_module(module)
