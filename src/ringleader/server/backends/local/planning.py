@@ -84,6 +84,8 @@ class LocalPlan:
         if self.isolation != ENVIRONMENT:  # read back by poll, stop and describe
             pods = [p | {"isolation": self.isolation} for p in pods]
         run_as = dataclasses.asdict(self.run_as) if self.run_as is not None else None
+        if run_as is not None and not run_as["sudo"]:  # switched to by the server (root)
+            del run_as["sudo"]
         return LaunchFile(
             spec=self.spec, attempt_offset=self.attempt_offset, pods=pods, run_as=run_as
         )
