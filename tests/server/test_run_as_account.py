@@ -15,9 +15,11 @@ import os
 import pwd
 import re
 import secrets
+import select
 import shutil
 import stat
 import subprocess
+import sys
 import sysconfig
 import tempfile
 import time
@@ -297,6 +299,44 @@ def test_exec_runs_as_the_account_in_the_pods_directory(site: AccountSite) -> No
     assert refused.returncode != 0 and "no running process" in refused.stderr, refused
 
 
+def test_bash_on_a_terminal_runs_as_the_account(site: AccountSite) -> None:
+    site.submit("tty", "python", "-c", "print('tty-up')", interactive=True)
+    site.wait_logs("tty", "tty-up")
+    parent, child = os.openpty()
+    shell = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "bash", "tty"],
+        stdin=child, stdout=child, stderr=child, env={**site.server.env, "TERM": "dumb"},
+    )  # fmt: skip
+    os.close(child)
+    seen = b""
+
+    def read_until(marker: bytes) -> bool:
+        nonlocal seen
+        while marker not in seen:
+            if not select.select([parent], [], [], 30)[0]:
+                return False
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            seen += chunk
+        return True
+
+    try:
+        assert read_until(b"$ "), seen  # the account's shell prompt (not root's #)
+        os.write(parent, b"echo uid=$(id -u) on=$(tty)\r")
+        assert read_until(f"uid={site.workload_account.pw_uid} on=/dev/pts/".encode()), seen
+        os.write(parent, b"exit 3\r")
+        assert shell.wait(timeout=30) == 3
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
+        os.close(parent)
+
+
 def _account_processes_with(arg: str, uid: int) -> list[int]:
     found = []
     for entry_ in Path("/proc").iterdir():
@@ -369,3 +409,20 @@ def test_an_interpreter_that_needs_pythonpath_is_refused_naming_the_flag(
         rule.unlink()
     assert started.returncode == 2, started.stderr
     assert "--workload-python" in started.stderr and "PYTHONPATH" in started.stderr
+
+
+def test_an_mpi_workloads_launcher_and_ranks_run_as_the_account(site: AccountSite) -> None:
+    require(shutil.which("mpirun") is not None, "OpenMPI's mpirun (apt: openmpi-bin)")
+    script = site.script("mpi_id.py", "import os\nprint('MPIUID', os.getuid(), flush=True)\n")
+    sub = site.server.cli(
+        "submit-dist", "mpi", "mpiwho", "--workers", "2", "--", "python", script,
+        cwd=str(site.scripts),
+    )  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    wait_until(
+        lambda: "Status: Completed" in site.server.cli("describe", "mpiwho").stdout,
+        120,
+        "mpiwho Completed",
+    )
+    logs = site.server.cli("logs", "mpiwho").stdout
+    assert logs.count(f"MPIUID {site.workload_account.pw_uid}") == 2, logs
