@@ -426,3 +426,28 @@ def test_an_mpi_workloads_launcher_and_ranks_run_as_the_account(site: AccountSit
     )
     logs = site.server.cli("logs", "mpiwho").stdout
     assert logs.count(f"MPIUID {site.workload_account.pw_uid}") == 2, logs
+
+
+def test_a_root_server_switches_to_the_account_itself(site: AccountSite) -> None:
+    """No sudo needed as root: the same flag, the account reached as --run-as user's are."""
+    account = site.workload_account
+    home = site.base / "home-root"
+    server = ServerProcess(
+        home, "--run-as", f"account:{account.pw_name}", "--workload-python", site.python
+    )
+    server.start()
+    try:
+        script = site.script("rootwho.py", "import os\nprint('ROOTUID', os.getuid(), flush=True)\n")
+        sub = server.cli("submit-dist", "pytorch", "rootwho", "--workers", "1", "--", "python",
+                         script, cwd=str(site.scripts))  # fmt: skip
+        assert sub.returncode == 0, sub.stderr
+        wait_until(
+            lambda: server.cli("logs", "rootwho").stdout.count(f"ROOTUID {account.pw_uid}") == 2,
+            120,
+            "both ranks as the account",
+        )
+        launch = json.loads(next((home / "runs").glob("*/launch.json")).read_text())
+        assert launch["run_as"]["name"] == account.pw_name and "sudo" not in launch["run_as"]
+    finally:
+        server.kill()
+        stop_workloads(home)

@@ -150,14 +150,15 @@ def server(
         (shutil.which(workload_python) or workload_python) if workload_python else sys.executable
     )
     data = Path(data_dir) if data_dir else home_dir()
-    # The credentials, the database and every run live here: the server's alone.
-    data.mkdir(parents=True, exist_ok=True)
-    data.chmod(0o700)
     account = None
     try:
         accounts.check_run_as(mode, run_as_template)
         if mode == accounts.RUN_AS_USER:
             accounts.check_python(python)
+        # The credentials, the database and every run live here: the server's alone
+        # (made so before the workloads' account is shown it cannot read them).
+        data.mkdir(parents=True, exist_ok=True)
+        data.chmod(0o700)
         if (name := accounts.account_name(mode)) is not None:
             account = accounts.fixed_account(name, python, accounts.private_paths(data))
     except InvalidSpec as exc:

@@ -152,6 +152,8 @@ def _exec(args: list[str]) -> int:
         return NOT_FOUND
     if check:
         return 0
+    import shutil
+
     pid, env = found
     for where in (f"/proc/{pid}/cwd", env.get("HOME") or "/", "/"):
         try:
@@ -159,13 +161,11 @@ def _exec(args: list[str]) -> int:
             break
         except OSError:
             continue
-    import shutil
-
-    found_command = shutil.which(command[0], path=env.get("PATH", os.defpath))
+    path = shutil.which(command[0], path=env.get("PATH", os.defpath))
     try:
-        os.execve(found_command or command[0], command, env)
+        os.execve(path or command[0], command, env)
     except OSError as exc:
-        why = exc.strerror if found_command or "/" in command[0] else "command not found"
+        why = exc.strerror if path or "/" in command[0] else "command not found"
         print(f"cannot run {command[0]!r}: {why}", file=sys.stderr)
     return 127
 

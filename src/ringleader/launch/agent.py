@@ -242,9 +242,9 @@ class Agent:
     def setup(self, msg: dict[str, Any]) -> None:
         environ = msg.get("environ")
         if isinstance(environ, dict):  # started through sudo, which passes no variable
-            own = {
-                k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "SHELL") if k in os.environ
-            }
+            from ringleader.launch.account import IDENTITY
+
+            own = {k: os.environ[k] for k in IDENTITY if k in os.environ}  # sudo's: who it is
             os.environ.clear()
             os.environ.update({str(k): str(v) for k, v in environ.items()} | own)
         cwd = msg.get("cwd") or os.getcwd()
