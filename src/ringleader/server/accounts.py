@@ -79,7 +79,8 @@ def check_run_as(mode: str, template: str, *, euid: int | None = None) -> None:
     if mode not in RUN_AS_MODES and name is None:
         raise InvalidSpec(f"must be user, server or account:NAME, not {mode!r}", "--run-as")
     if name is not None and not POSIX_NAME.match(name):
-        raise InvalidSpec(f"account:{name}: {name!r} is not a POSIX user name", "--run-as")
+        problem = f"{name!r} is not a POSIX user name" if name else "NAME is missing"
+        raise InvalidSpec(f"account:NAME: {problem}", "--run-as")
     if mode == RUN_AS_USER and (os.geteuid() if euid is None else euid) != 0:
         raise InvalidSpec(
             "--run-as user needs a server running as root (only root can run workloads as "
