@@ -93,19 +93,20 @@ def end_cgroup(
 
 
 def clean_stale_cgroups(hierarchy: Hierarchy, runs_dir: Path) -> None:
-    """Remove run cgroups no process is in: a run that ended while no server ran, or
-    one a server killed with -9 made but never started (a live run's is never
-    empty: its supervisor is in it; one being made is guarded by the lock).  The
-    measures of a run of ``runs_dir`` are recorded first, as at its end."""
+    """Remove the cgroups of ``runs_dir``'s runs that no process is in: a run that
+    ended while no server ran, or one a server killed with -9 made but never
+    started (its launch.json is written first; a live run's cgroup is never empty:
+    its supervisor is in it; one being made is guarded by the lock), recording
+    their measures first, as at their end.  Another server's runs on this host
+    share the parent: their cgroups are theirs to clean, measures and all."""
     with hierarchy.lock(exclusive=True):
         for run_id in hierarchy.runs():
-            if hierarchy.pids(run_id):
-                continue
             run_dir = runs_dir / run_id.removeprefix("rl-")
             launch = load_launch(run_dir)
+            if launch is None or launch.spec.run_id != run_id or hierarchy.pids(run_id):
+                continue
             with contextlib.suppress(OSError, RingleaderError):
-                if launch is not None and launch.spec.run_id == run_id:
-                    end_cgroup(hierarchy, run_dir, run_id, pods_from_launch(launch))
+                end_cgroup(hierarchy, run_dir, run_id, pods_from_launch(launch))
                 hierarchy.remove(run_id)
 
 
