@@ -352,15 +352,18 @@ class Supervisor:
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
         rank = int(msg["rank"])
+        # A stream names a log file: one of two, whatever an agent (which may run as
+        # the workload's own account) sent.
+        stream = "stderr" if msg["stream"] == "stderr" else "stdout"
         self.sink.line(
             rank=rank,
             world=plan.world_size,
             host=plan.rank_host(rank).name,
-            stream=msg["stream"],
+            stream=stream,
             text=msg["line"],
             attempt=plan.attempt,
         )
-        if msg["stream"] == "stderr":
+        if stream == "stderr":
             line = msg["line"]
             if len(line) > STDERR_TAIL_LINE_CHARS:
                 line = line[:STDERR_TAIL_LINE_CHARS] + " [...]"
