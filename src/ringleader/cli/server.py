@@ -85,11 +85,13 @@ def server(
     run_as: str = typer.Option(
         None,
         "--run-as",
-        metavar="user|server",
+        metavar="user|account:NAME|server",
         help="Who workloads run as: user (an unprivileged OS account of the submitter: its"
         " osUser, else --run-as-template, created on first use; needs a root server; the"
-        " default as root) or server (the server's own user, which can read the server's"
-        " files: the default when not root).",
+        " default as root), account:NAME (every workload as the existing OS account NAME;"
+        " a non-root server goes through sudo and refuses to start without the sudoers rule"
+        " it prints) or server (the server's own user, which can read the server's files:"
+        " the default when not root).",
     ),
     run_as_template: str = typer.Option(
         "rl-{user}",
@@ -102,7 +104,8 @@ def server(
         "--workload-python",
         help="The interpreter for `python` in workload commands and interactive pods"
         " (default: the server's); with --run-as user, unprivileged users must be able to run"
-        " it (e.g. /usr/bin/python3).",
+        " it (e.g. /usr/bin/python3); with account:NAME and no root, it must import"
+        " ringleader without PYTHONPATH (sudo passes none): a venv of /usr/bin/python3.",
     ),
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
@@ -142,17 +145,25 @@ def server(
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    from ringleader.server.accounts import RUN_AS_USER, check_python, check_run_as
+    from ringleader.server import accounts
     from ringleader.server.config import default_run_as
 
     mode = run_as or default_run_as()
     python = (
         (shutil.which(workload_python) or workload_python) if workload_python else sys.executable
     )
+    data = Path(data_dir) if data_dir else home_dir()
+    account = None
     try:
-        check_run_as(mode, run_as_template)
-        if mode == RUN_AS_USER:
-            check_python(python)
+        accounts.check_run_as(mode, run_as_template)
+        if mode == accounts.RUN_AS_USER:
+            accounts.check_python(python)
+        # The credentials, the database and every run live here: the server's alone
+        # (made so before the workloads' account is shown it cannot read them).
+        data.mkdir(parents=True, exist_ok=True)
+        data.chmod(0o700)
+        if (name := accounts.account_name(mode)) is not None:
+            account = accounts.fixed_account(name, python, accounts.private_paths(data))
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -160,7 +171,7 @@ def server(
         os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
     config = ServerConfig(
         local_node=local_node,
-        data_dir=Path(data_dir) if data_dir else home_dir(),
+        data_dir=data,
         host=host,
         port=port,
         nodes=nodes,
@@ -169,11 +180,9 @@ def server(
         max_body_bytes=max_body_bytes,
         run_as=mode,
         run_as_template=run_as_template,
+        account=account,
         workload_python=python,
     )
-    # The credentials, the database and every run live here: the server's alone.
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    config.data_dir.chmod(0o700)
     serve(config)
 
 

@@ -248,6 +248,13 @@ class Agent:
 
     # ----- ops -------------------------------------------------------------
     def setup(self, msg: dict[str, Any]) -> None:
+        environ = msg.get("environ")
+        if isinstance(environ, dict):  # started through sudo, which passes no variable
+            from ringleader.launch.account import IDENTITY
+
+            own = {k: os.environ[k] for k in IDENTITY if k in os.environ}  # sudo's: who it is
+            os.environ.clear()
+            os.environ.update({str(k): str(v) for k, v in environ.items()} | own)
         cwd = msg.get("cwd") or os.getcwd()
         if not os.path.isdir(cwd):
             self.writer.send("fatal", stage="working directory", detail=f"{cwd} does not exist")

@@ -56,6 +56,10 @@ class LaunchSpec:
     # Per-rank additions to ``env`` (str(rank) -> env): what the scheduler bound
     # to each pod (CUDA_VISIBLE_DEVICES, the GPU share, OMP_NUM_THREADS).
     rank_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # A local agent (so its ranks, keepalive and mpirun) runs as ``sudo_user`` through
+    # the sudo binary ``sudo`` (``launch/account.py``); empty: as the supervisor.
+    sudo: str = ""
+    sudo_user: str = ""
 
     @property
     def world_size(self) -> int:

@@ -148,11 +148,16 @@ class Supervisor:
         master_addr = pick_master_addr(spec)
         self.state.master_addr = master_addr
         for node, host in enumerate(self.agent_hosts):
+            # As another account (sudo): sudo passes it no variable, so its environment
+            # comes in setup, and it starts from / (the run's directory is not its).
+            sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
             argv = agent_argv(
-                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh
+                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh, sudo=sudo
             )
             started = prestart.take(spec.python, spec.run_id) if host.is_local else None
-            link = start_link(node, host, argv, prestart.agent_env(), self.events, started)
+            env = prestart.agent_env()
+            cwd = "/" if sudo[0] else None
+            link = start_link(node, host, argv, env, self.events, started, cwd=cwd)
             self.links.append(link)
             link.send(
                 "setup",
@@ -163,6 +168,7 @@ class Supervisor:
                 network_interface=spec.network_interface,
                 node_rank=node,
                 grace=spec.grace_s,
+                **({"environ": env} if sudo[0] else {}),
             )
         ready: dict[int, dict[str, Any]] = {}
         deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s
@@ -377,15 +383,18 @@ class Supervisor:
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
         rank = int(msg["rank"])
+        # A stream names a log file: one of two, whatever an agent (which may run as
+        # the workload's own account) sent.
+        stream = "stderr" if msg["stream"] == "stderr" else "stdout"
         self.sink.line(
             rank=rank,
             world=plan.world_size,
             host=plan.rank_host(rank).name,
-            stream=msg["stream"],
+            stream=stream,
             text=msg["line"],
             attempt=plan.attempt,
         )
-        if msg["stream"] == "stderr":
+        if stream == "stderr":
             line = msg["line"]
             if len(line) > STDERR_TAIL_LINE_CHARS:
                 line = line[:STDERR_TAIL_LINE_CHARS] + " [...]"

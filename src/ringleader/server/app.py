@@ -29,7 +29,7 @@ from ringleader import __version__
 from ringleader.errors import HTTP_STATUS, InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
 from ringleader.server import auth, inventory
-from ringleader.server.accounts import RUN_AS_USER, Accounts
+from ringleader.server.accounts import accounts_for
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
 from ringleader.server.backends.ssh import NodeBook, SSHNode
@@ -175,7 +175,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             config.placement,
             server_url=config.url,
             pod_token_ttl_s=config.pod_token_ttl_s,
-            accounts=Accounts(config.run_as_template) if config.run_as == RUN_AS_USER else None,
+            accounts=accounts_for(config),
         )
         background = app.state.background = Background(world, interval_s=config.loop_interval_s)
         monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, background.wake)

@@ -84,6 +84,8 @@ class LocalPlan:
         if self.isolation != ENVIRONMENT:  # read back by poll, stop and describe
             pods = [p | {"isolation": self.isolation} for p in pods]
         run_as = dataclasses.asdict(self.run_as) if self.run_as is not None else None
+        if run_as is not None and not run_as["sudo"]:  # switched to by the server (root)
+            del run_as["sudo"]
         return LaunchFile(
             spec=self.spec, attempt_offset=self.attempt_offset, pods=pods, run_as=run_as
         )
@@ -100,7 +102,13 @@ def account_run_as(launch: LaunchFile) -> RunAs | None:
     found = launch.run_as
     if not found:
         return None
-    return RunAs(str(found["name"]), int(found["uid"]), int(found["gid"]), str(found["home"]))
+    return RunAs(
+        str(found["name"]),
+        int(found["uid"]),
+        int(found["gid"]),
+        str(found["home"]),
+        str(found.get("sudo") or ""),
+    )
 
 
 def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
@@ -274,6 +282,9 @@ def plan_launch(
         grace_s=grace_s,
         env=env,
         rank_env=rank_env,
+        # A non-root server's account: this host's agent is started as it, through sudo.
+        sudo=run_as.sudo if run_as is not None else "",
+        sudo_user=run_as.name if run_as is not None and run_as.sudo else "",
         # A master is rank 0, whose success is the job's; a launcher (mpirun) only
         # ends after every rank, so there is nothing to decide for the rest.
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
