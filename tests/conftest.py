@@ -22,6 +22,20 @@ PYTHON = sys.executable
 RINGLEADER = [PYTHON, "-m", "ringleader"]
 
 
+@pytest.fixture(autouse=True)
+def _no_inherited_terminal_size() -> None:
+    """Children see no terminal size the test process did not choose.
+
+    GNU readline, once some import initialises it in the pytest process, exports
+    COLUMNS/LINES with C's setenv: not in ``os.environ``, yet inherited by every
+    subprocess, so a CLI piped to a test would lay its tables out at 80 columns as
+    on a terminal.  Tests that want a width pass ``COLUMNS`` themselves.
+    """
+    for name in ("COLUMNS", "LINES"):
+        if name not in os.environ:
+            os.unsetenv(name)
+
+
 def require(condition: bool, what: str) -> None:
     """Skip when a component is missing, but fail in CI: CI must have it all."""
     if condition:
