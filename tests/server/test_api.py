@@ -84,14 +84,14 @@ def test_seed_002_body_runs_to_completed(api: API) -> None:
     assert accepted["name"] == "workload-name" and accepted["workloadId"]
     w = api.wait_phase(accepted["workloadId"], {"Completed", "Failed"}, timeout=180)
     assert w["actualPhase"] == "Completed", w["phaseMessage"]
-    pods = api.get(f"/api/v1/workloads/{accepted['workloadId']}/pods").json()
+    pods = api.get(f"/api/v1/workloads/{accepted['workloadId']}/pods").json()["pods"]
     assert [p["name"] for p in pods] == [
         "workload-name-master-0",
         "workload-name-worker-0",
         "workload-name-worker-1",
     ]
     assert all(p["status"] == "Succeeded" for p in pods)
-    events = api.get(f"/api/v1/workloads/{accepted['workloadId']}/events").json()
+    events = api.get(f"/api/v1/workloads/{accepted['workloadId']}/events").json()["events"]
     assert any(e["type"] == "ImageStandIn" for e in events)
     logs = api.get(f"/api/v1/workloads/{accepted['workloadId']}/logs").text
     assert "[workload-name-master-0] final test accuracy:" in logs
@@ -279,7 +279,7 @@ def test_projects_crud(api: API) -> None:
         "/api/v1/org-unit/projects/team-a", json={"resources": [{"gpu": {"deserved": 4}}]}
     )
     assert updated.json()["resources"][0]["gpu"]["deserved"] == 4
-    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()} == {"default", "team-a"}
+    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()["projects"]} == {"default", "team-a"}
     assert api.delete("/api/v1/org-unit/projects/team-a").status_code == 204
     assert api.get("/api/v1/org-unit/projects/team-a").status_code == 404
 
