@@ -104,7 +104,8 @@ class ProjectList(Wire):
 class ClusterStatus(Wire):
     state: str = "Connected"
     conditions: list[dict[str, Any]] = Field(default_factory=list)
-    platform: dict[str, Any] = Field(default_factory=dict)
+    # Run:ai's Kubernetes flavour (vanilla, openshift, ...): none here, so left out.
+    platform: dict[str, Any] | None = None
 
 
 class ClusterOut(Wire):

@@ -97,7 +97,6 @@ def cluster_out(cluster: Cluster, domain: str) -> ClusterOut:
                     "lastTransitionTime": cluster.started_at.isoformat(),
                 }
             ],
-            platform={"type": "ringleader"},
         ),
         updated_at=cluster.started_at,
         last_liveness=utcnow(),
