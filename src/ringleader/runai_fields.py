@@ -315,7 +315,7 @@ class RunaiDistributedFields(RunaiWire):
 
 # ----- what a submission ignores ---------------------------------------------------------------
 
-MAX_NAMED = 20  # ignored fields named in the Warning event; the rest are counted
+MAX_NAMED = 100  # ignored fields named in the Warning event; the rest are counted
 
 
 def ignored_fields(model: BaseModel, path: str = "") -> Iterator[str]:
