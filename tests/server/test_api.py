@@ -19,7 +19,7 @@ from ringleader.spec import MAX_WORKERS
 from tests.conftest import job_pids, wait_until
 from tests.server.conftest import API, SQLITE_ONLY
 
-SEED_002_BODY = {  # the seed's "API" tab, comments removed; projectId filled in by the test
+SEED_002_BODY = {  # the seed's "API" tab, comments removed; its placeholders filled in by the test
     "name": "workload-name",
     "projectId": "<PROJECT-ID>",
     "clusterId": "<CLUSTER-UUID>",
@@ -77,7 +77,8 @@ def test_expired_token_is_401(api: API) -> None:
 
 @SQLITE_ONLY  # a real training run (~9 s); the loops on PostgreSQL run the shorter ones below
 def test_seed_002_body_runs_to_completed(api: API) -> None:
-    body = {**SEED_002_BODY, "projectId": api.project_id()}
+    cluster = api.get("/api/v1/clusters").json()[0]["uuid"]
+    body = {**SEED_002_BODY, "projectId": api.project_id(), "clusterId": cluster}
     response = api.post("/api/v1/workloads/distributed", json=body)
     assert response.status_code == 202, response.text
     accepted = response.json()
