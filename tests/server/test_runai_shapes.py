@@ -524,3 +524,55 @@ def test_projects_come_wrapped_with_their_cluster(api: API) -> None:
     assert listed["next"] is None and {p["clusterId"] for p in listed["projects"]} == {uuid}
     page = api.get("/api/v1/org-unit/projects", params={"offset": 1, "limit": 1}).json()
     assert [p["name"] for p in page["projects"]] == ["team-a"] and page["next"] == 2
+
+
+@pytest.mark.parametrize("text", ["\\ud800", "a\\u0000b"])
+@pytest.mark.parametrize(
+    ("field", "loc"),
+    [
+        ('"labels": [{"name": "a", "value": "TEXT"}]', ["spec", "labels", 0, "value"]),
+        ('"sshAuthMountPath": "TEXT"', ["spec", "sshAuthMountPath"]),
+        ('"storage": {"pvc": [{"claimName": "TEXT"}]}', ["spec", "storage", "pvc", 0]),
+        ('"storage": {"pvc": [{"TEXT": 1}]}', ["spec", "storage", "pvc", 0]),
+        (
+            '"environmentVariables": [{"name": "A", "description": "TEXT"}]',
+            ["spec", "environmentVariables", 0, "description"],
+        ),
+    ],
+)
+def test_runai_fields_are_storable_text_or_a_422(
+    api: API, text: str, field: str, loc: list[Any]
+) -> None:
+    spec = '{"numWorkers": 1, "command": "true", ' + field.replace("TEXT", text) + "}"
+    raw = f'{{"name": "w", "projectId": "{api.project_id()}", "spec": {spec}}}'
+    answer = api.post(
+        "/api/v1/workloads/distributed", content=raw, headers={"Content-Type": "application/json"}
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["detail"][0]["loc"][1:] == loc
+    assert api.get("/api/v1/workloads/count").json()["count"] == 0
+
+
+def test_a_stored_spec_past_the_runai_bounds_is_still_shown(api: API) -> None:
+    """The bounds guard input; a row that breaks them (stored before they existed) is shown."""
+    from ringleader.server.models import Workload
+
+    deep: Any = "deep"
+    for _ in range(20):
+        deep = [deep]
+    spec = {
+        "name": "old",
+        "projectId": api.project_id(),
+        "spec": {
+            "command": "true",
+            "numWorkers": 1,
+            "labels": [{"name": f"l{i}", "value": "v"} for i in range(1000)],
+            "storage": {"pvc": [{"nested": deep}]},
+        },
+    }
+    with api.client.app.state.sessions() as s, s.begin():
+        s.add(Workload(name="old", project_id=spec["projectId"], spec=spec, spec_version=1,
+                       framework="PyTorch", desired_phase="Running", phase="Pending"))  # fmt: skip
+    (listed,) = api.get("/api/v1/workloads").json()["workloads"]
+    shown = api.get(f"/api/v1/workloads/{listed['id']}")
+    assert shown.status_code == 200 and len(shown.json()["spec"]["spec"]["labels"]) == 1000
