@@ -90,7 +90,7 @@ def fixed_cost(rounds: int) -> dict[str, object] | None:
 
 def commands(epochs: int) -> dict[str, list[str]]:
     py = sys.executable
-    example = ["-m", "ringleader.examples.digits", "--epochs", str(epochs)]
+    example = ["-m", "ringleader.examples.digits", "--epochs", str(epochs), "--bench"]
     return {
         "ringleader": [py, "-m", "ringleader", "launch", "-n", "2", "--", py, *example],
         "torchrun": [

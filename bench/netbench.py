@@ -15,6 +15,11 @@ What is measured, all in one run:
 - doctor: ``ringleader doctor --no-bandwidth`` on the 3 hosts, every check
   but the bandwidth test, median of 5 (target: under 10 s).
 
+The timings live here, not in the tests: ``tests/cluster/test_doctor.py``
+checks what doctor says, and a loaded machine must not fail it; this run
+reports doctor's time against its target and that every size's bus
+bandwidth is above zero (the 4 KiB row too).
+
 Bus bandwidth (nccl-tests' definition): algbw x 2(N-1)/N, where algbw is
 the tensor's bytes over one allreduce's time; the table also shows the bytes
 each rank must move, 2(N-1)K/N.  ``busbw.measure`` times as many allreduces
@@ -28,7 +33,11 @@ Writes bench/results/netbench.json and bench/results/netbench.md (not with
 --quick: a smoke run on loopback only, 1K and 64K, a 16 MiB memory copy, no
 namespace hosts nor doctor, so it needs neither root nor sshd; it only prints).
 
+Rates and times are shown in the unit that shows the figure (``1.34 MB/s``,
+``4.07 ms``); the JSON keeps bytes a second and seconds.
+
 Usage: python bench/netbench.py [--sizes 1K,...,256M] [--doctor-runs 5] [--quick]
+       python bench/netbench.py --render   (the markdown again from the JSON)
 """
 
 from __future__ import annotations
@@ -97,18 +106,28 @@ def main() -> int:
     parser.add_argument("--sizes", default=SIZES)
     parser.add_argument("--doctor-runs", type=int, default=5)
     parser.add_argument(
+        "--render",
+        action="store_true",
+        help="write bench/results/netbench.md again from netbench.json; measures nothing",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help=f"smoke run: loopback only, sizes {QUICK_SIZES}, no namespace hosts nor doctor; "
         "writes nothing",
     )
     args = parser.parse_args()
+    if args.render:
+        result = json.loads((RESULTS / "netbench.json").read_text())
+        (RESULTS / "netbench.md").write_text(markdown(result))
+        print(markdown(result))
+        return 0
     sizes = [s for s in (QUICK_SIZES if args.quick else args.sizes).split(",") if s]
     if not args.quick:
         require_test_hosts()
 
     memcpy = memcpy_bandwidth(16 * 2**20, runs=3) if args.quick else memcpy_bandwidth()
-    print(f"memory copy: {memcpy / 1e9:.2f} GB/s", flush=True)
+    print(f"memory copy: {busbw.rate_text(memcpy)}", flush=True)
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"netbench-{os.getpid()}"
     work.mkdir(parents=True, exist_ok=True)
     (work / "README").write_text("netbench working directory\n")
@@ -162,10 +181,10 @@ def markdown(r: dict) -> str:
         "",
         f"{r['ranks']} ranks; {r['when']}; {r['machine']['cpus']} CPUs (shared by the ranks, "
         "so a floor). Peer: memory copy (torch `copy_`, 256 MiB) measured in the same run, "
-        f"**{memcpy / 1e9:.2f} GB/s**, the ceiling; ratio = bus bandwidth / memory copy.",
+        f'**{busbw.rate_text(memcpy)}**, the ceiling; "of memcpy" = bus bandwidth / memory copy.',
         "",
-        "| size | each rank moves 2(N-1)K/N | loopback time | loopback busbw GB/s "
-        "| ratio | netns hosts time | netns busbw GB/s | ratio |",
+        "| size | each rank moves 2(N-1)K/N | loopback time | loopback busbw "
+        "| of memcpy | netns hosts time | netns busbw | of memcpy |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for lo, ns in zip(r["loopback"], netns, strict=True):
@@ -175,11 +194,17 @@ def markdown(r: dict) -> str:
                 cells += ["-", "-", "-"]
                 continue
             cells += [
-                f"{row['seconds'] * 1e3:.3f} ms",
-                f"{row['busbw'] / 1e9:.3f}",
-                f"{row['busbw'] / memcpy:.3f}",
+                busbw.duration_text(row["seconds"]),
+                busbw.rate_text(row["busbw"]),
+                f"{100 * row['busbw'] / memcpy:#.2g}%",
             ]
         lines.append("| " + " | ".join(cells) + " |")
+    rows = r["loopback"] + r["netns"]
+    above = all(row["busbw"] > 0 for row in rows)
+    lines += [
+        "",
+        f"Bus bandwidth above zero at every size, 1 KiB included: {'✅' if above else '❌'}",
+    ]
     doctor = r["doctor_seconds"]
     if not doctor:
         return "\n".join([*lines, ""])

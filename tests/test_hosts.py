@@ -108,6 +108,16 @@ def test_conversion_to_mpi_hostfile_matches_the_seed() -> None:
     assert [h.slots for h in with_slots(hosts, 2)] == [2, 2, 2]
 
 
+def test_a_machine_listed_several_times_is_one_hostfile_line() -> None:
+    """mpirun refuses a hostfile that gives one host's slot count twice."""
+    hosts = parse_hosts_json(
+        '[{"ssh": "mac1", "ips": ["10.0.0.1"]}, {"ssh": "mac2", "ips": ["10.0.0.2"]},'
+        ' {"ssh": "mac1", "ips": ["10.0.0.1"]}]'
+    )
+    assert to_mpi_hostfile(hosts) == "10.0.0.1 slots=2\n10.0.0.2 slots=1\n"
+    assert to_mpi_hostfile(with_slots(hosts, 2)) == "10.0.0.1 slots=4\n10.0.0.2 slots=2\n"
+
+
 def test_local_addresses() -> None:
     assert is_local_address("localhost")
     assert is_local_address("127.0.0.1")

@@ -30,8 +30,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,14 +42,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+import ringleader.server.asset_schemas as assets
 from ringleader.connection import (
     LOCAL_URL,
     configured_url,
     current_project,
     healthy,
     local_server,
+    port_taken,
     read_config,
     server_url,
+    url_source,
 )
 from ringleader.errors import (
     HTTP_STATUS,
@@ -56,6 +61,7 @@ from ringleader.errors import (
     InvalidSpec,
     NotFound,
     RingleaderError,
+    ServerUnreachable,
     Unauthorized,
 )
 from ringleader.server.config import home_dir
@@ -133,6 +139,29 @@ def _fields(detail: list[Any]) -> list[tuple[str | None, str]]:
     return out
 
 
+def unreachable_detail(exc: Exception) -> str:
+    """What went wrong reaching a server, in words: httpx's and the OS's messages
+    without their class names and errno numbers."""
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+        return f"not a usable URL ({exc})"
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "it did not accept the connection in time"
+    if isinstance(exc, httpx.TimeoutException):
+        return "it did not answer in time"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "the connection closed without a complete answer (the server stopped?)"
+    text = re.sub(r"\[Errno -?\d+\]\s*", "", str(exc)).strip() or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+def _listens(url: str) -> bool:
+    """Something answers at ``url`` (a server, healthy or busy); False for a bad URL."""
+    try:
+        return httpx.URL(url).scheme in ("http", "https") and (healthy(url) or port_taken(url))
+    except (httpx.InvalidURL, OSError):
+        return False
+
+
 def _raise_for(response: httpx.Response) -> None:
     if response.status_code >= 400:
         raise error_for(response)
@@ -164,15 +193,27 @@ class Client:
         client_secret: str,
         project: str | None = None,
         token: str | None = None,
+        source: str | None = None,
     ) -> None:
-        """``token`` alone (no key): a bearer token used as it is, never renewed."""
+        """``token`` alone (no key): a bearer token used as it is, never renewed;
+        ``source``: where ``url`` came from, named when no server answers there."""
         self.url = url.rstrip("/")
+        self.source = source
         self.client_id = client_id
         self.client_secret = client_secret
         self.project = project
         self._token: str | None = token
         self._fixed_token = bool(token) and not client_id
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
+
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Turn a failure to reach the server (refused, no such host, timed out, a bad
+        URL, a connection broken mid-answer) into ``ServerUnreachable``, naming the URL."""
+        try:
+            yield
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise ServerUnreachable(self.url, unreachable_detail(exc), self.source) from None
 
     # ----- connecting ------------------------------------------------------
     @classmethod
@@ -185,13 +226,18 @@ class Client:
             url = local_server(home) if autostart else server_url(home)
         client_id = os.environ.get("RINGLEADER_CLIENT_ID") or config.get("clientId")
         secret = os.environ.get("RINGLEADER_CLIENT_SECRET") or config.get("clientSecret")
+        source = url_source(home)
         pod_token = os.environ.get("RINGLEADER_TOKEN")
         if pod_token and not os.environ.get("RINGLEADER_CLIENT_ID"):  # in a pod
-            return cls(url, "", "", project=current_project(home), token=pod_token)
+            return cls(url, "", "", project=current_project(home), token=pod_token, source=source)
         if not (client_id and secret):
             try:
                 creds = json.loads((home / "credentials.json").read_text())
             except (OSError, ValueError):
+                if not _listens(url):  # first things first: the server, then its credentials
+                    usable = url.startswith(("http://", "https://"))
+                    what = "nothing listens there" if usable else "not an http:// or https:// URL"
+                    raise ServerUnreachable(url, what, source) from None
                 if url == LOCAL_URL and healthy(url):
                     raise Unauthorized(
                         f"a server already listens on {url} but {home} holds no credentials "
@@ -203,12 +249,7 @@ class Client:
                     f"which writes {home / 'credentials.json'})"
                 ) from None
             client_id, secret = creds["clientId"], creds["clientSecret"]
-        return cls(
-            url,
-            client_id,
-            secret,
-            project=current_project(home),
-        )
+        return cls(url, client_id, secret, project=current_project(home), source=source)
 
     def token(self, fresh: bool = False) -> str:
         """A bearer token for this key (cached; ``fresh`` asks for a new one).
@@ -226,12 +267,20 @@ class Client:
             }
             waited = 0.0
             while True:
-                response = self.http.post("/api/v1/token", json=body)
+                with self._reaching():
+                    response = self.http.post("/api/v1/token", json=body)
                 delay = _retry_after(response)
                 if delay is None or waited + delay > TOKEN_RETRY_BUDGET_S:
                     break
                 time.sleep(delay)  # the server said when; nothing to poll meanwhile
                 waited += delay
+            if response.status_code in (404, 405, 501):  # something else listens there
+                raise ServerUnreachable(
+                    self.url,
+                    f"what answers there is no ringleader server (HTTP {response.status_code} "
+                    "to /api/v1/token)",
+                    self.source,
+                )
             _raise_for(response)
             self._token = response.json()["accessToken"]
         return self._token
@@ -246,7 +295,8 @@ class Client:
         """One authenticated call; an error status raises its typed error."""
         for fresh in (False, True):  # one retry with a new token if ours expired
             headers = {"Authorization": f"Bearer {self.token(fresh)}"}
-            response = self.http.request(method, path, headers=headers, **kwargs)
+            with self._reaching():
+                response = self.http.request(method, path, headers=headers, **kwargs)
             if response.status_code != 401:
                 break
             if self._fixed_token:
@@ -323,13 +373,16 @@ class Client:
         """The workload's log lines as they come (``follow=True``: until it ends)."""
         params = {k: v for k, v in params.items() if v not in (None, False)}
         headers = {"Authorization": f"Bearer {self.token()}"}
-        with self.http.stream(
-            "GET",
-            f"/api/v1/workloads/{workload_id}/logs",
-            params=params,
-            headers=headers,
-            timeout=None,
-        ) as response:
+        with (
+            self._reaching(),
+            self.http.stream(
+                "GET",
+                f"/api/v1/workloads/{workload_id}/logs",
+                params=params,
+                headers=headers,
+                timeout=None,
+            ) as response,
+        ):
             if response.status_code >= 400:
                 response.read()
                 _raise_for(response)
@@ -348,7 +401,10 @@ class Client:
         url = httpx.URL(f"{self.url}/api/v1/workloads/{workload_id}/exec").copy_with(params=params)
         ws_url = str(url).replace("http://", "ws://", 1).replace("https://", "wss://", 1)
         headers = {"Authorization": f"Bearer {self.token()}"}
-        return connect(ws_url, additional_headers=headers, max_size=None, open_timeout=30)
+        try:
+            return connect(ws_url, additional_headers=headers, max_size=None, open_timeout=30)
+        except OSError as exc:  # refused, or no answer in time (TimeoutError)
+            raise ServerUnreachable(self.url, unreachable_detail(exc), self.source) from None
 
     # ----- projects and nodes ----------------------------------------------
     def projects(self) -> list[ProjectOut]:
@@ -428,3 +484,91 @@ class Client:
     def revoke_access_key(self, key_id: str) -> None:
         """Revoke a key (by id or client id): its tokens end now."""
         self.request("DELETE", f"/api/v1/access-keys/{key_id}")
+
+    # ----- workload assets: environments and compute resources ---------------------
+    def _asset_list(self, path: str, model: type[M], **params: Any) -> list[M]:
+        query = {key: value for key, value in params.items() if value is not None}
+        entries = self.request("GET", path, params=query).json()["entries"]
+        return [model.model_validate(entry, context=assets.STORED) for entry in entries]
+
+    def _asset_named(
+        self, path: str, model: type[M], title: str, name: str, project: str | None
+    ) -> M:
+        """The asset ``name`` that ``project`` (else the current one) sees: its own
+        before everyone's, as a workload submitted there would get it."""
+        project = project or self.project or "default"
+        found = self._asset_list(path, model, name=name, projectId=project)
+        own = [a for a in found if getattr(a, "meta").project_id is not None]  # noqa: B009
+        if not (own or found):
+            raise NotFound(title, name)
+        return (own or found)[0]
+
+    def create_environment(
+        self, request: assets.EnvironmentCreationRequest
+    ) -> assets.EnvironmentAsset:
+        response = self.request("POST", "/api/v1/asset/environment", json=_json(request))
+        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+
+    def environments(
+        self, project: str | None = None, name: str | None = None, scope: str | None = None
+    ) -> list[assets.EnvironmentAsset]:
+        """Environment assets: with ``project``, its own and everyone's; else all visible."""
+        return self._asset_list(
+            "/api/v1/asset/environment",
+            assets.EnvironmentAsset,
+            projectId=project,
+            name=name,
+            scope=scope,
+        )
+
+    def environment(self, asset_id: str) -> assets.EnvironmentAsset:
+        response = self.request("GET", f"/api/v1/asset/environment/{asset_id}")
+        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+
+    def find_environment(self, name: str, project: str | None = None) -> assets.EnvironmentAsset:
+        return self._asset_named(
+            "/api/v1/asset/environment", assets.EnvironmentAsset, "environment", name, project
+        )
+
+    def update_environment(
+        self, asset_id: str, request: assets.EnvironmentUpdateRequest
+    ) -> assets.EnvironmentAsset:
+        path = f"/api/v1/asset/environment/{asset_id}"
+        response = self.request("PUT", path, json=_json(request))
+        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+
+    def delete_environment(self, asset_id: str) -> None:
+        self.request("DELETE", f"/api/v1/asset/environment/{asset_id}")
+
+    def create_compute_resource(
+        self, request: assets.ComputeCreationRequest
+    ) -> assets.ComputeAsset:
+        response = self.request("POST", "/api/v1/asset/compute", json=_json(request))
+        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+
+    def compute_resources(
+        self, project: str | None = None, name: str | None = None, scope: str | None = None
+    ) -> list[assets.ComputeAsset]:
+        """Compute-resource assets: with ``project``, its own and everyone's; else all."""
+        return self._asset_list(
+            "/api/v1/asset/compute", assets.ComputeAsset, projectId=project, name=name, scope=scope
+        )
+
+    def compute_resource(self, asset_id: str) -> assets.ComputeAsset:
+        response = self.request("GET", f"/api/v1/asset/compute/{asset_id}")
+        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+
+    def find_compute_resource(self, name: str, project: str | None = None) -> assets.ComputeAsset:
+        return self._asset_named(
+            "/api/v1/asset/compute", assets.ComputeAsset, "compute resource", name, project
+        )
+
+    def update_compute_resource(
+        self, asset_id: str, request: assets.ComputeUpdateRequest
+    ) -> assets.ComputeAsset:
+        path = f"/api/v1/asset/compute/{asset_id}"
+        response = self.request("PUT", path, json=_json(request))
+        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+
+    def delete_compute_resource(self, asset_id: str) -> None:
+        self.request("DELETE", f"/api/v1/asset/compute/{asset_id}")

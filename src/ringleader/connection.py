@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ringleader.errors import RingleaderError
+from ringleader.errors import ServerUnreachable
 from ringleader.home import live_record
 from ringleader.server.config import DEFAULT_PORT, home_dir
 
@@ -63,6 +63,17 @@ def configured_url(home: Path | None = None) -> str | None:
 def current_project(home: Path | None = None) -> str | None:
     """The project commands use by default: ``RINGLEADER_PROJECT``, else ``project set``'s."""
     return os.environ.get("RINGLEADER_PROJECT") or read_config(home).get("project")
+
+
+def url_source(home: Path | None = None) -> str | None:
+    """Where ``server_url`` found its URL, for messages: the fix for a server that does
+    not answer depends on it (start one here, or point elsewhere)."""
+    home = home or home_dir()
+    if os.environ.get("RINGLEADER_URL"):
+        return "RINGLEADER_URL"
+    if configured_url(home):
+        return f"{home / 'config.json'}, written by `ringleader login --url`"
+    return None
 
 
 def server_url(home: Path | None = None) -> str:
@@ -112,10 +123,18 @@ def local_server(home: Path) -> str:
         if record is None and proc is None:
             proc = start_local_server(home)
         elif record is None and exited and not port_taken(LOCAL_URL):  # failed, not a lost race
-            raise RingleaderError(f"the local server did not start; see {home / 'server.log'}")
+            raise ServerUnreachable(
+                url,
+                "the server started for this home exited at once",
+                fix=f"see why in {home / 'server.log'}, or run `ringleader server` to watch it",
+            )
         if time.monotonic() > deadline:
-            who = f"the server of {home} (pid {record.pid})" if record else "the local server"
-            raise RingleaderError(f"{who} did not answer at {url}; see {home / 'server.log'}")
+            who = f"its server (pid {record.pid})" if record else "the server started for it"
+            raise ServerUnreachable(
+                url,
+                f"{who} did not answer within {START_TIMEOUT_S:g} s",
+                fix=f"see why in {home / 'server.log'}",
+            )
         time.sleep(0.1)
 
 

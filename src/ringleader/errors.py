@@ -5,6 +5,11 @@ name, a ``file:line``, a host.  The CLI maps them to exit codes once
 (``exit_code``), so no caller invents its own; the server maps them to HTTP
 statuses once (``server/app.py``), and the client maps statuses back
 (``client.error_for``), so the same class is raised on both sides of the wire.
+
+Exit codes by kind (the README's table is this one): 1 any other error, 2
+bad input or usage, 3 an SSH host unusable, 4 not found, 5 conflict, 6 not
+logged in or not allowed, 7 no server answers, 8 the server is busy (retry),
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -110,6 +115,58 @@ class TooManyRequests(RingleaderError):
     """The server sheds load or rate-limits this caller (HTTP 429); retry later."""
 
     exit_code = 8
+
+
+class ServerUnreachable(RingleaderError):
+    """No ringleader server answers at the URL the client uses (refused, no such
+    host, timed out, a bad URL, or the connection broke).
+
+    ``source`` says where the URL came from (``RINGLEADER_URL``, a login's
+    config...), because the fix depends on it: start a server there, or point
+    the client at the one that runs.
+    """
+
+    exit_code = 7
+
+    def __init__(
+        self, url: str, detail: str, source: str | None = None, fix: str | None = None
+    ) -> None:
+        self.url = url
+        self.detail = detail
+        self.source = source
+        origin = f" (from {source})" if source else ""
+        super().__init__(
+            f"cannot reach the ringleader server at {url}{origin}: {detail}\n"
+            f"  fix: {fix or unreachable_fix(url, source)}"
+        )
+
+
+def unreachable_fix(url: str, source: str | None) -> str:
+    """What to do when nothing answers at ``url``: start a server there if it is
+    this machine's, or point the client at the server that runs."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        parts, host, port = None, None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        return "give a URL like http://HOST:8470 (RINGLEADER_URL or `ringleader login --url`)"
+    start = "`ringleader server" + (f" --port {port}`" if port and port != 8470 else "`")
+    if source == "RINGLEADER_URL":
+        if host in ("127.0.0.1", "localhost", "::1"):
+            return (
+                f"start it with {start} in another shell, or unset RINGLEADER_URL "
+                "to use this home's server"
+            )
+        return "check that its server runs and the address is right, or set RINGLEADER_URL"
+    if source and "login" in source:
+        return (
+            "check that its server runs, or point to another: `ringleader login --url URL` "
+            "or RINGLEADER_URL=URL"
+        )
+    return f"start one with {start} in another shell, or set RINGLEADER_URL=http://HOST:PORT"
 
 
 class ApiError(RingleaderError):

@@ -200,8 +200,16 @@ def with_slots(hosts: list[Host], nproc_per_node: int | None) -> list[Host]:
 
 
 def to_mpi_hostfile(hosts: list[Host]) -> str:
-    """The MPI text form, one ``address slots=N`` per host."""
-    return "".join(f"{h.address} slots={h.slots}\n" for h in hosts)
+    """The MPI text form, one ``address slots=N`` line per machine.
+
+    A machine listed several times (an MLX hosts.json naming one Mac once per rank)
+    becomes one line with the slots added up, in first-seen order: OpenMPI refuses
+    a hostfile that defines a host's slot count twice.
+    """
+    slots: dict[str, int] = {}
+    for h in hosts:
+        slots[h.address] = slots.get(h.address, 0) + h.slots
+    return "".join(f"{address} slots={n}\n" for address, n in slots.items())
 
 
 @lru_cache(maxsize=1)

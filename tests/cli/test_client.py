@@ -68,7 +68,7 @@ def test_any_other_status_is_an_api_error_with_it() -> None:
 
 
 def _options(**given: object) -> SubmitOptions:
-    flags = {"name": "NAME", "workers": "--workers", "env": "-e/--environment", "gpu": "-g/--gpu"}
+    flags = {"name": "NAME", "workers": "--workers", "env": "--environment", "gpu": "--gpu"}
     return SubmitOptions(**{"name": "job", "workers": 1, "command": [], "flags": flags, **given})
 
 
@@ -91,7 +91,7 @@ def test_v1_and_v2_flags_build_the_same_compute_block() -> None:
     [
         ({"workers": 0}, "--workers"),
         ({"name": "Bad_Name"}, "NAME"),
-        ({"env": ["NOEQUALS"]}, "-e/--environment"),
+        ({"env": ["NOEQUALS"]}, "--environment"),
         ({"gpu": 1.5}, "--gpu"),
         ({"framework": "caffe"}, "--framework"),
     ],

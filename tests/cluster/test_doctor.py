@@ -1,13 +1,16 @@
 """``ringleader doctor`` on real SSH hosts (network namespaces sharing this filesystem):
-passes on a healthy trio, and names the host and the fix for each kind of failure."""
+passes on a healthy trio, and names the host and the fix for each kind of failure.
+
+Behaviour only: how long doctor takes, and the bandwidth it measures, are
+``bench/netbench.py``'s to time (a loaded machine must not fail these tests)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,16 +34,21 @@ def project(tmp_path: Path) -> Path:
     return code
 
 
-def doctor(net: TestHostNetwork, code: Path, *hosts: str, extra: tuple[str, ...] = ()) -> Any:
+def doctor(
+    net: TestHostNetwork,
+    code: Path,
+    *hosts: str,
+    extra: tuple[str, ...] = (),
+    ssh_config: Path | None = None,
+) -> Any:
     argv = [sys.executable, "-m", "ringleader", "doctor", *hosts, "--workdir", str(code),
-            "--ssh-config", str(net.ssh_config), "--min-free-gb", "0.01", "--json", *extra]  # fmt: skip
-    started = time.monotonic()
+            "--ssh-config", str(ssh_config or net.ssh_config), "--min-free-gb", "0.01",
+            "--json", *extra]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=os.environ)
-    elapsed = time.monotonic() - started
     assert done.stdout, done.stderr
     out = json.loads(done.stdout)
     report = {r["host"]: r for r in out["hosts"]}
-    return done.returncode, report, elapsed
+    return done.returncode, report
 
 
 def failed(report: dict[str, Any]) -> dict[str, list[str]]:
@@ -55,13 +63,12 @@ def test_a_healthy_trio_passes_every_check(make_test_hosts: MakeHosts, tmp_path:
     net = make_test_hosts(3)
     code = project(tmp_path)
     hosts = [h.address for h in net.hosts]
-    rc, report, elapsed = doctor(net, code, *hosts, extra=("--no-bandwidth",))
+    rc, report = doctor(net, code, *hosts, extra=("--no-bandwidth",))
     assert rc == 0 and failed(report) == {}, report
     first = report[net.hosts[0].address]
     assert first["checks"]["interface"]["detail"] == f"eth0 {net.hosts[0].address}"
     assert first["checks"]["mesh"]["detail"] == "reaches all 2 others"
     assert first["facts"]["files"] == 2
-    assert elapsed < 10, f"doctor took {elapsed:.1f} s for 3 hosts"  # the issue's bound
 
 
 def test_bandwidth_is_measured_across_the_hosts_after_the_checks(
@@ -78,7 +85,11 @@ def test_bandwidth_is_measured_across_the_hosts_after_the_checks(
     rows = [ln.split() for ln in done.stdout.splitlines() if ln.strip().startswith(("4K", "1M"))]
     assert [r[0] for r in rows] == ["4K", "1M"]
     assert [r[1] for r in rows] == ["5.333K", "1.333M"]  # 2(N-1)K/N for N = 3
-    assert all(float(r[-1]) > 0 for r in rows)  # bus bandwidth, GB/s
+    # Each rate in a unit that shows it: three significant digits, never "0.000 GB/s".
+    for row in rows:
+        rates = re.findall(r"(\d+(?:\.\d+)?) ([KMG]?B/s)", " ".join(row))
+        assert len(rates) == 2, row  # algbw and busbw
+        assert all(1 <= float(figure) < 1000 for figure, _ in rates), row
 
     out = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300)
     measured = json.loads(out.stdout)["bandwidth"]
@@ -99,7 +110,7 @@ def test_each_failure_names_the_host_and_the_fix(
     hidden_file = code / "pkg" / "model.py"
     net = make_test_hosts(3, hidden_dirs={1: [code], 2: [hidden_file]})
     hosts = [h.address for h in net.hosts]
-    rc, report, _ = doctor(net, code, *hosts, net.unreachable_address)
+    rc, report = doctor(net, code, *hosts, net.unreachable_address)
     assert rc == 1
     assert failed(report) == {
         hosts[1]: ["workdir"],  # the directory is missing there
@@ -117,11 +128,11 @@ def test_a_missing_interpreter_and_an_unusable_interface(
     net = make_test_hosts(2)
     code = project(tmp_path)
     hosts = [h.address for h in net.hosts]
-    rc, report, _ = doctor(net, code, *hosts, extra=("--python", "/opt/no-such/python3"))
+    rc, report = doctor(net, code, *hosts, extra=("--python", "/opt/no-such/python3"))
     assert rc == 1 and failed(report) == {h: ["python"] for h in hosts}
     assert "/opt/no-such/python3" in report[hosts[0]]["checks"]["python"]["fix"]
 
-    rc, report, _ = doctor(net, code, *hosts, extra=("--network-interface", "lo"))
+    rc, report = doctor(net, code, *hosts, extra=("--network-interface", "lo"))
     assert rc == 1 and failed(report) == {h: ["interface"] for h in hosts}
     assert "loopback" in report[hosts[0]]["checks"]["interface"]["detail"]
 
@@ -149,9 +160,65 @@ def test_a_host_with_a_different_python_is_named_with_the_fix(
     )
     python.chmod(0o755)
     hosts = [h.address for h in net.hosts]
-    rc, report, _ = doctor(net, code, *hosts, extra=("--python", str(python), "--no-bandwidth"))
+    rc, report = doctor(net, code, *hosts, extra=("--python", str(python), "--no-bandwidth"))
     assert rc == 1 and failed(report) == {other: ["python", "versions"]}, report
     check = report[other]["checks"]["python"]
     assert check["detail"].startswith("/usr/bin/python3") and f"(here: {python} " in check["detail"]
     assert other in check["fix"] and "same interpreter" in check["fix"]
     assert "ringleader install" in report[other]["checks"]["versions"]["fix"]
+
+
+def test_a_host_whose_loopback_is_down_is_told_to_bring_it_up(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    """Loopback down: the host cannot reach its own addresses (rank 0's store on its
+    host, ranks beside it), though every other check passes over eth0."""
+    net = make_test_hosts(2)
+    code = project(tmp_path)
+    hosts = [h.address for h in net.hosts]
+    subprocess.run(["ip", "-n", net.hosts[1].netns, "link", "set", "lo", "down"], check=True)
+    rc, report = doctor(net, code, *hosts, extra=("--no-bandwidth",))
+    assert rc == 1 and failed(report) == {hosts[1]: ["interface"]}, report
+    check = report[hosts[1]]["checks"]["interface"]
+    assert "the loopback interface is down" in check["detail"], check
+    assert "`ip link set lo up`" in check["fix"] and hosts[1] in check["fix"]
+
+
+def test_a_master_named_localhost_is_fine_alone_named_with_others_and_lo_down_said(
+    make_test_hosts: MakeHosts, tmp_path: Path
+) -> None:
+    """``localhost`` as the master (an ssh alias here for host 0): each host reads it
+    as itself. Alone that is fine; with others the master's name is the problem; and
+    with the loopback interface down, that (not "no route to the master") is said.
+    A master named by an alias only ssh knows (``mini-1``) is said not to resolve."""
+    net = make_test_hosts(2)
+    code = project(tmp_path)
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host localhost mini-1\n  HostName {net.hosts[0].address}\n\n{net.ssh_config.read_text()}"
+    )
+    alone = ("--no-bandwidth",)
+    rc, report = doctor(net, code, "localhost", extra=alone, ssh_config=config)
+    assert rc == 0 and failed(report) == {}, report
+    assert report["localhost"]["checks"]["interface"]["detail"] == "lo 127.0.0.1"
+
+    other = net.hosts[1].address
+    rc, report = doctor(net, code, "localhost", other, extra=alone, ssh_config=config)
+    assert rc == 1 and failed(report) == {h: ["interface"] for h in ("localhost", other)}
+    check = report[other]["checks"]["interface"]
+    assert check["detail"].startswith("the master localhost is 127.0.0.1 there"), check
+    assert "not localhost" in check["fix"]
+
+    rc, report = doctor(net, code, "mini-1", other, extra=alone, ssh_config=config)
+    assert rc == 1 and failed(report) == {h: ["interface"] for h in ("mini-1", other)}
+    check = report[other]["checks"]["interface"]
+    assert check["detail"].startswith("the master mini-1 does not resolve there"), check
+    assert "/etc/hosts" in check["fix"] and "alias" in check["fix"]
+
+    subprocess.run(["ip", "-n", net.hosts[0].netns, "link", "set", "lo", "down"], check=True)
+    rc, report = doctor(net, code, "localhost", extra=alone, ssh_config=config)
+    check = report["localhost"]["checks"]["interface"]
+    assert rc == 1 and "no route" not in check["detail"], check
+    assert "cannot reach itself over TCP (127.0.0.1: " in check["detail"]
+    assert "the loopback interface is down" in check["detail"]
+    assert "`ip link set lo up`" in check["fix"]

@@ -24,7 +24,7 @@ EPOCH = re.compile(r"^epoch (\d+)/(\d+): train loss (\d+\.\d{4})$", re.M)
 
 
 def test_two_ranks_reach_95_percent_with_defaults() -> None:
-    rank0, rank1 = _run_ranks(2, [])
+    rank0, rank1 = _run_ranks(2, ["--bench"])
     match = ACCURACY.search(rank0.stdout)
     assert match, rank0.stdout
     assert float(match.group(1)) >= 0.95, rank0.stdout
@@ -45,7 +45,7 @@ def test_single_process_without_launcher() -> None:
         if k not in _LAUNCHER_NAMES and not k.startswith(_LAUNCHER_PREFIXES)
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "ringleader.examples.digits", "--max-steps", "5"],
+        [sys.executable, "-m", "ringleader.examples.digits", "--max-steps", "5", "--bench"],
         env={**env, "OMP_NUM_THREADS": "2"},
         capture_output=True,
         text=True,
@@ -56,3 +56,16 @@ def test_single_process_without_launcher() -> None:
     steady = STEADY.search(proc.stdout)
     assert steady and steady.group(2) == "3", proc.stdout  # 5 steps minus 2 warm-up
     assert [e[:2] for e in EPOCH.findall(proc.stdout)] == [("1", "10")]  # stopped in epoch 1
+
+
+def test_no_bench_lines_without_bench() -> None:
+    """A user's run prints the training alone: the timing lines are for ``bench/``."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ringleader.examples.digits", "--max-steps", "3"],
+        env={**os.environ, "OMP_NUM_THREADS": "2"},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert ACCURACY.search(proc.stdout) and "RINGLEADER_BENCH" not in proc.stdout, proc.stdout

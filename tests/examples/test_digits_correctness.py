@@ -78,7 +78,7 @@ def _steps(stdout: str) -> int:
 
 
 def test_two_ranks_match_one_rank_with_the_global_batch(tmp_path: Path) -> None:
-    common = ["--no-shuffle", "--epochs", "2", "--seed", "3"]
+    common = ["--no-shuffle", "--epochs", "2", "--seed", "3", "--bench"]
     one, two = tmp_path / "one.pt", tmp_path / "two.pt"
     (single,) = _run_ranks(1, [*common, "--batch-size", "32", "--save-params", str(one)])
     rank0, rank1 = _run_ranks(2, [*common, "--batch-size", "16", "--save-params", str(two)])

@@ -22,8 +22,8 @@ def spec(**kw) -> LaunchSpec:
 
 
 FACTS = [
-    NodeFacts(8, "/tmp/r/node-0", "eth1", "10.0.0.1"),
-    NodeFacts(4, "/tmp/r/node-1", "tb0", "10.0.0.2"),
+    NodeFacts(8, "/tmp/r/node-0", "eth1", "10.0.0.1", ring_ports=(40001, 40002)),
+    NodeFacts(4, "/tmp/r/node-1", "tb0", "10.0.0.2", ring_ports=(50001, 50002)),
 ]
 
 
@@ -67,8 +67,14 @@ def test_golden_env_of_rank_3() -> None:
         "RINGLEADER_MASTER_NODE_IP": "10.0.0.1",
         "RINGLEADER_HOSTFILE": "/tmp/r/node-1/hostfile",
         "RINGLEADER_HOST": "b",
+        "RINGLEADER_MAIN_ENDED_FILE": "/tmp/r/node-1/attempt-1/rank-3.ended",
         "RINGLEADER_NETWORK_INTERFACE": "tb0",
+        "MLX_RANK": "3",
+        "MLX_HOSTFILE": "/tmp/r/node-1/attempt-1/mlx-hostfile.json",
     }
+    # MLX's ring: every host writes the same list, each rank's own host's address and port.
+    ring = '[["10.0.0.1:40001"], ["10.0.0.1:40002"], ["10.0.0.2:50001"], ["10.0.0.2:50002"]]'
+    assert plan.nodes[1].files == {"/tmp/r/node-1/attempt-1/mlx-hostfile.json": ring}
     # Picked interface and thread count are defaults: a user's own setting wins on the host.
     assert rank3.env_defaults == {
         "OMP_NUM_THREADS": "2",

@@ -149,13 +149,16 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "RINGLEADER_HOME": str(home), "RINGLEADER_URL": self.url}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.python = sys.executable  # what the server runs under
+        self.account: tuple[int, int] | None = None  # (uid, gid) it runs as; None: ours
 
     def start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         log = open(self.home / "server-test.log", "ab")  # noqa: SIM115
+        account = self.account
         self.proc = subprocess.Popen(
             [
-                sys.executable,
+                self.python,
                 "-m",
                 "ringleader",
                 "server",
@@ -168,6 +171,7 @@ class ServerProcess:
             stdout=log,
             stderr=log,
             start_new_session=True,
+            **({"user": account[0], "group": account[1], "extra_groups": []} if account else {}),
         )
         deadline = time.monotonic() + 60
         while True:

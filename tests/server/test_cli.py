@@ -38,6 +38,7 @@ def test_seed_002_cli_v1_flow(server: ServerProcess, tmp_path: Path) -> None:
     assert logs.returncode == 0, logs.stderr
     assert re.search(r"^\[mnist-master-0\] final test accuracy: 0\.\d+", logs.stdout, re.M)
     assert re.search(r"^\[mnist-master-0\] epoch 4/4", logs.stdout, re.M)
+    assert "RINGLEADER_BENCH" not in logs.stdout  # timing lines are for bench/ (--bench)
     wait_until(lambda: _phase(server, "mnist") == "Completed", 30, "Completed")
     listing = server.cli("list").stdout
     assert "mnist" in listing and "Completed" in listing and "PODs Running (Pending)" in listing

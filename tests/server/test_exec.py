@@ -57,7 +57,8 @@ def test_exec_runs_in_the_pods_directory_with_its_environment(
     lines = done.stdout.splitlines()
     assert lines[0] == "rank=0 world=3 greeting=hello there"
     assert lines[1] == os.getcwd()  # the CLI submits its own directory as workingDir
-    assert done.stderr.strip() == "oops"
+    # The command's stderr, then why the session ended, as `kubectl exec` says it.
+    assert done.stderr.splitlines() == ["oops", "ringleader: command terminated with exit code 7"]
     worker = server.cli(
         "distributed", "exec", interactive, "--pod", "worker-1", "--", "printenv", "RANK"
     )
@@ -105,12 +106,14 @@ def test_bash_on_a_terminal_is_an_interactive_shell(
         return True
 
     try:
-        assert read_until(b"# ") or read_until(b"$ "), seen  # the remote shell's prompt
+        assert read_until(b"(dev/master-0) "), seen  # the prompt names the workload and pod
+        assert read_until(b"# ") or read_until(b"$ "), seen  # then the shell's own
         os.write(parent, b"echo product=$((6*7)) rank=$RANK; tty\r")
         assert read_until(b"product=42 rank=0"), seen
         assert read_until(b"/dev/pts/"), seen  # the remote side has a terminal too
         os.write(parent, b"exit 3\r")
         assert shell.wait(timeout=30) == 3
+        assert read_until(b"command terminated with exit code 3"), seen
     finally:
         if shell.poll() is None:
             shell.kill()
@@ -174,8 +177,40 @@ def test_deleting_the_workload_ends_its_exec_sessions(
     job = f"rl-{_workload_id(server, interactive)}"
     client = _long_exec(server, interactive)
     assert server.cli("delete", interactive).returncode == 0
-    assert client.wait(timeout=60) != 0  # the session ended with its pod
+    assert client.wait(timeout=60) in (137, 143)  # the session ended with its pod: 128+signal
+    assert client.stderr is not None
+    said = client.stderr.read()
+    assert re.search(r"ringleader: workload dev was deleted: the session was killed by SIG", said)
     wait_until(lambda: job_pids(job) == [], 30, "no process of the workload")
+
+
+def test_suspending_the_workload_ends_its_exec_sessions_saying_so(
+    server: ServerProcess, interactive: str
+) -> None:
+    client = _long_exec(server, interactive)
+    assert server.cli("suspend", interactive).returncode == 0
+    assert client.wait(timeout=60) in (137, 143)
+    assert client.stderr is not None
+    assert "workload dev was stopped (suspended)" in client.stderr.read()
+
+
+def test_a_session_whose_server_stops_says_so(server: ServerProcess, interactive: str) -> None:
+    client = _long_exec(server, interactive)
+    assert server.proc is not None
+    server.proc.terminate()
+    assert client.wait(timeout=60) != 0
+    assert client.stderr is not None
+    said = client.stderr.read()
+    assert f"the server at {server.url} stopped" in said and "Traceback" not in said, said
+    assert said.count("\n") <= 2, said
+
+
+def test_a_session_killed_inside_says_by_what(server: ServerProcess, interactive: str) -> None:
+    done = server.cli("exec", interactive, "--", "sh", "-c", "kill -KILL $$")
+    assert done.returncode == 137, done.stderr
+    assert done.stderr.strip() == (
+        "ringleader: the session was killed by SIGKILL (signal 9) (exit code 137)"
+    )
 
 
 def test_a_tty_session_gets_a_terminal_of_the_asked_size(tmp_path) -> None:

@@ -270,3 +270,17 @@ def test_a_crashing_gang_on_ssh_nodes_is_restarted_by_the_scheduler_until_backof
     logs = server.cli("logs", "crashy").stdout
     assert logs.count("rank 0 up") == 2  # once per attempt
     wait_until(lambda: not job_pids(f"rl-{wid}"), 30, "no process left")
+
+
+def test_spread_puts_a_gang_without_requests_on_every_host(
+    cluster: tuple[Server, TestHostNetwork], tmp_path: Path
+) -> None:
+    """Pods that request no CPU, memory or GPU change no node's free resources:
+    ``--placement spread`` counts pods, so the 3-pod gang still lands one per host."""
+    server, net = cluster
+    import_hosts(server, net, tmp_path)
+    wid = server.submit("bare", tmp_path, "true", compute={})
+    done = server.wait_phase(wid, {"Completed", "Failed"})
+    assert done["actualPhase"] == "Completed", done
+    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()
+    assert sorted(p["node"] for p in pods) == sorted(h.address for h in net.hosts), pods

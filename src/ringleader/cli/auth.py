@@ -15,10 +15,19 @@ if TYPE_CHECKING:
 
 @reports_errors
 def login(
-    url: str = typer.Option(None, "--url", help="Server URL (default: the local server)."),
-    client_id: str = typer.Option(..., "--client-id", prompt=True, help="Access key id."),
+    url: str = typer.Option(
+        None, "--url", metavar="URL", help="Server URL (default: the local server)."
+    ),
+    client_id: str = typer.Option(
+        ..., "--client-id", prompt=True, metavar="ID", help="Access key id."
+    ),
     client_secret: str = typer.Option(
-        ..., "--client-secret", prompt=True, hide_input=True, help="Access key secret."
+        ...,
+        "--client-secret",
+        prompt=True,
+        hide_input=True,
+        metavar="SECRET",
+        help="Access key secret (prompted for, unechoed, when left out).",
     ),
 ) -> None:
     """Store an access key (0600) for this user and check it works.
@@ -35,7 +44,10 @@ def login(
 
 @reports_errors
 def whoami() -> None:
-    """Show the user, the server URL and the current project."""
+    """Show the user, the server URL and the current project.
+
+    Example: ringleader whoami
+    """
     c = client()
     me = c.me()
     console.print(f"User: {me.name}{' (admin)' if me.is_admin else ''}")

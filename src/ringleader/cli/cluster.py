@@ -15,39 +15,71 @@ from rich.table import Table
 
 from ringleader.cli.common import console, err_console, reports_errors
 
+SSH_CONFIG_HELP = "An ssh config file to use (ssh -F FILE): aliases, users, ports, keys."
+HOSTFILE_HELP = (
+    'hosts.json (MLX form: [{"ssh": "host", "ips": ["addr"]}]) or an MPI hostfile '
+    "(default: ./hosts.json when there is one)."
+)
+HOST_HELP = "A host (name, address or user@host); repeat the flag for several."
+PYTHON_HELP = "The interpreter, at the same path on every host (default: this one)."
+
 
 @reports_errors
 def ssh_setup(
-    hosts: list[str] = typer.Argument(..., help="Hosts: name, address or user@host."),
-    key_type: str = typer.Option("ed25519", "--type", help="Key type: ed25519 or rsa."),
+    hosts: list[str] = typer.Argument(
+        ..., help="Hosts to set up: name, address, user@host or an alias of ~/.ssh/config."
+    ),
+    key_type: str = typer.Option(
+        "ed25519",
+        "--type",
+        metavar="TYPE",
+        help="Type of the key made when --key does not exist: ed25519 or rsa (4096 bits).",
+    ),
     key: str = typer.Option(
-        None, "--key", help="Private key to use or create (default ~/.ssh/id_TYPE)."
+        None,
+        "--key",
+        metavar="FILE",
+        help="Private key to install (default ~/.ssh/id_TYPE); made without a passphrase"
+        " when missing. One with a passphrase is refused unless ssh-agent holds it.",
     ),
     accept_new: bool = typer.Option(
-        False, "--accept-new", help="Record unknown host keys without asking (still shown)."
+        False,
+        "--accept-new",
+        help="Record unknown host keys without asking (their fingerprints are still shown);"
+        " a key that changed is never replaced.",
     ),
-    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
+    ssh_config: str = typer.Option(None, "--ssh-config", metavar="FILE", help=SSH_CONFIG_HELP),
     known_hosts: str = typer.Option(
-        None, "--known-hosts", help="known_hosts file (default: the one ssh uses)."
+        None,
+        "--known-hosts",
+        metavar="FILE",
+        help="known_hosts file to check and record host keys in (default: the one ssh uses).",
     ),
-    port: int = typer.Option(None, "--port", help="SSH port (default: ssh's)."),
+    port: int = typer.Option(
+        None, "--port", metavar="PORT", min=1, max=65535, help="SSH port (default: ssh's)."
+    ),
 ) -> None:
     """Set up passwordless SSH: key pair, host keys, authorized_keys, batch-login check.
 
     Idempotent: run it again to check; a host that already works is left alone.
-    ssh itself asks each host's password, at most once.
+    ssh itself asks each host's password, at most once. The key must have no
+    passphrase (ranks log in without a terminal): one that has is refused
+    before any host is touched, unless the running ssh-agent holds it.
 
     Examples:
 
       ringleader ssh-setup 10.85.100.220 10.85.100.221 10.85.100.222
 
       ringleader ssh-setup --type rsa pi@mini-1 pi@mini-2 --accept-new
+
+      ringleader ssh-setup --key ~/.ssh/id_cluster --port 2222 10.0.0.2
     """
     from ringleader.cluster import ssh_setup as ss
 
     private = Path(key).expanduser() if key else ss.default_key(key_type)
     created = ss.ensure_key(private, key_type)
-    console.print(f"{'created' if created else 'using'} key {private} ({key_type}, no passphrase)")
+    checked = ss.check_key(private)  # before any host: a passphrase is refused here
+    console.print(f"{'created' if created else 'using'} key {private} ({checked.describe()})")
     setup = ss.Setup(
         key=private,
         ssh_config=ssh_config,
@@ -83,9 +115,14 @@ def hostfile(
     source: str = typer.Argument(
         None, help="hosts.json (MLX form) or an MPI hostfile (default: ./hosts.json)."
     ),
-    output: str = typer.Option(None, "-o", "--output", help="Write here (default: stdout)."),
+    output: str = typer.Option(
+        None, "-o", "--output", metavar="FILE", help="Write here (default: stdout)."
+    ),
     slots: int = typer.Option(
-        None, "--slots", help="Slots per host (default: from the file, else 1)."
+        None,
+        "--slots",
+        metavar="N",
+        help="Slots (ranks) per host, for every host (default: from the file, else 1).",
     ),
     from_nodes: bool = typer.Option(
         False,
@@ -134,25 +171,47 @@ def hostfile(
 
 @reports_errors
 def doctor(
-    hosts: list[str] = typer.Argument(None, help="Hosts (or --hostfile); the first is the master."),
-    hostfile: str = typer.Option(None, "--hostfile", help="hosts.json or MPI hostfile."),
-    workdir: str = typer.Option(None, "--workdir", help="Working directory (default: here)."),
-    python: str = typer.Option(None, "--python", help="Interpreter (default: this one)."),
-    network_interface: str = typer.Option(
-        None, "--network-interface", help="The interface ranks must use (e.g. eth0)."
+    hosts: list[str] = typer.Argument(
+        None, help="Hosts to check (name, address or user@host); the first is the master."
     ),
-    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
-    min_free_gb: float = typer.Option(1.0, "--min-free-gb", help="Disk space needed."),
+    hostfile: str = typer.Option(None, "--hostfile", metavar="FILE", help=HOSTFILE_HELP),
+    workdir: str = typer.Option(
+        None,
+        "--workdir",
+        metavar="DIR",
+        help="The code's directory, at the same path on every host (default: here).",
+    ),
+    python: str = typer.Option(None, "--python", metavar="PATH", help=PYTHON_HELP),
+    network_interface: str = typer.Option(
+        None,
+        "--network-interface",
+        metavar="IFACE",
+        help="The interface ranks will use (e.g. eth0), checked on every host (default:"
+        " the one each host routes to the master through).",
+    ),
+    ssh_config: str = typer.Option(None, "--ssh-config", metavar="FILE", help=SSH_CONFIG_HELP),
+    min_free_gb: float = typer.Option(
+        1.0,
+        "--min-free-gb",
+        metavar="GB",
+        help="Free disk space each host needs in the working directory, in GB.",
+    ),
     bandwidth: bool = typer.Option(
         True,
         "--bandwidth/--no-bandwidth",
-        help="Then measure allreduce bus bandwidth over gloo across the hosts (when every"
-        " check passed).",
+        help="After the checks, when every one passed, measure allreduce bus bandwidth over"
+        " gloo across the hosts (one rank each).",
     ),
     sizes: str = typer.Option(
-        "1M,16M,64M", "--sizes", help="Allreduce sizes for the bandwidth test, comma-separated."
+        "1M,16M,64M",
+        "--sizes",
+        metavar="SIZES",
+        help="Allreduce sizes for the bandwidth test, comma-separated, binary units"
+        " (4K = 4096 bytes).",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (for scripts)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON document instead of tables (for scripts)."
+    ),
 ) -> None:
     """Check every host before a run: one table, a row per host, the fix for each failure.
 
@@ -168,6 +227,8 @@ def doctor(
       ringleader doctor 10.0.0.1 10.0.0.2 --network-interface eth0 --json
 
       ringleader doctor --sizes 1K,1M,256M
+
+      ringleader doctor pi@mini-1 pi@mini-2 --no-bandwidth --min-free-gb 20
     """
     import os
 
@@ -191,6 +252,7 @@ def doctor(
         interface=network_interface,
         ssh=SSHOptions.from_env(ssh_config),
         min_free_bytes=int(min_free_gb * 1e9),
+        master=picked[0].address,
     )
     reports = doc.run(plan)
     measured = None
@@ -226,6 +288,8 @@ def doctor(
 
 
 def _bandwidth_table(measured: Any, ranks: int) -> None:
+    from ringleader.cluster import busbw
+
     if measured.error:
         console.print(f"[red]allreduce across the {ranks} hosts failed[/]:\n{measured.error}")
         console.print(
@@ -234,16 +298,16 @@ def _bandwidth_table(measured: Any, ranks: int) -> None:
         )
         return
     table = Table(
-        "SIZE", "EACH RANK MOVES 2(N-1)K/N", "TIME", "ALGBW GB/s", "BUS BW GB/s",
+        "SIZE", "EACH RANK MOVES 2(N-1)K/N", "TIME", "ALGBW", "BUS BW",
         title=f"allreduce over gloo, {ranks} ranks (one per host)", box=None,
     )  # fmt: skip
     for row in measured.rows:
         table.add_row(
             _bytes(row["bytes"]),
             _bytes(row["moved"]),
-            f"{row['seconds'] * 1e3:.2f} ms",
-            f"{row['algbw'] / 1e9:.3f}",
-            f"{row['busbw'] / 1e9:.3f}",
+            busbw.duration_text(row["seconds"]),
+            busbw.rate_text(row["algbw"]),
+            busbw.rate_text(row["busbw"]),
         )
     console.print(table)
 
@@ -256,7 +320,11 @@ def _bytes(count: float) -> str:
 
 
 def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
-    table = Table("HOST", *(c.upper() for c in checks), box=None)
+    # One space between columns, the host never cut: 3 addresses fit 80 columns.
+    table = Table(box=None, padding=(0, 1, 0, 0))
+    table.add_column("HOST", no_wrap=True, min_width=max(len(r.host) for r in reports))
+    for check in checks:
+        table.add_column(check.upper())
     marks = {True: "[green]ok[/]", False: "[red]FAIL[/]", None: "[dim]-[/]"}
     for r in reports:
         table.add_row(r.host, *(marks[r.checks[c].ok] for c in checks))
@@ -307,10 +375,12 @@ def _outcomes(outcomes: list, what: str) -> None:
 
 @reports_errors
 def sync(
-    directory: str = typer.Argument(".", help="Directory to copy (default: here)."),
-    hosts: list[str] = typer.Option(None, "-H", "--host", help="A host (repeat)."),
-    hostfile: str = typer.Option(None, "--hostfile", help="hosts.json or MPI hostfile."),
-    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
+    directory: str = typer.Argument(
+        ".", help="Directory to copy, to the same absolute path on every host (default: here)."
+    ),
+    hosts: list[str] = typer.Option(None, "-H", "--host", metavar="HOST", help=HOST_HELP),
+    hostfile: str = typer.Option(None, "--hostfile", metavar="FILE", help=HOSTFILE_HELP),
+    ssh_config: str = typer.Option(None, "--ssh-config", metavar="FILE", help=SSH_CONFIG_HELP),
 ) -> None:
     """Copy DIR to the same path on every host with rsync, in parallel.
 
@@ -348,12 +418,20 @@ def sync(
 
 @reports_errors
 def install(
-    pip_args: list[str] = typer.Argument(None, help="pip install arguments (after --)."),
-    requirements: str = typer.Option(None, "-r", "--requirement", help="requirements file."),
-    hosts: list[str] = typer.Option(None, "-H", "--host", help="A host (repeat)."),
-    hostfile: str = typer.Option(None, "--hostfile", help="hosts.json or MPI hostfile."),
-    python: str = typer.Option(None, "--python", help="Interpreter (default: this one)."),
-    ssh_config: str = typer.Option(None, "--ssh-config", help="ssh -F FILE."),
+    pip_args: list[str] = typer.Argument(
+        None, help="Arguments for `pip install`, after -- (packages, --index-url ...)."
+    ),
+    requirements: str = typer.Option(
+        None,
+        "-r",
+        "--requirement",
+        metavar="FILE",
+        help="A requirements file, read on each host at this absolute path (sync it first).",
+    ),
+    hosts: list[str] = typer.Option(None, "-H", "--host", metavar="HOST", help=HOST_HELP),
+    hostfile: str = typer.Option(None, "--hostfile", metavar="FILE", help=HOSTFILE_HELP),
+    python: str = typer.Option(None, "--python", metavar="PATH", help=PYTHON_HELP),
+    ssh_config: str = typer.Option(None, "--ssh-config", metavar="FILE", help=SSH_CONFIG_HELP),
 ) -> None:
     """pip install into the same interpreter on every host, in parallel; a table of outcomes.
 
@@ -365,6 +443,8 @@ def install(
       ringleader install -r requirements.txt --hostfile hosts.json
 
       ringleader install -H 10.0.0.2 -- torch==2.13.0 --index-url https://...
+
+      ringleader install --python /opt/venv/bin/python -H a -H b -- numpy
     """
     import os
 

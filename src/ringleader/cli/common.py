@@ -1,24 +1,62 @@
-"""What CLI commands share: the client, error reporting, time formatting."""
+"""What CLI commands share: the client, error reporting, output width, time formatting.
+
+Invariants of error reporting (``reports_errors``, on every command that
+talks to a server):
+- an error is one line (``error: ...``), or two when a second says what to do
+  (``  fix: ...``), on stderr; never a traceback, unless ``RINGLEADER_DEBUG=1``
+  asks for one;
+- the exit code says the kind (``errors.py``, the README's table): 2 bad
+  input, 4 not found, 5 conflict, 6 not allowed, 7 no server answers ...;
+  an error nobody foresaw (a bug) is 1, and Ctrl-C is 130.
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import typer
 from rich.console import Console
 
-from ringleader.errors import RingleaderError
+from ringleader.errors import (
+    ApiError,
+    Forbidden,
+    InvalidSpec,
+    NotFound,
+    RingleaderError,
+    TooManyRequests,
+    Unauthorized,
+)
 
 if TYPE_CHECKING:
     from ringleader.client import Client
 
-# Piped output (scripts, tests) gets full-width tables instead of a truncated 80 columns.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 250)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 250)
+PIPE_WIDTH = 250  # piped output (scripts, tests): full rows, not a terminal's 80 columns
+INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C (128 + SIGINT)
+DEBUG_VAR = "RINGLEADER_DEBUG"  # set: an unforeseen error shows its traceback
+
+
+def output_width(stream: TextIO) -> int | None:
+    """The width to print for: ``COLUMNS`` when set (as a terminal or a user says), else
+    the terminal's (None: rich asks it), else ``PIPE_WIDTH`` for a pipe or a file."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if stream.isatty() else PIPE_WIDTH
+
+
+def wraps(console: Console) -> bool:
+    """Text is wrapped to the width: on a terminal, or when ``COLUMNS`` says one; a pipe
+    gets each line whole (tables are still laid out at ``PIPE_WIDTH``)."""
+    return console.is_terminal or os.environ.get("COLUMNS", "").isdigit()
+
+
+console = Console(highlight=False, width=output_width(sys.stdout))
+err_console = Console(stderr=True, highlight=False, width=output_width(sys.stderr))
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -29,16 +67,80 @@ def client(autostart: bool = True) -> Client:
     return Client.connect(autostart=autostart)
 
 
+# What to do about a typed error whose message does not say it already (no second line).
+_NOT_FOUND_FIX = {
+    "workload": "`ringleader list -A` lists the workloads you can see",
+    "project": "`ringleader project list` lists the projects you can use",
+    "node": "`ringleader nodes list` lists the nodes",
+    "user": "`ringleader user list` lists the users (admins)",
+    "access": "`ringleader access-key list` lists your access keys",
+}
+
+
+def fix_for(exc: RingleaderError) -> str | None:
+    """The ``fix:`` line for ``exc``, when its kind suggests one and it has none."""
+    text = str(exc)
+    if "\n" in text:
+        return None
+    if isinstance(exc, NotFound):
+        return _NOT_FOUND_FIX.get(text.split(" ", 1)[0].lower())
+    if isinstance(exc, Unauthorized) and "login" not in text:
+        return (
+            "`ringleader login` with your access key (an admin creates one: "
+            "`ringleader user create`), or set RINGLEADER_CLIENT_ID/RINGLEADER_CLIENT_SECRET"
+        )
+    if isinstance(exc, Forbidden):
+        return "ask an admin of the project, or a global admin, to do it or to give you the role"
+    if isinstance(exc, TooManyRequests):
+        return "the server is busy: try again in a few seconds"
+    if isinstance(exc, InvalidSpec):
+        command = _command_path()
+        return f"`{command} --help` lists the options and their forms" if command else None
+    if isinstance(exc, ApiError) and (exc.status or 0) >= 500:
+        return "the server failed to answer; its log says why (server.log in its data directory)"
+    return None
+
+
+def _command_path() -> str | None:
+    """``ringleader list``: the command running now, for a ``--help`` hint."""
+    try:
+        from typer._click import get_current_context  # Typer >= 0.29 vendors click
+    except ImportError:  # pragma: no cover - older Typer
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    return ctx.command_path if ctx is not None else None
+
+
+def fail(message: str, exit_code: int, fix: str | None = None) -> typer.Exit:
+    """Print ``error: message`` (and ``  fix: ...``) on stderr; the Exit to raise."""
+    err_console.print(f"[red]error:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+    if fix:
+        err_console.print(f"  fix: {fix}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(exit_code)
+
+
 def reports_errors(fn: F) -> F:
-    """Typed errors become one clear line on stderr and their exit code."""
+    """Errors become one clear line on stderr (two with the fix) and their exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except RingleaderError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", markup=True, soft_wrap=True)
-            raise typer.Exit(exc.exit_code) from None
+            raise fail(str(exc), exc.exit_code, fix_for(exc)) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", INTERRUPTED) from None
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException):
+            raise  # Typer's own: an exit code, or a usage error it prints itself
+        except Exception as exc:
+            if os.environ.get(DEBUG_VAR):
+                raise
+            raise fail(
+                f"unexpected {type(exc).__name__}: {exc}",
+                1,
+                f"this is a bug in ringleader; run again with {DEBUG_VAR}=1 for the traceback "
+                "to report",
+            ) from None
 
     return wrapper  # type: ignore[return-value]
 

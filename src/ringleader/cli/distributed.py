@@ -1,8 +1,10 @@
 """Run:ai CLI v2: ``ringleader distributed submit|list|describe|logs|exec|delete|...``.
 
 ``submit`` takes the API's compute block one flag per field
-(``--gpu-portion-request 0.1``); its other options are v1's, from the one
-definition in ``cli/submit_options.py``.  The other verbs are v1's commands.
+(``--gpu-portion-request 0.1``) and ``--preemptibility``; its other options
+(``--command``/``--args``, ``-e``...) are v1's, from the one definition in
+``cli/submit_options.py``, and its line is split the same way
+(``cli/submit_argv.py``).  The other verbs are v1's commands.
 """
 
 from __future__ import annotations
@@ -10,20 +12,30 @@ from __future__ import annotations
 import typer
 
 from ringleader.cli import exec as exec_cmd
+from ringleader.cli import submit as v1_submit
 from ringleader.cli import workloads as v1
 from ringleader.cli.common import console, reports_errors
-from ringleader.cli.submit_options import EXTRA, V2_COMPUTE, SubmitOptions, submit_options
+from ringleader.cli.submit_argv import SubmitCommand
+from ringleader.cli.submit_flags import COMMAND, V2_COMPUTE, V2_SCHEDULING
+from ringleader.cli.submit_options import SubmitOptions, submit_options
 
-app = typer.Typer(help="Distributed workloads, Run:ai CLI v2 style.", no_args_is_help=True)
+app = typer.Typer(
+    help="Distributed workloads, Run:ai CLI v2 style.\n\n"
+    "Example: ringleader distributed submit mnist --framework PyTorch --workers 2 "
+    "--gpu-devices-request 1 --gpu-request-type portion --gpu-portion-request 0.1 "
+    "-- python -m ringleader.examples.digits",
+    no_args_is_help=True,
+)
 
 
-@app.command("submit", context_settings=EXTRA)
+@app.command("submit", cls=SubmitCommand)
 @reports_errors
 @submit_options(
     "name",
     "framework",
     "workers",
     "image",
+    *COMMAND,
     *V2_COMPUTE,
     "slots_per_worker",
     "env",
@@ -31,17 +43,21 @@ app = typer.Typer(help="Distributed workloads, Run:ai CLI v2 style.", no_args_is
     "backoff_limit",
     "clean_pod_policy",
     "interactive",
+    *V2_SCHEDULING,
     "project",
+    "name_prefix",
 )
 def submit(ctx: typer.Context, options: SubmitOptions) -> None:
-    """Submit a distributed workload; what follows -- is the command.
+    """Submit a distributed workload; the command follows --.
 
     Example: ringleader distributed submit mnist --framework PyTorch --workers 2
     --gpu-request-type portion --gpu-portion-request 0.1 --gpu-devices-request 1
     --cpu-memory-request 100M -- python -m ringleader.examples.digits
     """
-    accepted, _ = v1.submit(options)
+    accepted, project = v1_submit.submit(options)
     console.print(f"Creating distributed workload {accepted.name} (id {accepted.workload_id})")
+    steps = v1_submit.next_steps(accepted, options, project, prefix="ringleader distributed")
+    console.print(steps, soft_wrap=True)
 
 
 app.command("list")(v1.list_workloads)

@@ -3,7 +3,13 @@
 The terminal side of ``server.exec_session``'s protocol: stdin goes up on
 channel 0 (raw, when a TTY was asked for), channels 1/2 come down to this
 process's stdout/stderr, and the status message ends the session with the
-remote command's exit code, which becomes ours.
+remote command's exit code, which becomes ours (128+N for signal N).
+
+A session never ends without saying why, on stderr once the terminal is
+back to normal: the server's reason (the workload was deleted or stopped,
+the pod ended, a signal), else ``command terminated with exit code N`` for a
+non-zero exit (as ``kubectl exec`` says it), or that the connection to the
+server was lost.
 """
 
 from __future__ import annotations
@@ -50,8 +56,17 @@ def _window(fd: int) -> bytes | None:
     return frame(RESIZE, json.dumps({"rows": size.lines, "cols": size.columns}).encode())
 
 
+class SessionLost(RingleaderError):
+    """The connection ended before the session's status came."""
+
+
 def read_status(payload: bytes) -> int:
     """The exit code a status message carries; RemoteError for a refusal or failure."""
+    return read_end(payload)[0]
+
+
+def read_end(payload: bytes) -> tuple[int, str]:
+    """``(exit code, why)`` from a status message (why: "" when the code says it all)."""
     try:
         status = json.loads(payload)
         if not isinstance(status, dict):
@@ -65,11 +80,21 @@ def read_status(payload: bytes) -> int:
         code = status.get("exitCode", 1)
         if type(code) is not int:
             raise ValueError(code)
+        reason = status.get("reason") or ""
     except ValueError:
         raise RingleaderError(
             f"the server ended the session with an unreadable status: {payload[:200]!r}"
         ) from None
-    return code
+    return code, str(reason)[:1000]
+
+
+def ending(code: int, reason: str) -> str:
+    """The line that says why a session ended ("" for a plain success)."""
+    if reason:
+        return f"ringleader: {reason} (exit code {code})"
+    if code != 0:
+        return f"ringleader: command terminated with exit code {code}"
+    return ""
 
 
 def _send_input(ws: Any) -> None:
@@ -87,7 +112,16 @@ def _send_input(ws: Any) -> None:
 
 
 def run_session(ws: Any, *, tty: bool, send_stdin: bool) -> int:
-    """Relay one session; the remote exit code."""
+    """Relay one session; the remote exit code, once why it ended is on stderr."""
+    code, reason = _relay(ws, tty=tty, send_stdin=send_stdin)
+    said = ending(code, reason)
+    if said:
+        print(said, file=sys.stderr, flush=True)
+    return code
+
+
+def _relay(ws: Any, *, tty: bool, send_stdin: bool) -> tuple[int, str]:
+    """Relay one session (the terminal restored at its end); its exit code and why."""
     outs = {STDOUT: sys.stdout.buffer, STDERR: sys.stderr.buffer}
     restore = None
     if tty:
@@ -114,8 +148,8 @@ def run_session(ws: Any, *, tty: bool, send_stdin: bool) -> int:
                 outs[channel].write(payload)
                 outs[channel].flush()
             elif channel == STATUS:
-                return read_status(payload)
-        raise RingleaderError("the server closed the session without an exit status")
+                return read_end(payload)
+        raise SessionLost("the server closed the connection before the session ended")
     finally:
         if restore is not None:
             import termios
@@ -139,9 +173,25 @@ def _exec(
         code = run_session(ws, tty=tty, send_stdin=stdin or tty)
     except InvalidStatus as exc:
         raise RingleaderError(f"the server refused the exec session: {exc}") from None
-    except (WebSocketException, OSError) as exc:
-        raise RingleaderError(f"the exec session broke off: {exc}") from None
+    except (SessionLost, WebSocketException, OSError) as exc:
+        raise SessionLost(lost_server(c.url, name, exc)) from None
     raise typer.Exit(code)
+
+
+GOING_AWAY = (1001, 1012)  # WebSocket close codes of a server stopping or restarting
+
+
+def lost_server(url: str, name: str, exc: BaseException) -> str:
+    """Why a session ended without its status: the server stopped, or the link broke."""
+    received = getattr(exc, "rcvd", None)
+    if received is not None and received.code in GOING_AWAY:
+        what = f"the server at {url} stopped"
+    else:
+        what = f"lost the connection to the server at {url} ({exc})"
+    return (
+        f"{what}, and the session ended with it; `ringleader describe {name}` shows the "
+        "workload once the server is back"
+    )
 
 
 POD = typer.Option(None, "--pod", help="Pod name or suffix, e.g. worker-1 (default: master).")

@@ -59,8 +59,47 @@ class LazyCommand:
             holder.add_typer(obj if isinstance(obj, typer.Typer) else obj(), name=name)
         else:
             settings = dict(self.context_settings) or None
-            holder.command(name, help=self.help, context_settings=settings)(obj)
-        return typer.main.get_group(holder).commands[name]
+            cls = getattr(obj, "command_class", None)  # e.g. submit's SubmitCommand
+            holder.command(name, help=self.help, context_settings=settings, cls=cls)(obj)
+        command = typer.main.get_group(holder).commands[name]
+        _tidy_help(command)
+        return command
+
+
+def _tidy_help(command: Any) -> None:
+    """Help that reads as a usage line: no ``<bool>`` after an on/off flag (``--help``
+    included), and ``<str>`` rather than ``<list[str]>`` for a repeatable option.
+
+    A command that declares its own metavar keeps it.  Typer's display helpers
+    are internal, hence the ``getattr``: another Typer shows its own help.
+    """
+    from typer.core import TyperArgument, TyperGroup, TyperOption
+
+    for param in command.params:
+        if isinstance(param, TyperOption) and param.metavar is None and param.is_flag:
+            param.metavar = ""
+            continue
+        display = getattr(param, "display_type", None)
+        shown = display(None) if callable(display) else ""
+        if not (isinstance(shown, str) and shown.startswith("<list[") and shown.endswith("]>")):
+            continue
+        element = f"<{shown[6:-2]}>"
+        if isinstance(param, TyperArgument):  # an argument shows its type beside its name
+            param.display_type_rich = lambda ctx, element=element: element
+        elif param.metavar is None:
+            param.metavar = element
+    get_help_option = command.get_help_option
+    command.get_help_option = lambda ctx: _quiet(get_help_option(ctx))
+    if isinstance(command, TyperGroup):
+        for sub in command.commands.values():
+            _tidy_help(sub)
+
+
+def _quiet(help_option: Any) -> Any:
+    """``--help`` without ``<bool>``."""
+    if help_option is not None and help_option.metavar is None:
+        help_option.metavar = ""
+    return help_option
 
 
 def _no_options() -> None:
@@ -89,9 +128,8 @@ COMMANDS: dict[str, LazyCommand] = {
         "ringleader.cli.auth:token", "Print a fresh bearer token, for scripts and curl."
     ),
     "submit-mpi": LazyCommand(
-        "ringleader.cli.workloads:submit_mpi",
+        "ringleader.cli.submit:submit_mpi",
         "Submit an MPI workload (old Run:ai verb; same as `submit-dist mpi --workers`).",
-        context_settings=EXTRA,
     ),
     "list": LazyCommand(
         "ringleader.cli.workloads:list_workloads", "List workloads with Run:ai's columns."
@@ -152,7 +190,7 @@ COMMANDS: dict[str, LazyCommand] = {
         group=True,
     ),
     "submit-dist": LazyCommand(
-        "ringleader.cli.workloads:submit_dist",
+        "ringleader.cli.submit:submit_dist",
         "Submit a distributed workload: `submit-dist pytorch|mpi NAME --workers N -- CMD`.",
         group=True,
     ),
@@ -175,11 +213,24 @@ COMMANDS: dict[str, LazyCommand] = {
         "Your access keys: create (the secret is shown once), list, revoke.",
         group=True,
     ),
+    "environment": LazyCommand(
+        "ringleader.cli.assets:environment_app",
+        "Environment assets: image, command, variables; named at submit (--environment-asset).",
+        group=True,
+    ),
+    "compute": LazyCommand(
+        "ringleader.cli.compute_assets:compute_app",
+        "Compute-resource assets: GPUs, CPU, memory per pod; named at submit (--compute).",
+        group=True,
+    ),
 }
 
 
 def version() -> None:
-    """Print ringleader's version."""
+    """Print ringleader's version.
+
+    Example: ringleader version   (or: ringleader --version)
+    """
     print(__version__)
 
 
@@ -214,6 +265,9 @@ def typer_app() -> typer.Typer:
                 self.commands.setdefault(name, TyperCommand(name, help=entry.summary))
             self._loaded: set[str] = set()
 
+        def get_help_option(self, ctx: Any) -> Any:
+            return _quiet(super().get_help_option(ctx))
+
         def resolve_command(self, ctx: Any, args: list[str]) -> Any:
             if args and args[0] in COMMANDS and args[0] not in self._loaded:
                 self.commands[args[0]] = COMMANDS[args[0]].load(args[0])
@@ -228,7 +282,25 @@ def typer_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-    app.callback()(_no_options)  # every command is in COMMANDS: the group needs a callback
+
+    def print_version(value: bool) -> None:
+        if value:
+            print(f"ringleader {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def root(
+        version: bool = typer.Option(
+            False,
+            "--version",
+            is_eager=True,
+            callback=print_version,
+            metavar="",
+            help="Print ringleader's version and exit.",
+        ),
+    ) -> None:
+        """Every command is in COMMANDS; a group needs a callback, here one for --version."""
+
     return app
 
 

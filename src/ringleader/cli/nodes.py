@@ -80,12 +80,19 @@ def _report(results: list[tuple[str, NodeOut | None, str]]) -> int:
 
 @reports_errors
 def add(
-    host: str = typer.Argument(..., help="The host: a name or address (also its node name)."),
-    ssh: str = typer.Option(None, "--ssh", help="Login target, user@host (default: HOST)."),
-    address: str = typer.Option(
-        None, "--address", help="Address other nodes reach it at (default: the ssh host)."
+    host: str = typer.Argument(
+        ..., metavar="HOST", help="The host: a name or address (also its node name)."
     ),
-    pool: str = typer.Option("default", "--pool", help="Node pool."),
+    ssh: str = typer.Option(
+        None, "--ssh", metavar="USER@HOST", help="Login target (default: HOST)."
+    ),
+    address: str = typer.Option(
+        None,
+        "--address",
+        metavar="ADDRESS",
+        help="Address other nodes reach it at (default: the ssh host).",
+    ),
+    pool: str = typer.Option("default", "--pool", metavar="POOL", help="Node pool."),
 ) -> None:
     """Register an SSH host as a node, probed over SSH by the server first.
 
@@ -109,8 +116,12 @@ def add(
 
 @reports_errors
 def import_hosts(
-    source: str = typer.Argument(..., help="hosts.json (MLX form) or an MPI hostfile."),
-    pool: str = typer.Option("default", "--pool", help="Node pool for all of them."),
+    source: str = typer.Argument(
+        ..., metavar="FILE", help="hosts.json (MLX form) or an MPI hostfile."
+    ),
+    pool: str = typer.Option(
+        "default", "--pool", metavar="POOL", help="Node pool for all of them."
+    ),
 ) -> None:
     """Register every host of a hosts.json or MPI hostfile, probed in parallel.
 
@@ -140,7 +151,9 @@ def import_hosts(
 
 @reports_errors
 def remove(
-    names: list[str] = typer.Argument(..., help="Node names, as `nodes list` shows them."),
+    names: list[str] = typer.Argument(
+        ..., metavar="NODE", help="Node names, as `nodes list` shows them."
+    ),
 ) -> None:
     """Unregister SSH nodes that no live workload holds.
 

@@ -16,10 +16,14 @@ if TYPE_CHECKING:
     from ringleader.server.schemas import NodePoolResources
 
 project_app = typer.Typer(
-    help="Projects: create (with quotas), list, members, set the current one.", no_args_is_help=True
+    help="Projects: create (with quotas), list, members, set the current one.\n\n"
+    "Example: ringleader project create team-a --gpu 2 && ringleader project set team-a",
+    no_args_is_help=True,
 )
 config_app = typer.Typer(
-    help="Set CLI defaults (Run:ai's `config project NAME`).", no_args_is_help=True
+    help="Set CLI defaults (Run:ai's `config project NAME`).\n\n"
+    "Example: ringleader config project team-a",
+    no_args_is_help=True,
 )
 
 
@@ -71,19 +75,27 @@ def _first_problem(exc: ValueError) -> str:
 @project_app.command("create")
 @reports_errors
 def project_create(
-    name: str = typer.Argument(..., help="Project name (DNS-1123)."),
-    gpu: float = typer.Option(None, "--gpu", help="Deserved GPUs (quota)."),
-    gpu_limit: float = typer.Option(None, "--gpu-limit", help="Never more than this many GPUs."),
-    cpu: float = typer.Option(None, "--cpu", help="Deserved CPU cores."),
+    name: str = typer.Argument(..., metavar="NAME", help="Project name (DNS-1123)."),
+    gpu: float = typer.Option(None, "--gpu", metavar="GPUS", help="Deserved GPUs (quota)."),
+    gpu_limit: float = typer.Option(
+        None, "--gpu-limit", metavar="GPUS", help="Never more than this many GPUs."
+    ),
+    cpu: float = typer.Option(None, "--cpu", metavar="CORES", help="Deserved CPU cores."),
     cpu_limit: float = typer.Option(
-        None, "--cpu-limit", help="Never more than this many CPU cores."
+        None, "--cpu-limit", metavar="CORES", help="Never more than this many CPU cores."
     ),
     over_quota_weight: float = typer.Option(
-        1, "--over-quota-weight", help="Share of unused capacity."
+        1, "--over-quota-weight", metavar="W", help="Share of unused capacity."
     ),
-    memory: str = typer.Option(None, "--memory", help="Deserved CPU memory, e.g. 64G."),
-    memory_limit: str = typer.Option(None, "--memory-limit", help="Never more memory than this."),
-    pool: str = typer.Option("default", "--node-pool", help="Node pool these quotas are for."),
+    memory: str = typer.Option(
+        None, "--memory", metavar="SIZE", help="Deserved CPU memory, e.g. 64G."
+    ),
+    memory_limit: str = typer.Option(
+        None, "--memory-limit", metavar="SIZE", help="Never more memory than this."
+    ),
+    pool: str = typer.Option(
+        "default", "--node-pool", metavar="POOL", help="Node pool these quotas are for."
+    ),
 ) -> None:
     """Create a project with quotas (for one node pool; the API takes several).
 
@@ -115,7 +127,10 @@ def project_create(
 @project_app.command("list")
 @reports_errors
 def project_list() -> None:
-    """List projects with their quotas."""
+    """List projects with their quotas.
+
+    Example: ringleader project list
+    """
     c = client()
     table = Table(
         "PROJECT", "ID", "NODE POOL", "GPU DESERVED", "GPU LIMIT", "OVER-QUOTA WEIGHT",
@@ -142,7 +157,9 @@ def project_list() -> None:
 
 @project_app.command("set")
 @reports_errors
-def project_set(name: str = typer.Argument(..., help="Project to use by default.")) -> None:
+def project_set(
+    name: str = typer.Argument(..., metavar="NAME", help="Project to use by default."),
+) -> None:
     """Make NAME the current project for later commands.
 
     Example: ringleader project set team-a
@@ -154,15 +171,21 @@ def project_set(name: str = typer.Argument(..., help="Project to use by default.
     console.print(f"Project '{name}' has been set as the default project")
 
 
-config_app.command("project", help="Same as `project set NAME`.")(project_set)
+config_app.command(
+    "project", help="Same as `project set NAME`.\n\nExample: ringleader config project team-a"
+)(project_set)
 
 
 @project_app.command("members")
 @reports_errors
-def project_members(name: str = typer.Argument(..., help="Project name or id.")) -> None:
+def project_members(
+    name: str = typer.Argument(..., metavar="NAME", help="Project name or id."),
+) -> None:
     """List a project's members and their roles.
 
     Change them with `ringleader user assign USER PROJECT --role ROLE` (project admins).
+
+    Example: ringleader project members team-a
     """
     table = Table("USER", "ID", "ROLE", box=None)
     for m in client().members(name):

@@ -3,6 +3,10 @@
 One server per home (``ringleader.home``): it locks its data directory before
 anything else and records its pid and URL there, so ``ringleader list`` in the
 same ``RINGLEADER_HOME`` talks to it whatever port it listens on.
+
+It says what it is doing on stdout: once it answers, a banner (``banner``:
+its URL, data directory, credentials and how to use it from another shell);
+when it stops, why (Ctrl-C, SIGTERM) and that it has stopped.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -80,11 +85,13 @@ def server(
     run_as: str = typer.Option(
         None,
         "--run-as",
-        metavar="user|server",
+        metavar="user|account:NAME|server",
         help="Who workloads run as: user (an unprivileged OS account of the submitter: its"
         " osUser, else --run-as-template, created on first use; needs a root server; the"
-        " default as root) or server (the server's own user, which can read the server's"
-        " files: the default when not root).",
+        " default as root), account:NAME (every workload as the existing OS account NAME;"
+        " a non-root server goes through sudo and refuses to start without the sudoers rule"
+        " it prints) or server (the server's own user, which can read the server's files:"
+        " the default when not root).",
     ),
     run_as_template: str = typer.Option(
         "rl-{user}",
@@ -97,7 +104,8 @@ def server(
         "--workload-python",
         help="The interpreter for `python` in workload commands and interactive pods"
         " (default: the server's); with --run-as user, unprivileged users must be able to run"
-        " it (e.g. /usr/bin/python3).",
+        " it (e.g. /usr/bin/python3); with account:NAME and no root, it must import"
+        " ringleader without PYTHONPATH (sudo passes none): a venv of /usr/bin/python3.",
     ),
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
@@ -121,8 +129,6 @@ def server(
 
       sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
     """
-    from pathlib import Path
-
     from ringleader.errors import InvalidSpec
     from ringleader.sched import policies
     from ringleader.server import inventory
@@ -139,17 +145,25 @@ def server(
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    from ringleader.server.accounts import RUN_AS_USER, check_python, check_run_as
+    from ringleader.server import accounts
     from ringleader.server.config import default_run_as
 
     mode = run_as or default_run_as()
     python = (
         (shutil.which(workload_python) or workload_python) if workload_python else sys.executable
     )
+    data = Path(data_dir) if data_dir else home_dir()
+    account = None
     try:
-        check_run_as(mode, run_as_template)
-        if mode == RUN_AS_USER:
-            check_python(python)
+        accounts.check_run_as(mode, run_as_template)
+        if mode == accounts.RUN_AS_USER:
+            accounts.check_python(python)
+        # The credentials, the database and every run live here: the server's alone
+        # (made so before the workloads' account is shown it cannot read them).
+        data.mkdir(parents=True, exist_ok=True)
+        data.chmod(0o700)
+        if (name := accounts.account_name(mode)) is not None:
+            account = accounts.fixed_account(name, python, accounts.private_paths(data))
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -157,7 +171,7 @@ def server(
         os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
     config = ServerConfig(
         local_node=local_node,
-        data_dir=Path(data_dir) if data_dir else home_dir(),
+        data_dir=data,
         host=host,
         port=port,
         nodes=nodes,
@@ -166,11 +180,9 @@ def server(
         max_body_bytes=max_body_bytes,
         run_as=mode,
         run_as_template=run_as_template,
+        account=account,
         workload_python=python,
     )
-    # The credentials, the database and every run live here: the server's alone.
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    config.data_dir.chmod(0o700)
     serve(config)
 
 
@@ -183,13 +195,22 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
         """uvicorn's server that also tells the app it is stopping the moment a
         signal arrives, so open ``logs?follow`` streams end instead of holding
         the shutdown (uvicorn waits for open responses before the app's own
-        shutdown runs)."""
+        shutdown runs); it prints the banner once it answers, and why it stops."""
 
         def __init__(self, settings: uvicorn.Config, stopping: threading.Event) -> None:
             super().__init__(settings)
             self.stopping = stopping
+            self.why: str | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                say(banner(config, url))
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if self.why is None:
+                self.why = SIGNAL_WORDS.get(sig, signal.Signals(sig).name)
+                say(f"ringleader server: stopping ({self.why}); open requests get a moment to end")
             self.stopping.set()
             super().handle_exit(sig, frame)
 
@@ -217,8 +238,11 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
         lock.release()
         typer.echo(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
         raise typer.Exit(1) from None
-    lock.publish(local_url(host, sock.getsockname()[1]))
+    url = local_url(host, sock.getsockname()[1])
+    lock.publish(url)
     previous = signal.signal(signal.SIGTERM, _terminated)
+    uv: Stopping | None = None
+    interrupted = False
     try:
         # A bounded graceful shutdown: open streams (logs?follow) also end on the app's
         # own shutdown signal (``services.logs``); this bounds any other slow response.
@@ -229,17 +253,76 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
             log_level="warning",
             timeout_graceful_shutdown=max(1, round(config.graceful_shutdown_s)),
         )
-        Stopping(settings, app.state.stopping).run(sockets=[sock])
+        uv = Stopping(settings, app.state.stopping)
+        uv.run(sockets=[sock])
     except Terminated:
         died_of_sigterm = True
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C's SIGINT again once it has stopped
+        died_of_sigterm, interrupted = False, True
+    except SystemExit as exc:  # uvicorn's exit when the app's start-up failed
+        say(f"ringleader server: did not start: its start-up failed (exit {exc.code}; see above)")
+        raise typer.Exit(1) from None
     else:
         died_of_sigterm = False
     finally:
         lock.release()
         signal.signal(signal.SIGTERM, previous)
+    why = uv.why if uv is not None and uv.why else "it was asked to"
+    say(f"ringleader server: stopped ({why}); running workloads go on, and the next start "
+        "of this server takes them up again")  # fmt: skip
+    if interrupted:
+        raise typer.Exit(INTERRUPTED)
     if died_of_sigterm:  # end as SIGTERM ends a process, now that the record is gone
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+INTERRUPTED = 130  # a shell's code for a command ended by Ctrl-C (128 + SIGINT)
+SIGNAL_WORDS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+def say(text: str) -> None:
+    """A line for whoever watches the server (its terminal, or server.log), at once."""
+    print(text, flush=True)
+
+
+def banner(config: ServerConfig, url: str) -> str:
+    """What a user needs once the server answers: where it is, where its state and the
+    admin's credentials are, and the commands to use it from another shell."""
+    from ringleader import __version__
+
+    data_dir = config.data_dir.resolve()
+    credentials = data_dir / "credentials.json"
+    if credentials.exists():
+        creds = f"{credentials}  (the admin's access key, 0600)"
+    else:
+        creds = "none in the data directory: log in with an access key (`ringleader login`)"
+    lines = [
+        f"ringleader server {__version__} is ready at {url}",
+        f"  data directory: {data_dir}  (database, every run's logs)",
+        f"  credentials:    {creds}",
+    ]
+    database = config.resolved_database_url()
+    if not database.startswith("sqlite"):
+        from sqlalchemy.engine import make_url
+
+        lines.append(f"  database:       {make_url(database).render_as_string(hide_password=True)}")
+    lines.append(
+        "  workloads run:  as "
+        + ("each user's OS account" if config.run_as == "user" else "this server's user")
+        + f" (--run-as {config.run_as})"
+    )
+    exports = [f"export RINGLEADER_URL={url}"]
+    if data_dir != (Path.home() / ".ringleader").resolve():  # another shell's default home
+        exports.append(f"export RINGLEADER_HOME={data_dir}")
+    lines += ["From another shell:", *(f"  {line}" for line in exports), "  ringleader list"]
+    if config.host in ("0.0.0.0", "::", ""):
+        lines.append(
+            f"From another machine: `ringleader login --url http://{socket.gethostname()}:"
+            f"{url.rsplit(':', 1)[1]}` with an access key (`ringleader access-key create`)"
+        )
+    lines.append(f"Stop it with Ctrl-C, or `kill {os.getpid()}` (SIGTERM).")
+    return "\n".join(lines)
 
 
 class Terminated(BaseException):

@@ -2,24 +2,31 @@
 
 Four commands submit a workload: ``submit-dist pytorch``, ``submit-dist mpi``,
 ``submit-mpi`` (Run:ai CLI v1) and ``distributed submit`` (v2).  Each names
-the options it takes from ``OPTIONS`` (``@submit_options``), so a flag, its
-help and its meaning are written once; the command receives one parsed
-``SubmitOptions`` and ``SubmitOptions.spec`` turns it into the typed
-``WorkloadSpec`` the client sends.
+the options it takes from ``OPTIONS`` (``cli/submit_flags.py``) with
+``@submit_options``, so a flag, its help and its meaning are written once;
+the command receives one parsed ``SubmitOptions`` and ``SubmitOptions.spec``
+turns it into the typed ``WorkloadSpec`` the client sends.  Where the options end and the workload's
+command begins is ``cli/submit_argv.py``'s job.
 
 Invariants:
-- flag names are Run:ai's: v1 says ``-g 0.5`` / ``--memory 1G``, v2 says
-  ``--gpu-portion-request 0.5`` / ``--cpu-memory-request 1G``; both land in
-  the same ``Compute`` block;
-- the spec is validated here, by the same pydantic model the server uses,
-  and a bad value is reported naming the flag the user typed (``--workers``,
-  ``--processes``), not the API field, before anything is sent.
+- flag names and meanings are Run:ai's: v1 says ``-g 0.5`` / ``--memory 1G``,
+  v2 says ``--gpu-portion-request 0.5`` / ``--cpu-memory-request 1G``; both
+  land in the same ``Compute`` block;
+- the command: ``--command CMD --args A --args B`` (Run:ai's older form, each
+  ``--args`` one word), or ``--command -- CMD ARGS`` (its current form: CMD
+  replaces the image's entrypoint); without ``--command``, what follows ``--``
+  is the command, or with ``-i IMAGE`` the arguments of the image's own command;
+- the spec is validated here, by the same pydantic model the server uses, and
+  a bad value is reported naming the flag the user typed (``--processes``,
+  ``-g``), not the API field, before anything is sent; the server's own field
+  errors are named the same way (``flag_error``).
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,115 +34,62 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
+from pydantic.alias_generators import to_snake
 
+from ringleader.cli.submit_argv import ARGV_KEY, SubmitArgv, SubmitCommand
+from ringleader.cli.submit_flags import ASSET_OPTIONS, OPTIONS, V2_COMPUTE
 from ringleader.errors import InvalidSpec
-from ringleader.spec import Framework, WorkloadSpec
+from ringleader.spec import Framework, WorkloadSpec, split_command
 
-EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}  # what follows -- is the command
-
-# name -> (annotation, its Typer parameter).  A command takes a subset, in its own order.
-OPTIONS: dict[str, tuple[Any, Any]] = {
-    "name": (str, typer.Argument(..., help="Workload name.")),
-    "framework": (
-        str,
-        typer.Option("PyTorch", "--framework", help="PyTorch or MPI (TF, XGBoost, JAX: not yet)."),
-    ),
-    "workers": (int, typer.Option(..., "--workers", help="Worker pods.")),
-    "slots_per_worker": (
-        int,
-        typer.Option(None, "--slots-per-worker", help="MPI ranks per worker pod (default 1)."),
-    ),
-    # Run:ai v1 compute flags
-    "gpu": (
-        float,
-        typer.Option(None, "-g", "--gpu", help="GPUs per pod; below 1 is a portion of one device."),
-    ),
-    "gpu_memory": (str, typer.Option(None, "--gpu-memory", help="GPU memory per pod, e.g. 4G.")),
-    "cpu": (float, typer.Option(None, "--cpu", help="CPU cores per pod.")),
-    "memory": (str, typer.Option(None, "--memory", help="CPU memory per pod, e.g. 1G.")),
-    # Run:ai v2 compute flags: the API's compute block, one flag per field
-    "gpu_devices_request": (int, typer.Option(None, "--gpu-devices-request")),
-    "gpu_request_type": (str, typer.Option(None, "--gpu-request-type", help="portion or memory")),
-    "gpu_portion_request": (float, typer.Option(None, "--gpu-portion-request")),
-    "gpu_memory_request": (str, typer.Option(None, "--gpu-memory-request")),
-    "cpu_core_request": (float, typer.Option(None, "--cpu-core-request")),
-    "cpu_core_limit": (float, typer.Option(None, "--cpu-core-limit")),
-    "cpu_memory_request": (str, typer.Option(None, "--cpu-memory-request")),
-    "cpu_memory_limit": (str, typer.Option(None, "--cpu-memory-limit")),
-    # the pod's environment and the gang's policies
-    "env": (
-        list[str],
-        typer.Option([], "-e", "--environment", help="KEY=VALUE for every pod (repeatable)."),
-    ),
-    "working_dir": (
-        str,
-        typer.Option(None, "--working-dir", help="Where the command runs (default: here)."),
-    ),
-    "backoff_limit": (
-        int,
-        typer.Option(None, "--backoff-limit", help="Gang restarts after failures (default 6)."),
-    ),
-    "clean_pod_policy": (
-        str,
-        typer.Option(None, "--clean-pod-policy", help="Running (default), All or None."),
-    ),
-    "interactive": (
-        bool,
-        typer.Option(False, "--interactive", help="Keep pods for `bash`/`exec`."),
-    ),
-    "image": (
-        str,
-        typer.Option(None, "-i", "--image", help="Container image (recorded; see README)."),
-    ),
-    "project": (
-        str,
-        typer.Option(None, "-p", "--project", help="Project (default: the current one)."),
-    ),
-    "name_prefix": (
-        bool,
-        typer.Option(
-            False, "--name-prefix", help="Use NAME as a prefix; a suffix makes it unique."
-        ),
-    ),
-}
-V1_COMPUTE = ("gpu", "gpu_memory", "cpu", "memory")
-V2_COMPUTE = (
-    "gpu_devices_request", "gpu_request_type", "gpu_portion_request", "gpu_memory_request",
-    "cpu_core_request", "cpu_core_limit", "cpu_memory_request", "cpu_memory_limit",
-)  # fmt: skip
-POD = ("env", "working_dir", "backoff_limit", "clean_pod_policy", "interactive", "image")
 FRAMEWORKS = {f.value.lower(): f for f in Framework}  # --framework is case-insensitive
-# A spec field -> the options that set it; a validation error names the first the command has.
+# A spec field (snake_case) -> the options that set it; an error names the one typed.
 FIELD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "project_id": ("project",),
     "num_workers": ("workers",),
+    "distributed_framework": ("framework",),
     "environment_variables": ("env",),
+    "compute": ("gpu", "gpu_memory", "gpu_request_type", "gpu_devices_request"),
     "gpu_devices_request": ("gpu", "gpu_memory", "gpu_devices_request"),
     "gpu_portion_request": ("gpu", "gpu_portion_request"),
     "gpu_request_type": ("gpu", "gpu_memory", "gpu_request_type"),
     "gpu_memory_request": ("gpu_memory", "gpu_memory_request"),
     "cpu_core_request": ("cpu", "cpu_core_request"),
+    "cpu_core_limit": ("cpu_limit", "cpu_core_limit"),
     "cpu_memory_request": ("memory", "cpu_memory_request"),
+    "cpu_memory_limit": ("memory_limit", "cpu_memory_limit"),
+    "preemptibility": ("preemptible", "preemptibility"),
+    "priority_class": ("priority",),
 }
+COMMAND_WORDS = "COMMAND"  # how an error names the words after --
 
 
 @dataclass
 class SubmitOptions:
     """What a submit command was given; ``flags`` says how each option was spelled."""
 
-    name: str
     workers: int
-    command: list[str]
-    flags: dict[str, str]
+    flags: dict[str, str]  # option -> its flag as typed (else its long flag)
+    typed_options: set[str] = field(default_factory=set)  # the options the user typed
+    name: str | None = None
+    command_words: list[str] = field(default_factory=list)  # after -- (or the first extra word)
+    entrypoint: bool = False  # a bare --command: the words replace the image's command
+    name_as_prefix: bool = False  # a bare --name-prefix: NAME is the prefix
     framework: str = "PyTorch"
     slots_per_worker: int | None = None
+    command: list[str] = field(default_factory=list)  # --command CMD (old form)
+    args: list[str] = field(default_factory=list)
     gpu: float | None = None
     gpu_memory: str | None = None
     cpu: float | None = None
+    cpu_limit: float | None = None
     memory: str | None = None
+    memory_limit: str | None = None
     gpu_devices_request: int | None = None
     gpu_request_type: str | None = None
     gpu_portion_request: float | None = None
+    gpu_portion_limit: float | None = None
     gpu_memory_request: str | None = None
+    gpu_memory_limit: str | None = None
     cpu_core_request: float | None = None
     cpu_core_limit: float | None = None
     cpu_memory_request: str | None = None
@@ -146,8 +100,14 @@ class SubmitOptions:
     clean_pod_policy: str | None = None
     interactive: bool = False
     image: str | None = None
+    preemptible: bool = False
+    preemptibility: str | None = None
+    priority: str | None = None
+    node_pools: list[str] = field(default_factory=list)
     project: str | None = None
-    name_prefix: bool = False
+    name_prefix: str | None = None
+    environment_asset: str | None = None
+    compute: str | None = None
 
     def spec(self, current_project: str | None) -> WorkloadSpec:
         """The workload these options describe (in ``--project``, else ``current_project``).
@@ -157,13 +117,17 @@ class SubmitOptions:
         framework = FRAMEWORKS.get(self.framework.lower())
         if framework is None:
             raise InvalidSpec(
-                f"unknown framework {self.framework!r}; choose PyTorch or MPI", "--framework"
+                f"unknown framework {self.framework!r}; choose PyTorch or MPI",
+                self._flag("framework"),
             )
+        name, as_prefix = self._name()
+        command, args = self._command_line()
         pod: dict[str, Any] = {
             "num_workers": self.workers,
             "distributed_framework": framework,
             "image": self.image,
-            "command": shlex.join(self.command) if self.command else None,
+            "command": command,
+            "args": args,
             "working_dir": self.working_dir or os.getcwd(),
             "environment_variables": self._variables(),
             "compute": self._compute(),
@@ -171,11 +135,12 @@ class SubmitOptions:
             "backoff_limit": self.backoff_limit,
             "clean_pod_policy": self.clean_pod_policy,
             "slots_per_worker": self.slots_per_worker,
+            **self._scheduling(),
         }
         body = {
-            "name": self.name,
+            "name": name,
             "project_id": self.project or current_project or "default",
-            "use_given_name_as_prefix": self.name_prefix,
+            "use_given_name_as_prefix": as_prefix,
             "spec": {k: v for k, v in pod.items() if v is not None},
         }
         try:
@@ -184,8 +149,51 @@ class SubmitOptions:
             error = exc.errors()[0]
             message = error["msg"].removeprefix("Value error, ")
             if error["loc"] == ("name",):
-                message = f"the workload name {self.name!r} {message}"
-            raise InvalidSpec(message, self._flag_for(error["loc"])) from None
+                message = f"the workload name {name!r} {message}"
+            raise InvalidSpec(message, self.flag_for(error["loc"])) from None
+
+    @property
+    def command_replaces_image_command(self) -> bool:
+        """True when the words after ``--`` are arguments of the image's own command."""
+        return bool(self.image and self.command_words and not self.command and not self.entrypoint)
+
+    def _name(self) -> tuple[str, bool]:
+        """The name to send and whether it is a prefix (Run:ai's ``--name-prefix``)."""
+        if self.name_prefix is not None:
+            if self.name:
+                raise InvalidSpec(
+                    f"give NAME ({self.name!r}) or a prefix, not both", self._flag("name_prefix")
+                )
+            return self.name_prefix, True
+        if not self.name:
+            raise InvalidSpec("missing: name the workload, or give --name-prefix PREFIX", "NAME")
+        return self.name, self.name_as_prefix
+
+    def _command_line(self) -> tuple[str | None, str | None]:
+        """The spec's ``command`` and ``args`` (shell words), by the rules of the docstring."""
+        words = self.command_words
+        if self.command:  # --command CMD [--args A ...]: Run:ai's older form
+            first: list[str] = []
+            for value in self.command:
+                try:
+                    first += split_command(value)
+                except ValueError as exc:
+                    raise InvalidSpec(str(exc), self._flag("command")) from None
+            if not first:
+                raise InvalidSpec("names no command (e.g. --command=python)", self._flag("command"))
+            command, args = first, [*self.args, *words]
+        elif self.entrypoint:  # --command -- CMD ARGS: Run:ai's current form
+            if not words:
+                raise InvalidSpec(
+                    "the command goes after it: --command -- python train.py",
+                    self._flag("command"),
+                )
+            command, args = words, list(self.args)
+        elif self.image:  # what follows -- goes to the image's own command, as in Run:ai
+            command, args = [], [*self.args, *words]
+        else:  # no image, no entrypoint: what follows -- is the command
+            command, args = words, list(self.args)
+        return (shlex.join(command) if command else None), (shlex.join(args) if args else None)
 
     def _variables(self) -> list[dict[str, str]]:
         variables = []
@@ -198,21 +206,22 @@ class SubmitOptions:
 
     def _compute(self) -> dict[str, Any]:
         """Run:ai's compute block: from v1's ``-g 0.1`` (a portion) / ``-g 2`` (two
-        devices) / ``--gpu-memory``, and from v2's flags as they are."""
+        devices) / ``-g 0`` (none) / ``--gpu-memory``, and from v2's flags as they are."""
         out: dict[str, Any] = {}
+        gpu_flag = self._flag("gpu")
         if self.gpu is not None and self.gpu_memory is not None:
-            raise InvalidSpec("give -g/--gpu or --gpu-memory, not both", "--gpu")
+            raise InvalidSpec(f"give {gpu_flag} or --gpu-memory, not both", gpu_flag)
         if self.gpu is not None:
-            if self.gpu <= 0:
-                raise InvalidSpec("must be > 0", "--gpu")
-            if self.gpu < 1:
+            if self.gpu < 0:
+                raise InvalidSpec("must be 0 (no GPU) or more", gpu_flag)
+            if 0 < self.gpu < 1:
                 out |= {
                     "gpu_devices_request": 1,
                     "gpu_request_type": "portion",
                     "gpu_portion_request": self.gpu,
                 }
             elif self.gpu != int(self.gpu):
-                raise InvalidSpec("above 1, GPUs must be whole devices", "--gpu")
+                raise InvalidSpec("above 1, GPUs are whole devices (2, not 1.5)", gpu_flag)
             else:
                 out["gpu_devices_request"] = int(self.gpu)
         if self.gpu_memory is not None:
@@ -221,27 +230,68 @@ class SubmitOptions:
                 "gpu_request_type": "memory",
                 "gpu_memory_request": self.gpu_memory,
             }
-        if self.cpu is not None:
-            out["cpu_core_request"] = self.cpu
-        if self.memory is not None:
-            out["cpu_memory_request"] = self.memory
+        v1 = {
+            "cpu_core_request": self.cpu,
+            "cpu_core_limit": self.cpu_limit,
+            "cpu_memory_request": self.memory,
+            "cpu_memory_limit": self.memory_limit,
+        }
+        out |= {key: value for key, value in v1.items() if value is not None}
         for name in V2_COMPUTE:
             if (value := getattr(self, name)) is not None:
                 out[name] = value
         return out
 
-    def _flag(self, option: str) -> str:
-        return self.flags.get(option, option)
+    def _scheduling(self) -> dict[str, Any]:
+        """Priority class, preemptibility and node pools, with Run:ai's defaults."""
+        from ringleader.sched.model import PRIORITY_CLASSES
 
-    def _flag_for(self, loc: tuple[int | str, ...]) -> str:
-        """The flag that set the spec field at ``loc`` (``spec.num_workers`` -> ``--workers``)."""
-        name = str(loc[-1]) if loc else ""
-        if name == "name":
-            return "NAME"
-        for option in (*FIELD_OPTIONS.get(name, ()), name):
-            if option in self.flags:
-                return self.flags[option]
+        out: dict[str, Any] = {}
+        if self.priority is not None:
+            if self.priority not in PRIORITY_CLASSES:
+                choices = ", ".join(f"{k} ({v})" for k, v in PRIORITY_CLASSES.items())
+                raise InvalidSpec(
+                    f"unknown priority class {self.priority!r}; choose one of {choices}",
+                    self._flag("priority"),
+                )
+            out["priority_class"] = self.priority
+        if self.preemptible:
+            out["preemptibility"] = "preemptible"
+            if self.interactive and self.priority is None:  # Run:ai's interactive-preemptible
+                out["priority_class"] = "interactive-preemptible"
+        if self.preemptibility is not None:
+            out["preemptibility"] = self.preemptibility
+        pools = [pool for value in self.node_pools for pool in re.split(r"[\s,]+", value) if pool]
+        if pools:
+            out["node_pools"] = pools
+        return out
+
+    def _flag(self, option: str) -> str:
+        return self.flags.get(option) or f"--{option.replace('_', '-')}"
+
+    def flag_for(self, loc: tuple[int | str, ...] | list[str]) -> str:
+        """The flag that set the spec field at ``loc`` (``spec.num_workers`` ->
+        ``--processes`` as typed); the dotted path when no flag of this command did."""
+        parts = [to_snake(part) for part in loc if isinstance(part, str)]
+        if parts == ["name"]:
+            return self._flag("name_prefix") if self.name_prefix is not None else "NAME"
+        for part in reversed(parts):
+            if part == "name":  # a variable's name: its list names the flag
+                continue
+            if part in ("command", "args"):
+                return self._flag(part) if part in self.typed_options else COMMAND_WORDS
+            candidates = [o for o in FIELD_OPTIONS.get(part, (part,)) if o in self.flags]
+            typed = [o for o in candidates if o in self.typed_options]
+            if typed or candidates:
+                return self.flags[(typed or candidates)[0]]
         return ".".join(str(part) for part in loc)
+
+    def flag_error(self, error: InvalidSpec) -> InvalidSpec:
+        """The server's field error, naming the flag the user typed instead of the API field."""
+        if not error.where:
+            return error
+        problem = error.problem.removeprefix("Value error, ")
+        return InvalidSpec(problem, self.flag_for(error.where.split(".")))
 
 
 def submit_options(
@@ -249,7 +299,10 @@ def submit_options(
 ) -> Callable[[Callable[[typer.Context, SubmitOptions], None]], Callable[..., None]]:
     """Give a command ``ctx``, then the named ``OPTIONS`` (``replaced`` ones by their own
     Typer parameter: another help, ``--processes`` for ``--workers``), and call it with
-    the parsed ``SubmitOptions``; what follows ``--`` is the workload's command."""
+    the parsed ``SubmitOptions``.  Register the command with ``cls=SubmitCommand``
+    (its ``command_class``), which splits off the workload's command.  Every submit
+    command takes the asset options."""
+    names = (*names, *(name for name in ASSET_OPTIONS if name not in names))
     chosen = {name: (OPTIONS[name][0], replaced.get(name, OPTIONS[name][1])) for name in names}
     keyword = inspect.Parameter.KEYWORD_ONLY
     parameters = [inspect.Parameter("ctx", keyword, annotation=typer.Context)]
@@ -257,11 +310,12 @@ def submit_options(
         inspect.Parameter(name, keyword, default=info, annotation=kind)
         for name, (kind, info) in chosen.items()
     ]
-    spelled = {name: _spelling(info) for name, (_, info) in chosen.items()}
+    declared = {name: _spelling(info) for name, (_, info) in chosen.items()}
 
     def decorate(fn: Callable[[typer.Context, SubmitOptions], None]) -> Callable[..., None]:
         def command(ctx: typer.Context, **values: Any) -> None:
-            fn(ctx, SubmitOptions(command=list(ctx.args), flags=spelled, **values))
+            argv = ctx.meta.get(ARGV_KEY) or SubmitArgv(command=list(ctx.args))
+            fn(ctx, parsed(argv, declared, values))
 
         command.__name__ = fn.__name__
         command.__qualname__ = fn.__qualname__
@@ -269,12 +323,73 @@ def submit_options(
         command.__module__ = fn.__module__
         command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in parameters}
+        command.command_class = SubmitCommand  # type: ignore[attr-defined]
         return command
 
     return decorate
 
 
+def parsed(argv: SubmitArgv, declared: dict[str, str], values: dict[str, Any]) -> SubmitOptions:
+    """The ``SubmitOptions`` of a split command line and click's values for its options."""
+    return SubmitOptions(
+        flags={**declared, **argv.typed},
+        typed_options=set(argv.typed),
+        command_words=argv.command,
+        entrypoint="command" in argv.bare,
+        name_as_prefix="name_prefix" in argv.bare,
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in values.items()},
+    )
+
+
 def _spelling(info: Any) -> str:
-    """How an option is written in messages: ``-e/--environment``; an argument by its name."""
+    """How an option is named in messages when the user did not type it: its long flag."""
     decls = [d for d in getattr(info, "param_decls", None) or () if d.startswith("-")]
-    return "/".join(decls) if decls else "NAME"
+    longs = [d for d in decls if d.startswith("--")]
+    return (longs or decls or ["NAME"])[0]
+
+
+def with_assets(spec: WorkloadSpec, options: SubmitOptions, client: Any) -> WorkloadSpec:
+    """``spec`` with the values of the assets ``--environment-asset`` and ``--compute``
+    name, looked up in the spec's project (its own asset before everyone's), where the
+    user's own flags gave none: flags win. An unknown name is an error naming the flag.
+    ``client``: a ``ringleader.client.Client``."""
+    if not (options.environment_asset or options.compute):
+        return spec
+    pod = spec.spec.model_dump(exclude_unset=True)
+    project = spec.project_id
+    if options.environment_asset:
+        environment = _asset(
+            client.find_environment, "environment", options.environment_asset, project,
+            options._flag("environment_asset"),
+        )  # fmt: skip
+        pod = environment.spec.fill(pod, working_dir_given=options.working_dir is not None)
+    if options.compute:
+        resource = _asset(
+            client.find_compute_resource, "compute resource", options.compute, project,
+            options._flag("compute"),
+        )  # fmt: skip
+        pod["compute"] = resource.spec.fill(pod.get("compute") or {})
+    body = {**spec.model_dump(exclude_unset=True), "spec": pod}
+    try:
+        return WorkloadSpec.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        message = error["msg"].removeprefix("Value error, ")
+        flag = options.flag_for(error["loc"])
+        raise InvalidSpec(f"{message} (with the assets' values)", flag) from None
+
+
+def _asset(find: Callable[[str, str], Any], title: str, name: str, project: str, flag: str) -> Any:
+    from ringleader.errors import NotFound
+
+    try:
+        return find(name, project)
+    except NotFound as exc:
+        if getattr(exc, "kind", None) != title:  # the project itself, as a submit would say
+            raise
+        command = "environment" if title == "environment" else "compute"
+        raise InvalidSpec(
+            f"no {title} named {name!r} in project {project!r} nor for every project "
+            f"(see `ringleader {command} list -p {project}`)",
+            flag,
+        ) from None

@@ -16,8 +16,14 @@ from ringleader.cli.common import client, console, err_console, reports_errors
 if TYPE_CHECKING:
     from ringleader.server.schemas import NodeOut
 
-nodes_app = typer.Typer(help="Nodes the scheduler places pods on.", no_args_is_help=True)
-top_app = typer.Typer(help="Allocation against capacity: nodes or jobs.", no_args_is_help=True)
+nodes_app = typer.Typer(
+    help="Nodes the scheduler places pods on.\n\nExample: ringleader nodes list",
+    no_args_is_help=True,
+)
+top_app = typer.Typer(
+    help="Allocation against capacity: nodes or jobs.\n\nExample: ringleader top job -A",
+    no_args_is_help=True,
+)
 
 
 def size(value: float) -> str:
@@ -96,7 +102,9 @@ def top_node() -> None:
 @reports_errors
 def top_job(
     all_projects: bool = typer.Option(False, "-A", "--all-projects", help="Every project."),
-    project: str = typer.Option(None, "-p", "--project", help="Project (default: current)."),
+    project: str = typer.Option(
+        None, "-p", "--project", metavar="NAME", help="Project (default: current)."
+    ),
 ) -> None:
     """Running and pending workloads with GPUs allocated against requested, and where.
 

@@ -21,11 +21,13 @@ if TYPE_CHECKING:
 ROLE_HELP = "Role in the project: admin (manages members), researcher (runs), viewer (reads)."
 
 user_app = typer.Typer(
-    help="Users and their project roles (admins; project admins assign members).",
+    help="Users and their project roles (admins; project admins assign members).\n\n"
+    "Example: ringleader user create alice --os-user alice",
     no_args_is_help=True,
 )
 access_key_app = typer.Typer(
-    help="Your access keys: create (the secret is shown once), list, revoke.",
+    help="Your access keys: create (the secret is shown once), list, revoke.\n\n"
+    "Example: ringleader access-key create ci",
     no_args_is_help=True,
 )
 
@@ -54,10 +56,10 @@ def _print_secret(client_id: str, secret: str) -> None:
 @user_app.command("create")
 @reports_errors
 def user_create(
-    name: str = typer.Argument(..., help="User name (letters, digits, . _ @ + -)."),
+    name: str = typer.Argument(..., metavar="NAME", help="User name (letters, digits, . _ @ + -)."),
     admin: bool = typer.Option(False, "--admin", help="A global admin: users, projects, nodes."),
     os_user: str = typer.Option(
-        None, "--os-user", help="The OS account its workloads will run as."
+        None, "--os-user", metavar="ACCOUNT", help="The OS account its workloads will run as."
     ),
 ) -> None:
     """Create a user with its first access key (the secret is printed once).
@@ -81,7 +83,10 @@ def user_create(
 @user_app.command("list")
 @reports_errors
 def user_list() -> None:
-    """List users with their projects and roles (admins)."""
+    """List users with their projects and roles (admins).
+
+    Example: ringleader user list
+    """
     table = Table("USER", "ID", "ADMIN", "OS USER", "PROJECTS (ROLE)", "AGE", box=None)
     for u in client().users():
         projects = ", ".join(f"{p.project_name} ({p.role})" for p in u.projects) or "-"
@@ -95,12 +100,17 @@ def user_list() -> None:
 @user_app.command("update")
 @reports_errors
 def user_update(
-    name: str = typer.Argument(..., help="User name or id."),
+    name: str = typer.Argument(..., metavar="NAME", help="User name or id."),
     admin: bool = typer.Option(None, "--admin/--no-admin", help="Make or unmake a global admin."),
-    os_user: str = typer.Option(None, "--os-user", help="The OS account its workloads run as."),
+    os_user: str = typer.Option(
+        None, "--os-user", metavar="ACCOUNT", help="The OS account its workloads run as."
+    ),
     clear_os_user: bool = typer.Option(False, "--clear-os-user", help="Forget the OS account."),
 ) -> None:
-    """Change a user: global admin or not, its OS account (admins)."""
+    """Change a user: global admin or not, its OS account (admins).
+
+    Example: ringleader user update alice --os-user alice2
+    """
     from ringleader.server.schemas import UserUpdate
 
     values: dict[str, object] = {}
@@ -119,8 +129,11 @@ def user_update(
 
 @user_app.command("delete")
 @reports_errors
-def user_delete(name: str = typer.Argument(..., help="User name or id.")) -> None:
-    """Delete a user: its memberships, access keys and tokens go too; its workloads stay."""
+def user_delete(name: str = typer.Argument(..., metavar="NAME", help="User name or id.")) -> None:
+    """Delete a user: its memberships, access keys and tokens go too; its workloads stay.
+
+    Example: ringleader user delete alice
+    """
     client().delete_user(name)
     console.print(f"User '{name}' deleted")
 
@@ -128,9 +141,9 @@ def user_delete(name: str = typer.Argument(..., help="User name or id.")) -> Non
 @user_app.command("assign")
 @reports_errors
 def user_assign(
-    name: str = typer.Argument(..., help="User name or id."),
-    project: str = typer.Argument(..., help="Project name or id."),
-    role: str = typer.Option("researcher", "--role", "-r", help=ROLE_HELP),
+    name: str = typer.Argument(..., metavar="NAME", help="User name or id."),
+    project: str = typer.Argument(..., metavar="PROJECT", help="Project name or id."),
+    role: str = typer.Option("researcher", "--role", "-r", metavar="ROLE", help=ROLE_HELP),
 ) -> None:
     """Make a user a member of a project with a role, or change its role.
 
@@ -146,18 +159,26 @@ def user_assign(
 @user_app.command("unassign")
 @reports_errors
 def user_unassign(
-    name: str = typer.Argument(..., help="User name or id."),
-    project: str = typer.Argument(..., help="Project name or id."),
+    name: str = typer.Argument(..., metavar="NAME", help="User name or id."),
+    project: str = typer.Argument(..., metavar="PROJECT", help="Project name or id."),
 ) -> None:
-    """Take a user out of a project (its workloads there stay)."""
+    """Take a user out of a project (its workloads there stay).
+
+    Example: ringleader user unassign alice team-a
+    """
     client().remove_member(project, name)
     console.print(f"User '{name}' removed from project '{project}'")
 
 
 @user_app.command("logout")
 @reports_errors
-def user_logout(name: str = typer.Argument(..., help="User name or id (yours: any user).")) -> None:
-    """End every token of a user at once; its access keys stay valid."""
+def user_logout(
+    name: str = typer.Argument(..., metavar="NAME", help="User name or id (yours: any user)."),
+) -> None:
+    """End every token of a user at once; its access keys stay valid.
+
+    Example: ringleader user logout alice
+    """
     client().logout_user(name)
     console.print(f"Every token of '{name}' is revoked")
 
@@ -165,7 +186,9 @@ def user_logout(name: str = typer.Argument(..., help="User name or id (yours: an
 @access_key_app.command("create")
 @reports_errors
 def key_create(
-    name: str = typer.Argument(..., help="Key name: lowercase letters, digits, - and _."),
+    name: str = typer.Argument(
+        ..., metavar="NAME", help="Key name: lowercase letters, digits, - and _."
+    ),
 ) -> None:
     """Create an access key of yours (the secret is printed once).
 
@@ -182,7 +205,10 @@ def key_create(
 @access_key_app.command("list")
 @reports_errors
 def key_list() -> None:
-    """List your access keys (never their secrets)."""
+    """List your access keys (never their secrets).
+
+    Example: ringleader access-key list
+    """
     table = Table("NAME", "ID", "CLIENT ID", "AGE", "LAST USED", box=None)
     for k in client().access_keys():
         last = f"{age(k.last_login)} ago" if k.last_login else "never"
@@ -193,9 +219,12 @@ def key_list() -> None:
 @access_key_app.command("revoke")
 @reports_errors
 def key_revoke(
-    key: str = typer.Argument(..., help="The key's name, id or client id."),
+    key: str = typer.Argument(..., metavar="KEY", help="The key's name, id or client id."),
 ) -> None:
-    """Revoke an access key: it gives no more tokens, and the tokens it gave end now."""
+    """Revoke an access key: it gives no more tokens, and the tokens it gave end now.
+
+    Example: ringleader access-key revoke ci
+    """
     c = client()
     named = [k.id for k in c.access_keys() if k.name == key]
     c.revoke_access_key(named[0] if named else key)

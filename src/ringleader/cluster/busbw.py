@@ -46,6 +46,28 @@ def moved(size: int, ranks: int) -> float:
     return 2 * (ranks - 1) * size / ranks if ranks > 1 else 0.0
 
 
+def three_digits(value: float) -> str:
+    """1.23, 12.3, 123: three significant digits, never an exponent."""
+    return f"{value:.{2 if value < 9.995 else 1 if value < 99.95 else 0}f}"
+
+
+def rate_text(per_second: float) -> str:
+    """Bytes a second in the unit that shows the figure (decimal, as nccl-tests'
+    GB/s): ``1.33 MB/s`` where a fixed GB/s column would print ``0.001``."""
+    for unit, size in (("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3)):
+        if per_second >= size * 0.9995:
+            return f"{three_digits(per_second / size)} {unit}"
+    return f"{three_digits(per_second)} B/s"
+
+
+def duration_text(seconds: float) -> str:
+    """``4.07 ms``, ``290 ms``, ``1.50 s``, ``50.0 µs``."""
+    for unit, size in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= size * 0.9995:
+            return f"{three_digits(seconds / size)} {unit}"
+    return f"{three_digits(seconds * 1e6)} µs"
+
+
 def measure(sizes: list[int]) -> list[dict[str, float]]:
     import torch
     import torch.distributed as dist

@@ -12,7 +12,11 @@ Checks, per host (the first host is the master, as rank 0's host):
 - gpus: what nvidia-smi lists (informational unless it fails);
 - clock: skew from this machine, within the SSH round trip;
 - interface: the interface and address the host uses toward the master (or
-  ``--network-interface``'s); loopback is unusable;
+  ``--network-interface``'s); with more than one host, loopback is unusable,
+  and so is a master named by a loopback address (``localhost``); the host
+  must reach itself over TCP (at 127.0.0.1 and that address), which fails
+  when its loopback interface is down: the kernel routes a host's own
+  addresses through it, so rank 0 could not reach its own store;
 - mesh: every host can open a TCP connection to every other host's address on
   a fresh port (what the rendezvous and the collectives need).
 
@@ -80,6 +84,7 @@ class Plan:
     interface: str | None = None
     ssh: SSHOptions = field(default_factory=SSHOptions)
     min_free_bytes: int = 1 << 30
+    master: str | None = None  # the master's address (default: the first host's name)
 
 
 def _remote(plan: Plan, target: str, *args: str) -> list[str]:
@@ -89,7 +94,7 @@ def _remote(plan: Plan, target: str, *args: str) -> list[str]:
 
 def run(plan: Plan) -> list[HostReport]:
     local = _local_facts(plan)
-    master = plan.hosts[0][1].rpartition("@")[2]
+    master = plan.master or plan.hosts[0][1].rpartition("@")[2]
     with ThreadPoolExecutor(max(1, len(plan.hosts))) as pool:
         reports = list(pool.map(lambda h: _facts(plan, h, master, local), plan.hosts))
     _mesh(plan, [r for r in reports if r.checks["interface"].ok])
@@ -183,27 +188,59 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
         if abs(skew) <= bound
         else Check(False, f"{skew:+.1f} s off", f"enable time sync (chrony/ntp) on {name}")
     )
-    checks["interface"] = _interface(name, facts, plan)
+    checks["interface"] = _interface(name, facts, plan, master)
     return report
 
 
-def _interface(name: str, facts: dict[str, Any], plan: Plan) -> Check:
+def _interface(name: str, facts: dict[str, Any], plan: Plan, master: str) -> Check:
+    """The interface toward the master, and the causes that hide behind "no route"."""
     interface, address = facts["interface"], facts["address"]
+    several = len(plan.hosts) > 1
+    unreached = {a: e for a, e in (facts.get("self_reach") or {}).items() if e}
+    if unreached:
+        where = ", ".join(f"{a}: {e}" for a, e in unreached.items())
+        return Check(
+            False,
+            f"the loopback interface is down: it cannot reach itself over TCP ({where})",
+            f"`ip link set lo up` on {name} as root (and at boot): a host reaches its own "
+            "addresses through lo, as rank 0 does its store",
+        )
     if plan.interface and address is None:
         return Check(
             False,
             f"no IPv4 address on {plan.interface}",
             f"give --network-interface one that {name} has (see `ip -4 addr`)",
         )
+    resolved = facts.get("master_address")
+    if several and resolved and resolved.startswith("127."):
+        return Check(
+            False,
+            f"the master {master} is {resolved} there, a loopback address: each host "
+            "would reach itself",
+            "name the first host by an address every host reaches (e.g. its eth0 "
+            "address, `ip -4 addr` on it), not localhost",
+        )
     if address is None:
-        return Check(False, "no route to the master", f"check {name}'s network and routes")
-    if address.startswith("127.") or interface == "lo":
+        error = facts.get("route_error") or "no route"
+        if facts.get("master_error"):
+            return Check(
+                False,
+                f"the master {master} does not resolve there ({facts['master_error']})",
+                f"name the first host by an address {name} reaches, or add it to {name}'s "
+                "/etc/hosts (an alias of ~/.ssh/config is known to ssh only)",
+            )
+        return Check(
+            False,
+            f"no route to the master {master} ({error})",
+            f"check {name}'s network and routes (`ip route get {master}` on it)",
+        )
+    if several and (address.startswith("127.") or interface == "lo"):
         return Check(
             False,
             f"{interface or '?'} {address}: loopback, unreachable from others",
             "pick the interface the hosts share with --network-interface",
         )
-    return Check(True, f"{interface} {address}")
+    return Check(True, f"{interface or '?'} {address}")
 
 
 def _mesh(plan: Plan, reports: list[HostReport]) -> None:

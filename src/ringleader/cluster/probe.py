@@ -98,13 +98,18 @@ def version(package: str) -> str | None:
 
 
 def addresses() -> dict[str, str]:
-    """IPv4 address -> interface name (from ``ip -o -4 addr``)."""
-    out = {}
+    """IPv4 address -> interface name (from ``ip -o -4 addr``; it may live in sbin,
+    outside a non-root login's PATH)."""
+    out: dict[str, str] = {}
+    path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+    ip = shutil.which("ip", path=path)
+    if not ip:
+        return out
     try:
         text = subprocess.run(
-            ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10
+            [ip, "-o", "-4", "addr", "show"], capture_output=True, text=True, timeout=10
         ).stdout
-    except OSError:
+    except (OSError, subprocess.SubprocessError):
         return out
     for line in text.splitlines():
         parts = line.split()
@@ -113,18 +118,48 @@ def addresses() -> dict[str, str]:
     return out
 
 
-def route(master: str, interface: str | None) -> tuple[str | None, str | None]:
-    """(interface, address) this host uses toward ``master`` (or of ``interface``)."""
+def resolve(master: str) -> tuple[str | None, str | None]:
+    """(the IPv4 address ``master`` names here, None) or (None, why it does not)."""
+    try:
+        return socket.gethostbyname(master), None
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+
+
+def route(master: str, interface: str | None) -> tuple[str | None, str | None, str | None]:
+    """(interface, address, error): what this host uses toward ``master`` (or the
+    address of ``interface``); error is why there is no route."""
     known = addresses()
     if interface:
-        return interface, next((a for a, i in known.items() if i == interface), None)
+        return interface, next((a for a, i in known.items() if i == interface), None), None
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.connect((master, 9))  # no packet is sent: the kernel picks the route
             address = sock.getsockname()[0]
-    except OSError:
-        return None, None
-    return known.get(address), address
+    except OSError as exc:
+        return None, None, exc.strerror or str(exc)
+    return known.get(address), address, None
+
+
+def self_reach(addresses: list[str], timeout_s: float = 1.0) -> dict[str, str | None]:
+    """Can this host open a TCP connection to itself at each address?  Address ->
+    error or None.  Fails when the loopback interface is down: the kernel routes a
+    host's own addresses through it, so a rank would not reach rank 0's store on
+    its own host, nor ranks beside it."""
+    reached: dict[str, str | None] = {}
+    for address in addresses:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+                server.bind((address, 0))
+                server.listen(1)
+                port = server.getsockname()[1]
+                with socket.create_connection((address, port), timeout=timeout_s):
+                    reached[address] = None
+        except OSError as exc:
+            reached[address] = (
+                "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+            )
+    return reached
 
 
 def nvidia_smi(fields: str, units: bool = True) -> list[str] | None:
@@ -153,7 +188,8 @@ def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]
     present = os.path.isdir(workdir)
     code, count = fingerprint(workdir) if present else (None, 0)
     disk = shutil.disk_usage(workdir if present else os.path.expanduser("~"))
-    name, address = route(master, interface)
+    name, address, route_error = route(master, interface)
+    master_address, master_error = resolve(master)
     return {
         "python": sys.executable,
         "python_version": ".".join(map(str, sys.version_info[:3])),
@@ -167,6 +203,10 @@ def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]
         "time": time.time(),
         "interface": name,
         "address": address,
+        "route_error": route_error,
+        "master_address": master_address,
+        "master_error": master_error,
+        "self_reach": self_reach(["127.0.0.1", *([address] if address else [])]),
     }
 
 

@@ -6,6 +6,9 @@ the right permissions, the host key in ``known_hosts``, then a batch-mode
 login that must work.
 
 Nomenclature:
+- *passphrase-protected key*: one ``ssh-keygen -y -P ''`` cannot read; ranks
+  log in with ``BatchMode=yes`` and cannot type it, so it is refused before
+  any host is touched unless the running ssh-agent holds it;
 - *target*: ``host`` or ``user@host`` as given; ssh resolves it (an alias
   of ``~/.ssh/config`` works);
 - *known_hosts*: the file ssh itself checks for this target (``ssh -G``),
@@ -74,7 +77,11 @@ def ensure_key(key: Path, key_type: str) -> bool:
         if key.stat().st_mode & 0o077:
             key.chmod(0o600)
         if not key.with_name(key.name + ".pub").exists():
-            raise InvalidSpec(f"{key} has no {key.name}.pub beside it", "--key")
+            raise InvalidSpec(
+                f"{key} has no {key.name}.pub beside it; write it with "
+                f"`ssh-keygen -y -f {shlex.quote(str(key))} > {shlex.quote(str(key) + '.pub')}`",
+                "--key",
+            )
         return False
     key.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     argv = ["ssh-keygen", "-q", "-t", key_type, "-N", "", "-f", str(key)]
@@ -84,6 +91,77 @@ def ensure_key(key: Path, key_type: str) -> bool:
     subprocess.run(argv, check=True, capture_output=True, timeout=TIMEOUT_S)
     key.chmod(0o600)
     return True
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """What ``check_key`` found: the key's type and whether an ssh-agent unlocks it."""
+
+    key_type: str  # "ed25519", "rsa", "ecdsa"... (from the public key)
+    in_agent: bool = False  # passphrase-protected, held by the running ssh-agent
+
+    def describe(self) -> str:
+        lock = "passphrase, held by ssh-agent" if self.in_agent else "no passphrase"
+        return f"{self.key_type}, {lock}"
+
+
+def check_key(key: Path) -> KeyCheck:
+    """Refuse a key that batch logins cannot use, before any host is contacted.
+
+    ``ssh-keygen -y -P ''`` reads the private key with an empty passphrase:
+    it fails on a passphrase-protected key (accepted only when the running
+    ssh-agent holds it), and its output must be the public key beside it.
+    """
+    public_file = key.with_name(key.name + ".pub")
+    public = public_file.read_text().split()[:2]
+    done = subprocess.run(
+        ["ssh-keygen", "-y", "-P", "", "-f", str(key)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    if done.returncode == 0:
+        if done.stdout.split()[:2] != public:
+            raise InvalidSpec(f"{public_file} is not the public half of {key}", "--key")
+        return KeyCheck(_key_type(public))
+    if "passphrase" not in done.stderr:
+        why = _last_line(done.stderr) or f"ssh-keygen exit {done.returncode}"
+        raise InvalidSpec(f"cannot read {key} as a private key ({why})", "--key")
+    if public in agent_keys():
+        return KeyCheck(_key_type(public), in_agent=True)
+    quoted = shlex.quote(str(key))
+    raise InvalidSpec(
+        f"{key} has a passphrase, which ranks cannot type (they log in with BatchMode)\n"
+        f"  fix: remove it with `ssh-keygen -p -f {quoted}` (the old passphrase, then an empty "
+        f'one), or hold it in an agent: `eval "$(ssh-agent)" && ssh-add {quoted}` in the shell '
+        "that runs ssh-setup and the launches, or --key another key (a missing one is "
+        "created without a passphrase)",
+        "--key",
+    )
+
+
+def agent_keys() -> list[list[str]]:
+    """``[type, base64]`` of every key the running ssh-agent holds ([] without one)."""
+    if not os.environ.get("SSH_AUTH_SOCK"):
+        return []
+    listed = subprocess.run(
+        ["ssh-add", "-L"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+    if listed.returncode != 0:
+        return []
+    return [line.split()[:2] for line in listed.stdout.splitlines() if line.strip()]
+
+
+def _key_type(public: list[str]) -> str:
+    name = public[0] if public else "?"
+    return name.removeprefix("ssh-").split("-")[0]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
 
 
 def _ssh_base(setup: Setup) -> list[str]:

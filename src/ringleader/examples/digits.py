@@ -22,7 +22,8 @@ Invariants the tests rely on:
 * Every rank takes the same number of steps (DistributedSampler pads the shards to
   equal length), so DDP's collectives never hang.
 
-Output (rank 0 only, stdout, in this order)::
+Output (rank 0 only, stdout, in this order; the ``RINGLEADER_BENCH`` lines only
+with ``--bench``, which ``bench/`` passes: a user's log shows the training alone)::
 
     RINGLEADER_BENCH first_step_unix=1712345678.123456
     epoch 1/10: train loss 1.2345
@@ -81,6 +82,7 @@ class Config:
     max_steps: int | None = None
     save_params: str | None = None
     checkpoint: bool = True  # save each epoch, resume from the last (RINGLEADER_CHECKPOINT_DIR)
+    bench: bool = False  # print the RINGLEADER_BENCH lines benchmarks parse
 
 
 @dataclass
@@ -179,7 +181,7 @@ def train(cfg: Config, ctx: runtime.DistContext, out: Callable[[str], None] = pr
             loss_sum, seen = loss_sum + loss.item() * len(y), seen + len(y)
             if result.steps == 1:
                 result.first_step_unix = time.time()
-                if main:
+                if main and cfg.bench:
                     out(f"RINGLEADER_BENCH first_step_unix={result.first_step_unix:.6f}")
             if result.steps == WARMUP_STEPS:
                 steady_start = time.perf_counter()
@@ -202,7 +204,7 @@ def train(cfg: Config, ctx: runtime.DistContext, out: Callable[[str], None] = pr
     steady_steps = max(result.steps - WARMUP_STEPS, 0)
     if steady_start is not None and steady_steps:
         result.steady_steps_per_s = steady_steps / (time.perf_counter() - steady_start)
-    if main:
+    if main and cfg.bench:
         out(
             f"RINGLEADER_BENCH steady_steps_per_s={result.steady_steps_per_s:.3f} "
             f"steps={steady_steps}"
@@ -229,6 +231,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
     p.add_argument(
         "--no-checkpoint", action="store_true", help="neither save nor resume from checkpoints"
     )
+    p.add_argument(
+        "--bench", action="store_true", help="print the RINGLEADER_BENCH timing lines (bench/)"
+    )
     a = p.parse_args(argv)
     return Config(
         epochs=a.epochs,
@@ -239,6 +244,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         max_steps=a.max_steps,
         save_params=a.save_params,
         checkpoint=not a.no_checkpoint,
+        bench=a.bench,
     )
 
 

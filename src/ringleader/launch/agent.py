@@ -15,7 +15,12 @@ Invariants:
 - its run dir (``rundir`` in ``ready``: error files, hostfile) is a fresh
   private directory (``private_dir``: random name, 0700), removed at the end;
 - when the link to the supervisor breaks (EOF or no heartbeat), every rank of
-  the job on this host is stopped and the agent exits.  Nothing outlives it.
+  the job on this host is stopped and the agent exits.  Nothing outlives it;
+- a rank whose main path raised (its armed Python wrote its marker) and that
+  is still alive ``grace`` seconds later is killed and reported failed
+  (``teardown.py``: the hung-teardown rule);
+- the ports it picks (``ring_ports``, MLX's ring) are free on this host when
+  picked, fresh for every attempt.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import threading
 import time
 from subprocess import DEVNULL, PIPE, Popen
 
-from ringleader.launch import netif, procs
+from ringleader.launch import mlx, netif, procs, teardown
 from ringleader.launch.protocol import (
     HEARTBEAT_TIMEOUT_S,
     LINE_CAP,
@@ -100,13 +105,15 @@ def _hand_over(attempt_dir: str, uid: int, gid: int) -> None:
 class RankProcess:
     """One running rank: its process, output readers and a flag set once reported."""
 
-    __slots__ = ("done", "proc", "rank", "readers")
+    __slots__ = ("done", "hung", "marker", "proc", "rank", "readers")
 
-    def __init__(self, rank: int, proc: Popen[bytes]) -> None:
+    def __init__(self, rank: int, proc: Popen[bytes], marker: str | None = None) -> None:
         self.rank = rank
         self.proc = proc
         self.readers: list[threading.Thread] = []
         self.done = threading.Event()
+        self.marker = marker  # the hung-teardown marker of an armed rank
+        self.hung = False  # killed by the hung-teardown rule
 
 
 class LineSplitter:
@@ -237,9 +244,17 @@ class Agent:
         self.last_message = time.monotonic()
         self.lock = threading.RLock()
         self.closing = False
+        self.ended = teardown.EndedWatcher(lambda: self.grace_s, self._hung)
 
     # ----- ops -------------------------------------------------------------
     def setup(self, msg: dict[str, Any]) -> None:
+        environ = msg.get("environ")
+        if isinstance(environ, dict):  # started through sudo, which passes no variable
+            from ringleader.launch.account import IDENTITY
+
+            own = {k: os.environ[k] for k in IDENTITY if k in os.environ}  # sudo's: who it is
+            os.environ.clear()
+            os.environ.update({str(k): str(v) for k, v in environ.items()} | own)
         cwd = msg.get("cwd") or os.getcwd()
         if not os.path.isdir(cwd):
             self.writer.send("fatal", stage="working directory", detail=f"{cwd} does not exist")
@@ -252,6 +267,7 @@ class Agent:
                     "fatal", stage="network interface", detail=f"no interface {iface!r}"
                 )
                 return
+            address = next((a for a, n in netif.local_addresses().items() if n == iface), None)
         elif msg.get("master_addr"):
             iface, address = netif.interface_toward(msg["master_addr"])
         base = msg.get("tmpdir") or _temp_dir()
@@ -271,6 +287,7 @@ class Agent:
             interface=iface,
             interface_address=address,
             port=netif.free_port() if msg.get("want_port") else None,
+            ring_ports=mlx.free_ports(msg.get("ring_ports", 0)),
             python=sys.executable,
         )
 
@@ -279,18 +296,34 @@ class Agent:
         if msg.get("hostfile_path"):
             with open(msg["hostfile_path"], "w") as hostfile:
                 hostfile.write(msg.get("hostfile", ""))
+        for path, text in (msg.get("files") or {}).items():  # MLX's ring hostfile
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as file:
+                file.write(text)
         for spec in msg["ranks"]:
             os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(spec["error_file"])
             env = dict(os.environ)
+            env.pop(teardown.ENDED_FILE, None)  # armed by this launch's plan only
             for key, value in spec["env_defaults"].items():
                 env.setdefault(key, value)
             env.update(spec["env"])
-            self._spawn(spec["rank"], spec["argv"], cwd, env, spec["error_file"])
+            marker = env.get(teardown.ENDED_FILE)
+            for stale in (spec["error_file"], marker):
+                if stale:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(stale)
+            if marker:
+                teardown.arm(env, marker)
+            self._spawn(spec["rank"], spec["argv"], cwd, env, spec["error_file"], marker)
 
     def _spawn(
-        self, rank: int, argv: list[str], cwd: str, env: dict[str, str], error_file: str
+        self,
+        rank: int,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str],
+        error_file: str,
+        marker: str | None = None,
     ) -> None:
         # Only the agent's own environment (its supervisor's, from the server's
         # launch.json) says who ranks run as: never a rank's env, which a spec sets.
@@ -316,9 +349,11 @@ class Agent:
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
             return
         pin(proc.pid, env.get(CPU_AFFINITY, ""))
-        rp = RankProcess(rank, proc)
+        rp = RankProcess(rank, proc, marker)
         with self.lock:
             self.ranks[rank] = rp
+        if marker:
+            self.ended.watch(rank, proc.pid, marker)
         for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
 
             def emit(line: str, name: str = name) -> None:
@@ -332,10 +367,20 @@ class Agent:
     def _wait(self, rp: RankProcess, error_file: str) -> None:
         code = rp.proc.wait()
         ended = time.time()
+        self.ended.forget(rp.rank)
         for reader in rp.readers:  # a grandchild may hold the pipe open: don't wait forever
             reader.join(timeout=1.0)
         signum = -code if code < 0 else None
         error = read_error_file(error_file) if code != 0 else None
+        extra: dict[str, Any] = {}
+        raised = teardown.read_marker_time(rp.marker) if code != 0 and rp.marker else None
+        if raised is not None:
+            # It failed when its exception escaped (the root cause's time), not at its exit.
+            ended, extra["raised"] = raised, True
+        if rp.hung and signum == signal.SIGKILL and rp.marker:
+            # The kill only ended the wait: report the exit its exception would have made.
+            code, signum = teardown.EXIT_CODE, None
+            extra["reason"] = teardown.reason(self.grace_s)
         self.writer.send(
             "exit",
             rank=rp.rank,
@@ -343,8 +388,16 @@ class Agent:
             signal=signum,
             t=ended,
             error=error,
+            **extra,
         )
         rp.done.set()
+
+    def _hung(self, rank: int) -> None:
+        """The watcher is about to kill ``rank`` (hung in teardown): its exit says so."""
+        with self.lock:
+            rp = self.ranks.get(rank)
+        if rp is not None:
+            rp.hung = True
 
     def stop(self, grace_s: float | None = None) -> None:
         with self.lock:
@@ -384,7 +437,8 @@ class Agent:
             self.stop(msg.get("grace"))
             self.writer.send("stopped")
         elif op == "port":
-            self.writer.send("port", port=netif.free_port())
+            ring = mlx.free_ports(msg.get("ring_ports", 0))
+            self.writer.send("port", port=netif.free_port(), ring_ports=ring)
         elif op == "bye":
             return False
         return True

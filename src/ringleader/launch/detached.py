@@ -13,7 +13,8 @@ The run directory (everything a reader needs; the backend owns the layout of
   ``run_as`` (``{"name", "uid", "gid", "home"}``, optional): the OS account
   this host's ranks run as; the supervisor and agent stay the caller's user,
   the agent drops each rank to it (``RINGLEADER_RUN_AS`` in the agent's own
-  environment, never a rank's).
+  environment, never a rank's); with ``"sudo"`` (a non-root caller) the agent
+  itself is started as the account instead (``LaunchSpec.sudo``).
 - ``state.json``: rewritten whole (temp file + ``os.replace``) on every
   change, so a reader never sees half of it::
 
@@ -445,7 +446,7 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
         os.environ.pop(name, None)
     # Who this host's agent starts ranks as: only launch.json (the server's) says so.
     os.environ.pop(RUN_AS_VAR, None)
-    if launch.run_as:
+    if launch.run_as and not launch.run_as.get("sudo"):  # through sudo: the agent is it
         os.environ[RUN_AS_VAR] = f"{int(launch.run_as['uid'])}:{int(launch.run_as['gid'])}"
     if stop:
         supervisor.request_stop(stop[0])

@@ -23,6 +23,7 @@ from subprocess import PIPE, Popen
 from typing import Any
 
 from ringleader.hosts import Host
+from ringleader.launch.account import sudo_argv
 from ringleader.launch.protocol import MessageWriter, bounded_lines, decode
 from ringleader.launch.ssh import SSHOptions, agent_command, ssh_argv
 
@@ -31,8 +32,19 @@ Event = tuple[int, dict[str, Any]]
 STDERR_LINE_CAP = 16 * 1024
 
 
-def agent_argv(host: Host, *, python: str, cwd: str, job_id: str, ssh: SSHOptions) -> list[str]:
-    """How to start the agent for ``host``: directly when local, else over SSH."""
+def agent_argv(
+    host: Host,
+    *,
+    python: str,
+    cwd: str,
+    job_id: str,
+    ssh: SSHOptions,
+    sudo: tuple[str, str] = ("", ""),
+) -> list[str]:
+    """How to start the agent for ``host``: directly when local (as the account
+    ``sudo[1]`` through the sudo binary ``sudo[0]`` when given), else over SSH."""
+    if host.is_local and sudo[0]:
+        return sudo_argv(sudo[0], sudo[1], python, "agent", "--job-id", job_id)
     if host.is_local:
         return [python, "-m", "ringleader.launch.agent", "--job-id", job_id]
     return ssh_argv(host.ssh, agent_command(python, cwd, job_id), ssh)
@@ -110,10 +122,11 @@ def start_link(
     env: dict[str, str] | None,
     events: queue.Queue[Event],
     started: Popen[bytes] | None = None,
+    cwd: str | None = None,
 ) -> AgentLink:
     """Start ``argv`` as ``host``'s agent, or adopt ``started``, one started ahead."""
     proc = started or Popen(
-        argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, start_new_session=True
+        argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd, start_new_session=True
     )
     assert proc.stdin is not None
     link = AgentLink(node, host, proc, MessageWriter(proc.stdin))

@@ -3,8 +3,17 @@
 mpirun starts the ranks on every host itself (over ssh, as MPI users expect);
 the local agent owns mpirun's process group, so fail-fast, Ctrl-C, restarts
 and no-orphans work exactly as for PyTorch ranks.  Output arrives tagged by
-mpirun (``[1,R]<stdout>:``) and is re-prefixed as ``[R/W host]``; the
-per-rank exit lines of ``mpi_rank`` give the root cause.
+mpirun (``[1,R]<stdout>:``, per chunk it read, not per line): ``mpi_output``
+rebuilds each rank's lines, which are re-prefixed as ``[R/W host]``.
+
+The root cause of a failure: the rank mpirun reports as the first to fail
+(``mpirun noticed that process rank 1 ... exited on signal 9``, ``Process
+name: [[J,1],R] / Exit code: N``), with what its ``mpi_rank`` exit line says
+(command not found, exit code, signal, the rank's traceback), or mpirun's
+words alone when the rank died without one (its wrapper killed); without a
+report from mpirun, the earliest non-zero exit line; else mpirun's exit
+code and its last words.  Nothing a rank prints can make this
+raise: an exit line that does not parse is shown as a line.
 """
 
 from __future__ import annotations
@@ -17,8 +26,9 @@ from typing import Any
 
 from ringleader.hosts import Host
 from ringleader.launch.frameworks import LAUNCHER_RANK
+from ringleader.launch.mpi_output import RankLine, TaggedStream
 from ringleader.launch.mpi_rank import EXIT_MARKER
-from ringleader.launch.mpirun import mpirun_argv
+from ringleader.launch.mpirun import hostfile_text, merged_hosts, mpirun_argv
 from ringleader.launch.observer import SupervisorObserver
 from ringleader.launch.output import OutputSink
 from ringleader.launch.plan import (
@@ -33,9 +43,40 @@ from ringleader.launch.result import RankFailure
 from ringleader.launch.ssh import SSHOptions
 from ringleader.launch.supervisor import STDERR_TAIL_LINES, Supervisor
 
-_TAG = re.compile(r"^\[\d+,(\d+)\]<(stdout|stderr)>:(.*)$")
 MPIRUN = LAUNCHER_RANK  # pseudo-rank for mpirun's own lines
 MPIRUN_NOTICE = "mpirun: "  # how mpirun's own lines reach the sink's notice()
+MPIRUN_SAID_LINES = 200  # mpirun's own lines kept for its report of a failure
+_SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+_PROCESS = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+_EXIT_CODE = re.compile(r"Exit code:\s*(\d+)")
+
+
+def exit_report(text: str) -> dict[str, Any] | None:
+    """The report of an ``mpi_rank`` exit line, or None when it is not one."""
+    if not text.startswith(EXIT_MARKER):
+        return None
+    try:
+        report = json.loads(text[len(EXIT_MARKER) :])
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or type(report.get("code")) is not int:
+        return None
+    return report
+
+
+def mpirun_reported(said: list[str]) -> tuple[int, int, int | None, str] | None:
+    """``(rank, code, signal, sentence)`` of mpirun's own report of a failed rank."""
+    text = "\n".join(said)
+    found = _SIGNALLED.search(text)
+    if found:
+        signum = int(found.group(3))
+        sentence = f"mpirun: process rank {found.group(1)} exited on signal {signum}"
+        return int(found.group(1)), 128 + signum, signum, sentence
+    process, code = _PROCESS.search(text), _EXIT_CODE.search(text)
+    if process and code:
+        rank = int(process.group(1))
+        return rank, int(code.group(1)), None, f"mpirun: rank {rank} exited with {code.group(1)}"
+    return None
 
 
 class MPISupervisor(Supervisor):
@@ -49,15 +90,20 @@ class MPISupervisor(Supervisor):
         super().__init__(spec, sink, ssh, observer)
         self.agent_hosts = [Host("localhost", "127.0.0.1", 1)]
         self._exits: dict[int, dict[str, Any]] = {}
-        self._rank_hosts = [h for h in spec.hosts for _ in range(h.slots)]
+        # mpirun numbers ranks in its hostfile's order, one line per machine.
+        self._rank_hosts = [h for _, h in merged_hosts(spec.hosts) for _ in range(h.slots)]
+        self._streams: dict[str, TaggedStream] = {}
+        self._mpirun_said: deque[str] = deque(maxlen=MPIRUN_SAID_LINES)
 
     def _banner(self, facts: list[NodeFacts]) -> None:
         spec = self.spec
-        hosts = ", ".join(f"{h.name}:{h.slots}" for h in spec.hosts)
+        hosts = ", ".join(f"{h.name}:{h.slots}" for _, h in merged_hosts(spec.hosts))
         self.sink.notice(f"job {spec.run_id}: {spec.world_size} ranks started by mpirun on {hosts}")
 
     def _build_plan(self, attempt: int, facts: list[NodeFacts], port: int) -> LaunchPlan:
         self._exits = {}
+        self._streams = {s: TaggedStream(self.spec.world_size) for s in ("stdout", "stderr")}
+        self._mpirun_said.clear()
         rundir = facts[0].rundir
         hostfile_path = f"{rundir}/hostfile"
         master = self.spec.hosts[0].address if not self.spec.hosts[0].is_local else "127.0.0.1"
@@ -71,7 +117,15 @@ class MPISupervisor(Supervisor):
             ssh=self.ssh,
             as_root=os.geteuid() == 0,
         )
-        env = {"RINGLEADER_JOB_ID": self.spec.run_id, "PYTHONUNBUFFERED": "1"}
+        # The launcher pod is mpirun: it has the gang's environment and hostfile too, so
+        # a shell in it (`ringleader bash`) can start the gang's ranks itself.
+        env = {
+            **self.spec.env,
+            **self.spec.rank_env.get(str(MPIRUN), {}),
+            "RINGLEADER_JOB_ID": self.spec.run_id,
+            "RINGLEADER_HOSTFILE": hostfile_path,
+            "PYTHONUNBUFFERED": "1",
+        }
         if os.geteuid() == 0:
             env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
         launcher = RankPlan(
@@ -83,10 +137,6 @@ class MPISupervisor(Supervisor):
             env_defaults={},
             error_file=f"{attempt_dir(rundir, attempt)}/mpirun.error.json",
         )
-        text = "".join(
-            f"{h.address if not h.is_local else 'localhost'} slots={h.slots}\n"
-            for h in self.spec.hosts
-        )
         return LaunchPlan(
             run_id=self.spec.run_id,
             attempt=attempt,
@@ -94,26 +144,30 @@ class MPISupervisor(Supervisor):
             master_addr=master,
             master_port=port,
             nodes=[NodePlan(0, self.agent_hosts[0], [launcher], hostfile_path)],
-            hostfile_text=text,
+            hostfile_text=hostfile_text(self.spec.hosts),
         )
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
-        match = _TAG.match(msg["line"])
-        if match is None:  # mpirun's own words
-            rank, stream, text, host = MPIRUN, msg["stream"], msg["line"], "mpirun"
-        else:
-            rank, stream, text = int(match.group(1)), match.group(2), match.group(3)
-            host = self._rank_hosts[rank].name if rank < len(self._rank_hosts) else "?"
-            if stream == "stderr" and text.startswith(EXIT_MARKER):
-                info = json.loads(text[len(EXIT_MARKER) :])
-                self._exits[rank] = info
-                self.observer.on_rank_exit(
-                    plan.attempt, rank, int(info["code"]), info.get("signal")
-                )
-                return
+        stream = "stderr" if msg.get("stream") == "stderr" else "stdout"
+        tagged = self._streams.setdefault(stream, TaggedStream(self.spec.world_size))
+        for line in tagged.feed(str(msg.get("line", "")), stream):
+            self._emit_line(plan, line, tails)
+
+    def _emit_line(self, plan: LaunchPlan, line: RankLine, tails: dict[int, deque[str]]) -> None:
+        rank, stream, text = line.rank, line.stream, line.text
         if rank == MPIRUN:
+            self._mpirun_said.append(text)
             self.sink.notice(MPIRUN_NOTICE + text)
         else:
+            report = exit_report(text) if stream == "stderr" else None
+            if report is not None:
+                self._exits[rank] = report
+                signum = report.get("signal")
+                self.observer.on_rank_exit(
+                    plan.attempt, rank, report["code"], signum if type(signum) is int else None
+                )
+                return
+            host = self._rank_hosts[rank].name if rank < len(self._rank_hosts) else "?"
             self.sink.line(
                 rank=rank,
                 world=plan.world_size,
@@ -125,29 +179,62 @@ class MPISupervisor(Supervisor):
         if stream == "stderr":
             tails.setdefault(rank, deque(maxlen=STDERR_TAIL_LINES)).append(text)
 
+    def _await_stopped(self, plan: LaunchPlan, tails: dict[int, deque[str]]) -> None:
+        super()._await_stopped(plan, tails)
+        for tagged in self._streams.values():  # what was left without a newline
+            for line in tagged.flush():
+                self._emit_line(plan, line, tails)
+
     def _failure(
         self, plan: LaunchPlan, rank: int, msg: dict[str, Any], tails: dict[int, deque[str]]
     ) -> RankFailure:
-        failed = sorted(
-            ((e["t"], r, e) for r, e in self._exits.items() if e.get("code")), key=lambda x: x[0]
-        )
-        if not failed:
+        reported = mpirun_reported(list(self._mpirun_said))
+        if reported is not None and not self._exits.get(reported[0], {}).get("code"):
+            # A rank that died without its exit line (its wrapper was killed): the ranks
+            # that did report were stopped by mpirun after it, as consequences.
+            first, code, signum, sentence = reported
             return RankFailure(
-                rank=None,
-                host="mpirun",
-                code=int(msg["code"]),
-                signal=msg.get("signal"),
+                rank=first,
+                host=self._host_name(first),
+                code=code,
+                signal=signum,
                 time=float(msg.get("t") or 0),
-                stderr_tail=list(tails.get(MPIRUN, [])),
-                reason="mpirun failed before any rank reported an exit",
+                stderr_tail=list(tails.get(first, [])) or list(tails.get(MPIRUN, [])),
+                reason=sentence,
             )
-        t, first, info = failed[0]
-        return RankFailure(
-            rank=first,
-            host=self._rank_hosts[first].name,
-            code=int(info["code"]),
-            signal=info.get("signal"),
-            time=float(t),
-            stderr_tail=list(tails.get(first, [])),
-            error=info.get("error"),
+        failed = sorted(
+            (
+                (float(e["t"]) if isinstance(e.get("t"), int | float) else 0.0, r, e)
+                for r, e in self._exits.items()
+                if e["code"]
+            ),
+            key=lambda x: x[:2],
         )
+        if reported is not None:  # mpirun's first failure, over clocks of several hosts
+            failed.sort(key=lambda x: x[1] != reported[0])
+        if failed:
+            t, first, info = failed[0]
+            signum = info.get("signal")
+            error = info.get("error")
+            return RankFailure(
+                rank=first,
+                host=self._host_name(first),
+                code=info["code"],
+                signal=signum if type(signum) is int else None,
+                time=t,
+                stderr_tail=list(tails.get(first, [])),
+                error=error if isinstance(error, dict) else None,
+                reason=str(info.get("reason") or ""),
+            )
+        return RankFailure(
+            rank=None,
+            host="mpirun",
+            code=int(msg["code"]),
+            signal=msg.get("signal"),
+            time=float(msg.get("t") or 0),
+            stderr_tail=list(tails.get(MPIRUN, [])),
+            reason="mpirun failed before any rank reported an exit",
+        )
+
+    def _host_name(self, rank: int) -> str:
+        return self._rank_hosts[rank].name if 0 <= rank < len(self._rank_hosts) else "?"

@@ -8,7 +8,9 @@ its child, writes every line of it in one ``write`` (a line over
 ``RINGLEADER-RANK-EXIT {json}`` line on stderr that the supervisor reads.
 
 Invariants: the child dies with the wrapper (PDEATHSIG on Linux, and
-SIGTERM/SIGINT are forwarded to it); the wrapper exits with the child's code.
+SIGTERM/SIGINT are forwarded to it); the wrapper exits with the child's
+code.  Every line it writes, its own included, is one ``write`` ending in a
+newline, so mpirun never glues its tag to the end of one.
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ _OMPI_TO_TORCH = {
 
 
 def rank_environment(environ: dict[str, str]) -> dict[str, str]:
-    """torchrun's names derived from OpenMPI's; the user's own values win."""
+    """torchrun's names derived from OpenMPI's; the user's own values win.
+
+    Pure: the same environ (this wrapper's, as mpirun started it) gives the
+    same rank environment, so ``exec`` into the pod can show exactly what the
+    rank got (``server.services.exec``) from the wrapper's own environ.
+    """
     env = dict(environ)
     with contextlib.suppress(ValueError, TypeError, AttributeError):  # absent or not a map
         own = json.loads(environ.get(RANK_ENV) or "{}").get(environ.get("OMPI_COMM_WORLD_RANK"))
@@ -53,8 +60,6 @@ def rank_environment(environ: dict[str, str]) -> dict[str, str]:
                 env.setdefault(target, environ[source])
     rank = env.get("RANK", "0")
     if "RINGLEADER_ERROR_DIR" in environ:
-        with contextlib.suppress(OSError):
-            os.makedirs(environ["RINGLEADER_ERROR_DIR"], exist_ok=True)
         path = f"{environ['RINGLEADER_ERROR_DIR']}/rank-{rank}.error.json"
         env.setdefault("TORCHELASTIC_ERROR_FILE", path)
         env.setdefault("RINGLEADER_ERROR_FILE", path)
@@ -62,6 +67,25 @@ def rank_environment(environ: dict[str, str]) -> dict[str, str]:
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // local)))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def exec_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The rank's environment, given the environ of a process found for its pod.
+
+    Under mpirun that process is this wrapper (started first, with OpenMPI's
+    ``OMPI_COMM_WORLD_RANK`` but not yet ``RANK``): its rank got
+    ``rank_environment`` of it.  Any other environ is a rank's already.
+    """
+    if "OMPI_COMM_WORLD_RANK" in environ and "RANK" not in environ:
+        return rank_environment(environ)
+    return environ
+
+
+def cannot_start(command: str, exc: OSError) -> str:
+    """Why ``command`` did not start, in a shell's words where it has them."""
+    if isinstance(exc, FileNotFoundError) and "/" not in command:
+        return f"cannot start {command!r}: command not found (not on PATH)"
+    return f"cannot start {command!r}: {exc.strerror or exc}"
 
 
 def _die_with_parent() -> None:
@@ -85,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m ringleader.launch.mpi_rank -- COMMAND...", file=sys.stderr)
         return 2
     env = rank_environment(dict(os.environ))
+    if "RINGLEADER_ERROR_DIR" in os.environ:
+        with contextlib.suppress(OSError):
+            os.makedirs(os.environ["RINGLEADER_ERROR_DIR"], exist_ok=True)
     pin(os.getpid(), env.get(CPU_AFFINITY, ""))  # its binding, over mpirun's own; inherited
     try:
         child = subprocess.Popen(
@@ -96,13 +123,12 @@ def main(argv: list[str] | None = None) -> int:
             preexec_fn=_die_with_parent,
         )
     except OSError as exc:
-        print(f"cannot start {argv[0]!r}: {exc.strerror}", file=sys.stderr)
-        print(
-            EXIT_MARKER + json.dumps({"code": 127, "signal": None, "t": time.time()}),
-            file=sys.stderr,
-            flush=True,
-        )
-        return 127
+        reason = cannot_start(argv[0], exc)
+        code = 127 if isinstance(exc, FileNotFoundError) else 126  # as a shell says it
+        _write_all(2, f"{reason}\n".encode())
+        report = {"code": code, "signal": None, "t": time.time(), "reason": reason}
+        _write_all(2, (EXIT_MARKER + json.dumps(report) + "\n").encode())
+        return code
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: child.send_signal(s))
     lock = threading.Lock()

@@ -6,7 +6,7 @@ expect) with a generated hostfile; each rank runs through
 so PyTorch code works too, forwards whole lines, and reports its exit for the
 root-cause summary.
 
-Pure: argv building only, golden-testable.
+Pure: argv and hostfile building only, golden-testable.
 """
 
 from __future__ import annotations
@@ -14,8 +14,38 @@ from __future__ import annotations
 import json
 import shlex
 
+from ringleader.hosts import Host
+from ringleader.launch.frameworks import LAUNCHER_RANK
 from ringleader.launch.plan import RANK_ENV, LaunchSpec
 from ringleader.launch.ssh import SSHOptions
+
+
+def hostfile_name(host: Host) -> str:
+    """How the hostfile names ``host`` (this machine is ``localhost``)."""
+    return "localhost" if host.is_local else host.address
+
+
+def merged_hosts(hosts: list[Host]) -> list[tuple[str, Host]]:
+    """One entry per machine, in order of first appearance, its slots summed.
+
+    OpenMPI refuses a hostfile that gives one machine's slot count twice
+    ("multiple definitions of the slot count"), which a hosts.json listing a
+    machine once per rank would make.  With ``--map-by slot`` mpirun fills
+    these entries' slots in this order: rank numbers follow it.
+    """
+    merged: dict[str, Host] = {}
+    for host in hosts:
+        name = hostfile_name(host)
+        seen = merged.get(name)
+        if seen is not None:
+            host = Host(seen.ssh, seen.address, seen.slots + host.slots)
+        merged[name] = host
+    return list(merged.items())
+
+
+def hostfile_text(hosts: list[Host]) -> str:
+    """The gang's MPI hostfile: one ``NAME slots=N`` line per machine."""
+    return "".join(f"{name} slots={host.slots}\n" for name, host in merged_hosts(hosts))
 
 
 def mpirun_argv(
@@ -61,8 +91,9 @@ def mpirun_argv(
         exported["GLOO_SOCKET_IFNAME"] = spec.network_interface
         exported["NCCL_SOCKET_IFNAME"] = spec.network_interface
     exported.update(spec.env)
-    if spec.rank_env:  # each rank picks its own from this (mpi_rank.rank_environment)
-        exported[RANK_ENV] = json.dumps(spec.rank_env, separators=(",", ":"))
+    ranks = {k: v for k, v in spec.rank_env.items() if k != str(LAUNCHER_RANK)}  # not mpirun's
+    if ranks:  # each rank picks its own from this (mpi_rank.rank_environment)
+        exported[RANK_ENV] = json.dumps(ranks, separators=(",", ":"))
     for key, value in exported.items():
         argv += ["-x", f"{key}={value}"]
     return [*argv, spec.python, "-m", "ringleader.launch.mpi_rank", "--", *spec.command]

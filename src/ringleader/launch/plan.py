@@ -8,8 +8,11 @@ Nomenclature:
 - *facts*: what each host's agent reported (cores, interface, run dir); the
   plan uses them but never looks them up itself.
 
-Every rank gets ringleader's and torchrun's names (``rank_env``), then its
-framework's own (``frameworks``: ``Framework.env``).
+Every rank gets ringleader's and torchrun's names (``rank_env``), MLX's ring
+backend's (``mlx.ring_env``: ``MLX_RANK``, ``MLX_HOSTFILE``, from the ports
+each host's agent picked), then its framework's own (``frameworks``:
+``Framework.env``).  ``RINGLEADER_MAIN_ENDED_FILE`` arms the rank's Python
+for the hung-teardown rule (``launch/teardown.py``).
 
 Invariants: no I/O, no clock, no randomness, so the same inputs give the
 same plan and plans are golden-testable.  ``env`` is always set on a rank;
@@ -22,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ringleader.hosts import Host, to_mpi_hostfile
-from ringleader.launch import frameworks
+from ringleader.launch import frameworks, mlx, teardown
 from ringleader.launch.frameworks import RankPlace
 
 # Under mpirun, the JSON of ``LaunchSpec.rank_env``: each rank applies its entry.
@@ -53,6 +56,10 @@ class LaunchSpec:
     # Per-rank additions to ``env`` (str(rank) -> env): what the scheduler bound
     # to each pod (CUDA_VISIBLE_DEVICES, the GPU share, OMP_NUM_THREADS).
     rank_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # A local agent (so its ranks, keepalive and mpirun) runs as ``sudo_user`` through
+    # the sudo binary ``sudo`` (``launch/account.py``); empty: as the supervisor.
+    sudo: str = ""
+    sudo_user: str = ""
 
     @property
     def world_size(self) -> int:
@@ -67,6 +74,8 @@ class NodeFacts:
     rundir: str
     interface: str | None = None
     interface_address: str | None = None
+    # One free port per rank of this host, picked there for this attempt (MLX's ring).
+    ring_ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,8 @@ class NodePlan:
     host: Host
     ranks: list[RankPlan]
     hostfile_path: str
+    # Files the agent writes before it starts the ranks: path -> text.
+    files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,9 +169,25 @@ def rank_env(
             "RINGLEADER_MASTER_NODE_IP": master_addr,
             "RINGLEADER_HOSTFILE": hostfile_path,
             "RINGLEADER_HOST": hosts[node_rank].name,
+            teardown.ENDED_FILE: teardown.ended_file(error_file),
         }
     )
     return env
+
+
+def ring_addresses(spec: LaunchSpec, facts: list[NodeFacts]) -> list[str] | None:
+    """Every rank's "ip:port" for MLX's ring, in rank order; None when a host picked no ports.
+
+    A rank listens where its peers reach its host: the address of the interface
+    that routes to the master (what the agent found), else the inventory's address.
+    """
+    addresses: list[str] = []
+    for host, fact in zip(spec.hosts, facts, strict=True):
+        if len(fact.ring_ports) < host.slots:
+            return None
+        ip = fact.interface_address or host.address
+        addresses.extend(f"{ip}:{port}" for port in fact.ring_ports[: host.slots])
+    return addresses
 
 
 def _interface_env(spec: LaunchSpec, facts: NodeFacts) -> tuple[dict[str, str], dict[str, str]]:
@@ -190,6 +217,8 @@ def build_plan(
     if len(facts) != len(spec.hosts):
         raise ValueError("one NodeFacts per host is required")
     contract = frameworks.get(spec.framework).env
+    ring = ring_addresses(spec, facts)
+    ring_text = mlx.hostfile_text(ring) if ring and spec.world_size > 1 else None
     nodes: list[NodePlan] = []
     next_rank = 0
     for node_rank, (host, fact) in enumerate(zip(spec.hosts, facts, strict=True)):
@@ -197,6 +226,7 @@ def build_plan(
         hostfile_path = f"{fact.rundir.rstrip('/')}/hostfile"
         forced_if, default_if = _interface_env(spec, fact)
         threads = max(1, fact.cores // host.slots)
+        ring_path = f"{adir}/mlx-hostfile.json" if ring_text else None
         ranks: list[RankPlan] = []
         for local_rank in range(host.slots):
             rank = next_rank
@@ -223,6 +253,7 @@ def build_plan(
                 master_addr=master_addr,
                 master_port=master_port,
             )
+            env.update(mlx.ring_env(rank, spec.world_size, ring_path))
             env.update(contract(place))  # the framework's own names
             env.update(forced_if)
             env.update(spec.env)
@@ -239,7 +270,8 @@ def build_plan(
                     error_file=error_file,
                 )
             )
-        nodes.append(NodePlan(node_rank, host, ranks, hostfile_path))
+        files = {ring_path: ring_text} if ring_path and ring_text else {}
+        nodes.append(NodePlan(node_rank, host, ranks, hostfile_path, files))
     return LaunchPlan(
         run_id=spec.run_id,
         attempt=attempt,

@@ -5,21 +5,26 @@ even by ``kill -9``, or the SSH connection dropped) or stays silent past the
 heartbeat timeout, the agent stops its ranks: that is how no orphan is left.
 
 Supervisor -> agent ops:
-  setup  {run_id, cwd, master_addr, want_port, network_interface}
-  start  {attempt, ranks: [{rank, argv, env, env_defaults, error_file}], hostfile, hostfile_path}
+  setup  {run_id, cwd, master_addr, want_port, ring_ports, network_interface}
+                           ring_ports: how many free ports to pick (MLX's ring)
+  start  {attempt, ranks: [{rank, argv, env, env_defaults, error_file}], hostfile,
+          hostfile_path, files: {path: text}}   files: written before any rank starts
   stop   {grace}           stop the ranks of the current attempt
-  port   {}                find a fresh free port (a restart's new rendezvous)
+  port   {ring_ports}      find fresh free ports (a restart's new rendezvous)
   ping   {}                heartbeat
   bye    {}                clean exit
 Agent -> supervisor ops:
-  ready  {hostname, cores, rundir, interface, interface_address, port}
+  ready  {hostname, cores, rundir, interface, interface_address, port, ring_ports: [port]}
   fatal  {stage, detail}   the host cannot run ranks (before any started)
   out    {rank, stream: "stdout"|"stderr", line}   line: at most LINE_CAP bytes of
                            the rank's output (UTF-8), plus SPLIT_MARK when the
                            rank's line goes on in the next ``out``
-  exit   {rank, code, signal, t, error}   error: the recorded traceback, if any
+  exit   {rank, code, signal, t, error, raised?, reason?}   error: the recorded
+                           traceback, if any; raised: t is when its exception escaped,
+                           not its exit; reason: why a rank still running was reported
+                           (teardown.py)
   stopped {}               every rank of the attempt is gone
-  port   {port}
+  port   {port, ring_ports}
 """
 
 from __future__ import annotations

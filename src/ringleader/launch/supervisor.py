@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -63,6 +64,18 @@ def pick_master_addr(spec: LaunchSpec) -> str:
     return netif.source_address_toward(remote[0].address) or first.address
 
 
+def _raised_first(msg: dict[str, Any], outcome: AttemptResult, raised_at: float | None) -> bool:
+    """This exit's exception escaped before the recorded failure's did.
+
+    Only exception times are compared (``raised``: the rank's hook recorded the
+    moment, teardown.py): an exit is seen some time after the process ended, so
+    a peer that raised because that process was gone could look earlier than it.
+    """
+    if not msg.get("raised") or raised_at is None or outcome.failure is None:
+        return False
+    return msg["code"] != 0 and not outcome.stopped_by and float(msg["t"]) < raised_at
+
+
 class Supervisor:
     def __init__(
         self,
@@ -107,7 +120,7 @@ class Supervisor:
             for attempt in range(self.spec.max_restarts + 1):
                 if attempt > 0:
                     self._set_phase("Restarting")
-                    port = self._fresh_port()
+                    port, facts = self._fresh_ports(facts)
                     if port is None:
                         break
                 outcome = self._run_attempt(attempt, facts, port)
@@ -135,20 +148,27 @@ class Supervisor:
         master_addr = pick_master_addr(spec)
         self.state.master_addr = master_addr
         for node, host in enumerate(self.agent_hosts):
+            # As another account (sudo): sudo passes it no variable, so its environment
+            # comes in setup, and it starts from / (the run's directory is not its).
+            sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
             argv = agent_argv(
-                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh
+                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh, sudo=sudo
             )
             started = prestart.take(spec.python, spec.run_id) if host.is_local else None
-            link = start_link(node, host, argv, prestart.agent_env(), self.events, started)
+            env = prestart.agent_env()
+            cwd = "/" if sudo[0] else None
+            link = start_link(node, host, argv, env, self.events, started, cwd=cwd)
             self.links.append(link)
             link.send(
                 "setup",
                 cwd=spec.cwd,
                 master_addr=master_addr,
                 want_port=node == 0,
+                ring_ports=host.slots,  # one per rank: MLX's ring listens there
                 network_interface=spec.network_interface,
                 node_rank=node,
                 grace=spec.grace_s,
+                **({"environ": env} if sudo[0] else {}),
             )
         ready: dict[int, dict[str, Any]] = {}
         deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s
@@ -189,6 +209,7 @@ class Supervisor:
                 rundir=ready[n]["rundir"],
                 interface=ready[n].get("interface"),
                 interface_address=ready[n].get("interface_address"),
+                ring_ports=tuple(ready[n].get("ring_ports") or ()),
             )
             for n in range(len(self.agent_hosts))
         ]
@@ -211,17 +232,24 @@ class Supervisor:
             self.sink.notice(f"  {host.name}: ranks {ranks}, interface {iface} ({how})")
             first += host.slots
 
-    def _fresh_port(self) -> int | None:
-        self.links[0].send("port")
+    def _fresh_ports(self, facts: list[NodeFacts]) -> tuple[int | None, list[NodeFacts]]:
+        """A new rendezvous: node 0's master port, and every host's ring ports, picked now."""
+        for link, host in zip(self.links, self.agent_hosts, strict=True):
+            link.send("port", ring_ports=host.slots)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
+        fresh = list(facts)
+        master: int | None = None
+        pending = set(range(len(self.links)))
+        while pending:
             node, msg = self._next_event(deadline)
-            if node is None or self._stop_signal is not None:
-                return None
-            if node == 0 and msg["op"] == "port":
-                return int(msg["port"])
-            if msg["op"] == "eof":
-                return None
+            if node is None or self._stop_signal is not None or msg["op"] == "eof":
+                return None, facts
+            if msg["op"] == "port" and node in pending:
+                pending.discard(node)
+                master = int(msg["port"]) if node == 0 else master
+                ports = tuple(msg.get("ring_ports") or ())
+                fresh[node] = dataclasses.replace(fresh[node], ring_ports=ports)
+        return master, fresh
 
     def _run_attempt(self, attempt: int, facts: list[NodeFacts], port: int) -> AttemptResult:
         plan = self._build_plan(attempt, facts, port)
@@ -238,6 +266,7 @@ class Supervisor:
                 cwd=self.spec.cwd,
                 hostfile=plan.hostfile_text,
                 hostfile_path=node.hostfile_path,
+                files=node.files,
                 ranks=[
                     {
                         "rank": r.rank,
@@ -250,6 +279,7 @@ class Supervisor:
                 ],
             )
         stop_deadline: float | None = None
+        raised_at: float | None = None  # when the recorded failure's exception escaped
         leader_done = False  # rank 0 succeeded and that ends the job (on_rank0_success)
         rest_deadline: float | None = None  # then: when the rest are stopped (stop-rest)
         while live:
@@ -273,7 +303,13 @@ class Supervisor:
                 self.observer.on_rank_exit(attempt, rank, int(msg["code"]), msg.get("signal"))
                 if msg["code"] != 0 and stop_deadline is None and not leader_done:
                     outcome.failure = self._failure(plan, rank, msg, tails)
+                    raised_at = float(msg["t"]) if msg.get("raised") else None
                     stop_deadline = self._stop_gang()
+                elif _raised_first(msg, outcome, raised_at):
+                    # Its message lost the race, its exception did not: it is the root cause
+                    # (a peer's "connection to a peer was lost" can be reported first).
+                    outcome.failure = self._failure(plan, rank, msg, tails)
+                    raised_at = float(msg["t"])
                 elif rank == 0 and msg["code"] == 0 and live and stop_deadline is None:
                     leader_done = self._rank0_succeeded(len(live))
                     if self.spec.on_rank0_success == "stop-rest":
@@ -331,6 +367,7 @@ class Supervisor:
             time=float(msg.get("t") or time.time()),
             stderr_tail=list(tails.get(rank, [])),
             error=msg.get("error"),
+            reason=msg.get("reason") or "",
         )
 
     def _set_phase(self, phase: str) -> None:
@@ -346,15 +383,18 @@ class Supervisor:
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
         rank = int(msg["rank"])
+        # A stream names a log file: one of two, whatever an agent (which may run as
+        # the workload's own account) sent.
+        stream = "stderr" if msg["stream"] == "stderr" else "stdout"
         self.sink.line(
             rank=rank,
             world=plan.world_size,
             host=plan.rank_host(rank).name,
-            stream=msg["stream"],
+            stream=stream,
             text=msg["line"],
             attempt=plan.attempt,
         )
-        if msg["stream"] == "stderr":
+        if stream == "stderr":
             line = msg["line"]
             if len(line) > STDERR_TAIL_LINE_CHARS:
                 line = line[:STDERR_TAIL_LINE_CHARS] + " [...]"

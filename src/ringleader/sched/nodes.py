@@ -7,7 +7,7 @@ Nomenclature:
   sorts first and ties go to the name.
 
 Invariants: a pool's order changes, through the journal, every time a
-node's free row does, so a rollback restores it too.  The policy's
+node's free row or pod count does, so a rollback restores it too.  The policy's
 ``candidates`` walks the order from the best node and skips or stops at
 nodes with too little GPU share (bin-packing bisects, spreading stops);
 either way the first node that fits is the best, so a placement rarely
@@ -31,9 +31,11 @@ CPU, MEMORY, SHARE, WHOLE = range(4)
 
 
 class NodeState:
-    """A node's free row and its devices' used shares, as they change."""
+    """A node's free row, its devices' used shares and its pod count, as they change."""
 
-    __slots__ = ("capacity", "device_memory", "free", "gpus", "name", "pool", "ready", "used")
+    __slots__ = (
+        "capacity", "device_memory", "free", "gpus", "name", "pods", "pool", "ready", "used",
+    )  # fmt: skip
 
     def __init__(self, node: Node) -> None:
         self.name = node.name
@@ -44,6 +46,9 @@ class NodeState:
         count = float(len(self.gpus))
         self.free: list[float] = [*self.capacity, count, count]
         self.used: list[float] = [0.0] * len(self.gpus)
+        # Pods granted here, in a list of one so the journal can restore it: what
+        # spreading counts when pods request nothing that a free row would show.
+        self.pods: list[int] = [0]
         sizes = {g.memory_bytes for g in self.gpus}
         # The size of every device when all have one size, else None.
         self.device_memory: int | None = sizes.pop() if len(sizes) == 1 else None

@@ -122,6 +122,7 @@ class Cluster:
         # Rows are saved whole (one journal entry each) and then changed in
         # place, with the same arithmetic, in the same order, as ever.
         node, journal = grant.node, self.journal
+        journal.set(node.pods, 0, node.pods[0] + sign)
         delta = [-sign * grant.pod.cpu_cores, -sign * float(grant.pod.memory_bytes), 0.0, 0.0]
         if grant.devices:
             used = node.used

@@ -30,7 +30,7 @@ from ringleader import __version__
 from ringleader.errors import HTTP_STATUS, InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
 from ringleader.server import auth, inventory
-from ringleader.server.accounts import RUN_AS_USER, Accounts
+from ringleader.server.accounts import accounts_for
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
 from ringleader.server.backends.ssh import NodeBook, SSHNode
@@ -43,6 +43,7 @@ from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
 from ringleader.server.ratelimit import KeyChecks, RateLimited, TokenLimits
+from ringleader.server.routers import assets as asset_routes
 from ringleader.server.routers import auth as auth_routes
 from ringleader.server.routers import clusters as cluster_routes
 from ringleader.server.routers import docs, nodes, projects, users, workloads
@@ -192,7 +193,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             config.placement,
             server_url=config.url,
             pod_token_ttl_s=config.pod_token_ttl_s,
-            accounts=Accounts(config.run_as_template) if config.run_as == RUN_AS_USER else None,
+            accounts=accounts_for(config),
         )
         background = app.state.background = Background(world, interval_s=config.loop_interval_s)
         monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, background.wake)
@@ -262,5 +263,6 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(exec_routes.router)
     app.include_router(nodes.router)
     app.include_router(users.router)
+    app.include_router(asset_routes.router)
     app.include_router(docs.router)
     return app

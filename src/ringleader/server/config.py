@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ringleader.sched.model import Strategy
     from ringleader.server.backends import BackendChoice
+    from ringleader.server.backends.base import RunAs
     from ringleader.server.inventory import NodeDecl
 
 DEFAULT_PORT = 8470
@@ -59,11 +60,16 @@ class ServerConfig:
     # On SIGTERM: how long open responses (logs?follow) may take to end.
     graceful_shutdown_s: float = 3.0
     # Who workloads run as (--run-as): "user" (an OS account of the submitter, from
-    # users.os_user or run_as_template, made on first use) or "server" (the server's).
+    # users.os_user or run_as_template, made on first use), "account:NAME" (the one
+    # account NAME; through sudo when the server is not root) or "server" (the server's).
     run_as: str = field(default_factory=default_run_as)
     run_as_template: str = "rl-{user}"
+    # account:NAME's account as checked at start (accounts.fixed_account); None: checked
+    # when the app is made.
+    account: RunAs | None = None
     # The interpreter ranks' `python` and the keepalive run with (--workload-python):
-    # with run_as "user" an unprivileged account must be able to run it.
+    # with run_as "user" or "account:NAME" the workloads' account must be able to run it
+    # (through sudo: importing ringleader without PYTHONPATH).
     workload_python: str = sys.executable
 
     @property

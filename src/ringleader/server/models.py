@@ -310,3 +310,62 @@ class Node(Base):
     facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = _updated_at()
+
+
+def _asset_id() -> str:
+    """A UUID, as Run:ai's asset ids are (``/api/v1/asset/.../{assetId}``)."""
+    return str(uuid.uuid4())
+
+
+class Asset(Base):
+    """A reusable building block of workloads, Run:ai's *workload asset*: an
+    ``environment`` (image, command, args, variables, working directory) or a
+    ``compute`` resource (GPU devices/portion/memory, CPU cores, CPU memory).
+    ``spec`` is Run:ai's asset spec as accepted (camelCase JSON); ``meta``
+    holds the other accepted meta fields (``workloadSupportedTypes`` ...).
+
+    ``scope`` is ``project`` (``project_id`` set; deleting the project deletes
+    it) or ``tenant``/``cluster`` (``project_id`` NULL: every user sees it).
+    A name is unique per kind within its project, and among the assets of the
+    whole server (tenant and cluster are one scope here: one server, one cluster).
+    """
+
+    __tablename__ = "assets"
+    __table_args__ = (
+        Index(
+            "uq_assets_kind_project_id_name",
+            "kind",
+            "project_id",
+            "name",
+            unique=True,
+            sqlite_where=text("project_id IS NOT NULL"),
+            postgresql_where=text("project_id IS NOT NULL"),
+        ),
+        Index(
+            "uq_assets_kind_name_everywhere",
+            "kind",
+            "name",
+            unique=True,
+            sqlite_where=text("project_id IS NULL"),
+            postgresql_where=text("project_id IS NULL"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_asset_id)
+    kind: Mapped[str] = mapped_column(String(PHASE_LENGTH))
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    description: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    scope: Mapped[str] = mapped_column(String(PHASE_LENGTH))
+    project_id: Mapped[str | None] = mapped_column(
+        ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    cluster_id: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_by: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    updated_by: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    update_count: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _updated_at()
+
+    project: Mapped[Project | None] = relationship()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ringleader.launch.detached import write_json_atomic
 from ringleader.server.backends.base import BackendRequest
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.cgroups import (
@@ -350,12 +351,22 @@ def test_a_new_backend_ends_what_an_old_one_started_and_cleans_stale_cgroups(
     wait_until(lambda: len(processes_with_arg(seconds)) == 4, 30, "4 daemons")
     wait_until(lambda: state_of(quick).get("phase") == "Succeeded", 30, "the quick run's end")
     wait_until(lambda: not hierarchy.pids(f"rl-{ended.workload_id}"), 30, "its supervisor gone")
-    stale = f"rl-stale-{uuid.uuid4().hex[:8]}"  # as a server killed before its spawn leaves
+    # As a server killed before its spawn leaves it: launch.json and the cgroups, no process.
+    never = in_runs(runs, workers=1, command="true")
+    stale = f"rl-{never.workload_id}"
+    Path(never.run_dir).mkdir(parents=True)
+    write_json_atomic(
+        Path(never.run_dir) / "launch.json", first.plan(never).launch_file().to_json()
+    )
     hierarchy.create(f"{stale}/supervisor")
+    foreign = f"rl-other-{uuid.uuid4().hex[:8]}"  # another server's: not this one's to clean
+    hierarchy.create(f"{foreign}/supervisor")
     del first  # the server dies, unpolled (its supervisors live on, detached)
     second = LocalBackend(grace_s=1.0, cgroups=hierarchy)
     assert second.poll(handle).phase == "Running"  # its first poll cleans, once
     assert cgroup_dirs(hierarchy, stale) == []
+    assert cgroup_dirs(hierarchy, foreign)
+    hierarchy.remove(foreign)
     assert cgroup_dirs(hierarchy, f"rl-{ended.workload_id}") == []
     assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}")  # a live run's is kept
     done = second.poll(quick)  # ended while no server ran: its measures were kept

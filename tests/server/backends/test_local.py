@@ -108,7 +108,11 @@ def test_pytorch_plan_is_a_master_and_n_workers_on_localhost() -> None:
                 "RINGLEADER_WORKLOAD_ID": "w1",
                 "RINGLEADER_WORKLOAD_NAME": "mnist",
                 "RINGLEADER_PROJECT": "team-a",
+                "RUNAI_JOB_NAME": "mnist",
+                "RUNAI_PROJECT": "team-a",
                 "RUNAI_MPI_NUM_WORKERS": "2",
+                "JOB_NAME": "mnist",
+                "JOB_UUID": "w1",
                 "RINGLEADER_CHECKPOINT_DIR": "/runs/w1/checkpoints",
             },
             on_rank0_success="stop-rest",  # cleanPodPolicy Running (the default)
@@ -146,16 +150,22 @@ def test_scheduler_bindings_become_each_ranks_devices_share_threads_and_node() -
     plan = LocalBackend(python=PY).plan(request)
     assert plan.spec.rank_env == {
         "0": {
+            "RINGLEADER_POD": "frac-master-0",
             "RINGLEADER_NODE": "sim-0",
             "RINGLEADER_NODE_KIND": "simulated",
+            "NODE_NAME": "sim-0",
+            "RUNAI_NUM_OF_GPUS": "0.25",
             "CUDA_VISIBLE_DEVICES": "2",
             "RINGLEADER_POD_GPUS": "1",
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
             "RINGLEADER_GPU_FRACTION": "0.25",
         },  # OMP_NUM_THREADS: the user's own 3 wins over the request's 4
         "1": {
+            "RINGLEADER_POD": "frac-worker-0",
             "RINGLEADER_NODE": "sim-1",
             "RINGLEADER_NODE_KIND": "simulated",
+            "NODE_NAME": "sim-1",
+            "RUNAI_NUM_OF_GPUS": "2",
             "CUDA_VISIBLE_DEVICES": "0,1",
             "RINGLEADER_POD_GPUS": "2",
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
@@ -251,7 +261,11 @@ def test_mpi_plan_is_a_launcher_and_workers_with_slots() -> None:
                 "RINGLEADER_WORKLOAD_ID": "w2",
                 "RINGLEADER_WORKLOAD_NAME": "dist",
                 "RINGLEADER_PROJECT": "team-a",
+                "RUNAI_JOB_NAME": "dist",
+                "RUNAI_PROJECT": "team-a",
                 "RUNAI_MPI_NUM_WORKERS": "2",
+                "JOB_NAME": "dist",
+                "JOB_UUID": "w2",
                 "RINGLEADER_CHECKPOINT_DIR": "/runs/w2/checkpoints",
             },
         ),

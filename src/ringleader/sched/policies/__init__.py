@@ -4,7 +4,7 @@ Nomenclature:
 - *placement policy*: a :class:`PlacementPolicy`, three hooks under a
   ``name``; ``Snapshot.strategy`` (and ``ringleader server --placement``)
   names one.  Built in: ``binpack`` (fill the fullest node that fits) and
-  ``spread`` (the emptiest);
+  ``spread`` (the emptiest, counting pods too);
 - *node key*: ``policy.node_key(node)``, a tuple whose last item is the
   node's name.  ``nodes.NodeOrder`` keeps each pool's ready nodes sorted by
   it, so the best node for the policy sorts first and ties go to the name;
@@ -16,12 +16,14 @@ Nomenclature:
   device position (``placement.devices_for`` adds it).
 
 Invariants a policy keeps (the scheduler's decisions rest on them):
-- ``node_key`` depends only on the node's free row and name, so the order
-  moves, through the journal, exactly when a free row does;
-- ``candidates`` yields every node with at least ``share`` of GPU free, in
-  key order; it may yield others (the caller checks each node), and it
-  should stop or skip early, since the first node that fits is taken: that
-  is why a placement looks at few nodes however large the pool;
+- ``node_key`` depends only on the node's free row, pod count and name, so
+  the order moves, through the journal, exactly when one of them does;
+- ``candidates`` yields every node with at least ``share`` of GPU free, best
+  first (key order, or an order it derives from the keys alone, as spread's
+  fewest-pods-first for a pod without GPUs); it may yield others (the
+  caller checks each node), and it should stop or skip early, since the
+  first node that fits is taken: that is why a placement looks at few nodes
+  however large the pool;
 - ``candidates`` is read lazily while the order stands still: the caller
   takes the first node that fits before it changes any free row;
 - hooks are pure: no state, no clock, no I/O.

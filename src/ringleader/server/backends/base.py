@@ -74,6 +74,9 @@ class RunAs:
     uid: int
     gid: int
     home: str
+    # A non-root server cannot switch users itself: it goes through this sudo binary
+    # (``--run-as account:NAME``, ``launch/account.py``); empty: it switches (root).
+    sudo: str = ""
 
 
 @dataclass(frozen=True)

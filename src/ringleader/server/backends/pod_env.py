@@ -10,10 +10,17 @@
 - ``RINGLEADER_CPU_AFFINITY``: on this machine's own node, the whole cores
   a pod's processes are pinned to (the agent applies it where the OS lets it);
 - ``RINGLEADER_NODE`` / ``RINGLEADER_NODE_KIND``: where it was placed
-  (``simulated`` nodes run their pods on the server's machine).
+  (``simulated`` nodes run their pods on the server's machine);
+- ``RINGLEADER_POD``: the pod's name (``NAME-worker-1``);
+- Run:ai's names for the same facts: ``NODE_NAME`` (the node) and
+  ``RUNAI_NUM_OF_GPUS`` (its devices, or its share of one: ``0.5``).
 
-The user's own variables win over all but the devices and the share, which
-are the binding itself.
+The user's own variables win over all but the devices, the share and the
+pod's name, which are the binding itself.
+
+An MPI launcher pod (mpirun) gets only where it is (``launcher_env``): the
+ranks a shell in it starts with mpirun on this machine inherit its
+environment, so it must not hide the devices the workers' pods hold.
 """
 
 from __future__ import annotations
@@ -24,14 +31,34 @@ from ringleader.runtime.env import CPU_AFFINITY, GPU_FRACTION, GPU_MEMORY_BYTES,
 from ringleader.server.backends.base import PodPlacement
 
 
+def launcher_env(pod: str, placement: PodPlacement, user_env: dict[str, str]) -> dict[str, str]:
+    """What an MPI launcher pod (mpirun itself) gets: where it is, and nothing it binds."""
+    env = {
+        "RINGLEADER_POD": pod,
+        "RINGLEADER_NODE": placement.node,
+        "RINGLEADER_NODE_KIND": placement.node_kind,
+    }
+    if "NODE_NAME" not in user_env:
+        env["NODE_NAME"] = placement.node
+    return env
+
+
+def gpu_count(placement: PodPlacement) -> str:
+    """Run:ai's ``RUNAI_NUM_OF_GPUS``: whole devices, or the share of one (``0.25``)."""
+    shares = [g.share for g in placement.gpus if g.share < 1]
+    if shares and len(placement.gpus) == 1:
+        return f"{shares[0]:g}"
+    return str(len(placement.gpus))
+
+
 def pod_env(
-    placement: PodPlacement, user_env: dict[str, str], cores: tuple[int, ...] = ()
+    pod: str, placement: PodPlacement, user_env: dict[str, str], cores: tuple[int, ...] = ()
 ) -> dict[str, str]:
     """``cores``: the CPU cores its processes are pinned to, when the backend
     could give it whole cores of its own (``RINGLEADER_CPU_AFFINITY``)."""
     env = {
-        "RINGLEADER_NODE": placement.node,
-        "RINGLEADER_NODE_KIND": placement.node_kind,
+        **launcher_env(pod, placement, user_env),
+        "RUNAI_NUM_OF_GPUS": gpu_count(placement),
         "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in placement.gpus),
         POD_GPUS: str(len(placement.gpus)),
         # nvidia-smi's indices (what the inventory lists) are PCI bus order; CUDA's

@@ -5,19 +5,24 @@ the master or launcher pod), ``?command=`` repeats once per argv word, and
 ``?tty=true`` asks for a terminal.  The caller must hold a bearer token for a
 project the workload belongs to, as for every other workload route; a refusal
 arrives as the session's status message (see ``exec_session``), so the client
-can print the server's own words.
+can print the server's own words.  An interactive ``bash`` gets a prompt
+naming the workload and pod; the final status says why a session ended when
+its own exit code does not (``reason``: the workload was deleted, stopped or
+ended, the pod ended, a signal; the server stopping).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
 from ringleader.errors import Forbidden, InvalidSpec, NotFound, RingleaderError, Unauthorized
 from ringleader.server.exec_session import ExecSession, status_frame
-from ringleader.server.services.exec import exec_target
+from ringleader.server.services.exec import exec_target, shell_argv, why_ended
 
 router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
 _HTTP = [(Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (InvalidSpec, 422)]
@@ -32,23 +37,28 @@ async def exec_in_pod(
     tty: bool = False,
 ) -> None:
     await websocket.accept()
+    readers = websocket.app.state.readers
+    rcfile: str | None = None
     try:
-        target = await run_in_threadpool(
+        place = await run_in_threadpool(
             exec_target,
-            websocket.app.state.readers,
+            readers,
             websocket.app.state.backends,
             websocket.headers.get("authorization", ""),
             workload_id,
             pod,
         )
-        session = ExecSession(target, command or ["bash"], tty)
+        argv, rcfile = shell_argv(place, command or ["bash"], tty)
+        session = ExecSession(place.target, argv, tty)
         session.start()
     except RingleaderError as exc:
+        _remove(rcfile)
         code = next((c for kind, c in _HTTP if isinstance(exc, kind)), 409)
         await websocket.send_bytes(status_frame(error=str(exc), code=code))
         await websocket.close()
         return
     except OSError as exc:
+        _remove(rcfile)
         await websocket.send_bytes(status_frame(error=f"cannot run {command[:1]}: {exc}", code=422))
         await websocket.close()
         return
@@ -65,9 +75,31 @@ async def exec_in_pod(
     try:
         code = await session.relay(websocket.send_bytes, receive)
         if code is not None:
-            await websocket.send_bytes(status_frame(exitCode=code))
+            reason = await run_in_threadpool(why_ended, readers, place, code)
+            status: dict[str, object] = {"exitCode": 128 - code if code < 0 else code}
+            if code < 0:
+                status["signal"] = -code
+            if reason:
+                status["reason"] = reason
+            await websocket.send_bytes(status_frame(**status))
             await websocket.close()
     except WebSocketDisconnect:
         pass
+    except asyncio.CancelledError:  # the server is stopping: say so before the socket goes
+        with contextlib.suppress(Exception):
+            await asyncio.shield(
+                websocket.send_bytes(
+                    status_frame(error="the server stopped, and the session with it", code=503)
+                )
+            )
+        raise
     finally:
+        _remove(rcfile)
         await asyncio.get_running_loop().run_in_executor(None, session.stop)
+
+
+def _remove(path: str | None) -> None:
+    """The session's rc file, if bash has not removed it itself."""
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -1,24 +1,65 @@
-"""Where ``exec``/``bash`` into a pod runs: the caller's token checked, the pod
-picked, the backend asked for its target.
+"""Where ``exec``/``bash`` into a pod runs, what it runs, and why it ended.
 
-Blocking (the database, and /proc or SSH in the backend): the WebSocket route
-runs it in a thread. The pod is a full name or its suffix (``worker-1``); by
-default the master or launcher pod.
+- *place*: the caller's token checked, the pod picked (a full name or its
+  suffix, ``worker-1``; by default the master or launcher pod), the backend
+  asked for its target.  The environment is exactly the rank's: a pod of an
+  MPI gang is found as its ``mpi_rank`` wrapper, whose environment is the
+  rank's before the wrapper derives it (``RANK`` from ``OMPI_COMM_WORLD_RANK``,
+  the pod's own binding out of ``RINGLEADER_RANK_ENV``), so it is derived here
+  the same way.
+- *shell*: an interactive ``bash`` gets a prompt naming the workload and pod
+  (``(dist-int/launcher) user@host:~$``): an rc file that reads the usual
+  ones, then prefixes ``PS1``; it is the session's account's, and removed
+  once read.
+- *end*: when a session's process ended by a signal or with an error, why:
+  the workload was deleted or stopped, it ended, the pod ended; the session
+  then tells the client (``exec_session``'s status carries ``reason``).
+
+Blocking (the database, /proc, SSH in the backend): the WebSocket route
+runs these in a thread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shlex
+import signal
+import tempfile
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
 from ringleader.errors import InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.launch.mpi_rank import exec_environment
 from ringleader.server.auth import user_for_token
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import ExecTarget
+from ringleader.server.models import Workload
 from ringleader.server.services.roles import require_role
 from ringleader.server.services.workloads import get
+
+Readers = Callable[[], AbstractContextManager[Session]]
+END_WAIT_S = 3.0  # how long a killed session waits for the server to see its workload's end
+# bash reads its system-wide rc (Debian's /etc/bash.bashrc) itself, --rcfile or not.
+_BASH_RC = r"""rm -f -- "${{BASH_SOURCE[0]}}"
+[ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+[ -n "$PS1" ] || PS1='\u@\h:\w\$ '
+PS1={label}"$PS1"
+"""
+
+
+@dataclass(frozen=True)
+class ExecPlace:
+    """Where a session runs: the backend's target and whose pod it is."""
+
+    target: ExecTarget
+    workload_id: str
+    workload: str  # its name
+    pod: str  # the pod's full name
 
 
 def pick_pod(names: list[str], heads: list[str], workload: str, pod: str | None) -> str:
@@ -34,12 +75,12 @@ def pick_pod(names: list[str], heads: list[str], workload: str, pod: str | None)
 
 
 def exec_target(
-    readers: Callable[[], AbstractContextManager[Session]],
+    readers: Readers,
     backends: BackendSet,
     authorization: str,
     workload_id: str,
     pod: str | None,
-) -> ExecTarget:
+) -> ExecPlace:
     """Authorize the ``Authorization`` header's bearer and find where the command runs."""
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token:
@@ -52,6 +93,80 @@ def exec_target(
         heads = [p.name for p in workload.pods if p.role in ("master", "launcher")]
         name = pick_pod(names, heads, workload.name, pod)
         handle, phase, backend = workload.handle, workload.phase, workload.backend
+        place = (workload.id, workload.name)
     if not handle:
-        raise RingleaderError(f"workload {workload.name!r} is {phase}: it has no pods running")
-    return backends.named(backend).exec_target(handle, name)
+        raise RingleaderError(f"workload {place[1]!r} is {phase}: it has no pods running")
+    target = backends.named(backend).exec_target(handle, name)
+    target = replace(target, env=exec_environment(target.env))
+    return ExecPlace(target, place[0], place[1], name)
+
+
+def prompt_label(place: ExecPlace) -> str:
+    """``(workload/pod)`` for a prompt; the pod without the workload's name before it."""
+    pod = place.pod.removeprefix(f"{place.workload}-")
+    return f"({place.workload}/{pod}) "
+
+
+def shell_argv(place: ExecPlace, argv: list[str], tty: bool) -> tuple[list[str], str | None]:
+    """``argv`` as run, and the rc file made for it (the caller removes it at the end).
+
+    Only an interactive ``bash`` (on a terminal, no arguments) gets the prompt:
+    anything else runs as asked.
+    """
+    if not (tty and len(argv) == 1 and os.path.basename(argv[0]) == "bash"):
+        return argv, None
+    fd, path = tempfile.mkstemp(prefix="ringleader-bash-", suffix=".rc")
+    try:
+        account = place.target.run_as
+        if account is not None:  # the session's own account reads (and removes) it
+            os.fchown(fd, account.uid, account.gid)
+        os.write(fd, _BASH_RC.format(label=shlex.quote(prompt_label(place))).encode())
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return argv, None  # a session without the prompt rather than none
+    os.close(fd)
+    return [argv[0], "--rcfile", path, "-i"], path
+
+
+def why_ended(readers: Readers, place: ExecPlace, code: int, wait_s: float = END_WAIT_S) -> str:
+    """Why the session's process ended with ``code`` (negative: killed by that signal),
+    in a sentence for the user, or "" when its own exit says it all."""
+    if code == 0:
+        return ""
+    deadline = time.monotonic() + (wait_s if code < 0 else 0.0)
+    while True:
+        cause = _workload_end(readers, place)
+        if cause or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)  # the workload's end may not have been seen yet: it is a poll
+    if code < 0:
+        how = f"killed by {_signal_name(-code)}"
+        return f"{cause}: the session was {how}" if cause else f"the session was {how}"
+    return f"{cause}: the session ended with it" if cause else ""
+
+
+def _workload_end(readers: Readers, place: ExecPlace) -> str:
+    """What ended the workload or the pod, or "" while both run."""
+    with readers() as s:
+        workload = s.get(Workload, place.workload_id)
+        if workload is None or workload.deleted_at is not None:
+            return f"workload {place.workload} was deleted"
+        if workload.desired_phase == "Deleted" or workload.phase in ("Deleting", "Deleted"):
+            return f"workload {place.workload} was deleted"
+        if workload.desired_phase == "Stopped" or workload.phase in ("Stopping", "Stopped"):
+            return f"workload {place.workload} was stopped (suspended)"
+        if workload.phase in ("Completed", "Failed"):
+            return f"workload {place.workload} ended: {workload.phase}"
+        pod = next((p for p in workload.pods if p.name == place.pod), None)
+        if pod is not None and pod.phase in ("Succeeded", "Completed", "Failed", "Stopped"):
+            return f"pod {place.pod} ended ({pod.phase})"
+    return ""
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return f"{signal.Signals(signum).name} (signal {signum})"
+    except ValueError:
+        return f"signal {signum}"

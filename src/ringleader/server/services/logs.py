@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -65,8 +66,10 @@ def log_text(
     """
     stopping = stopping or threading.Event()
     workload = get(session, user, workload_id)
+    # The backend is the one that placed the run: a workload still Pending has none
+    # yet, so ``finished`` takes both the handle and its backend once it is admitted.
     backend = backends.named(workload.backend)
-    state = {"handle": workload.handle}
+    state: dict[str, Any] = {"handle": workload.handle, "backend": backend}
     wid = workload.id
     if pod is not None:
         names = {p.name for p in workload.pods}
@@ -84,7 +87,7 @@ def log_text(
         fresh: deque[LogLine] = deque(maxlen=keep)
         counts: dict[tuple[str, int, str], int] = {}
         handle = state["handle"]
-        for ln in backend.logs(handle, pod=pod) if handle else []:
+        for ln in state["backend"].logs(handle, pod=pod) if handle else []:
             if after is not None and ln.time is not None and ln.time < after:
                 continue
             key = (ln.pod, ln.attempt, ln.stream)
@@ -100,7 +103,8 @@ def log_text(
             current = s2.get(Workload, wid)
             if current is None:
                 return True
-            state["handle"] = state["handle"] or current.handle
+            if state["handle"] is None and current.handle:
+                state["handle"], state["backend"] = current.handle, backends.named(current.backend)
             return current.phase in (*FINAL, "Deleted")
 
     def stream() -> Iterator[str]:

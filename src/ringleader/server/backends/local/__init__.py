@@ -32,6 +32,10 @@ Invariants:
 - a request with ``run_as`` (``server/accounts.py``) has its ranks and exec
   sessions run as that account, joining only their own pod's cgroup (its
   membership files are handed to the account); the run dir stays the server's.
+  A non-root server reaches the account through sudo (``RunAs.sudo``): this
+  host's agent, exec sessions, the account's directories and the sweep of a
+  run's leftovers go through ``launch/account.py`` as the account, and such a
+  run is tracked by environment (no cgroup can be handed to the account).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ringleader.errors import Conflict, NotFound, RingleaderError
+from ringleader.launch.account import NOT_FOUND, pod_process, sudo_argv
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,
@@ -56,7 +61,6 @@ from ringleader.launch.detached import (
     LaunchFile,
     detached_argv,
     is_detached_supervisor,
-    job_processes,
     load_launch,
     read_json,
     read_logs,
@@ -70,11 +74,12 @@ from ringleader.server.backends.base import (
     Capabilities,
     ExecTarget,
     LogLine,
+    RunAs,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
-from ringleader.server.backends.local.homes import prepare_account_dirs
+from ringleader.server.backends.local.homes import prepare_account_dirs, through_sudo
 from ringleader.server.backends.local.logtail import run_logs, tail_logs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
@@ -92,9 +97,9 @@ from ringleader.server.backends.local.processes import (
     died,
     end_cgroup,
     is_final,
-    pod_process,
+    job_alive,
     run_usage,
-    sweep_job,
+    sweep_run,
     tail,
     with_usage,
     write_final_state,
@@ -194,8 +199,11 @@ class LocalBackend(Backend):
         local = self.where().hosts is None
         # Its account is one of this machine's: ranks on other hosts run as their login.
         run_as = request.run_as if local else None
+        # An account reached through sudo cannot be handed cgroup files by a server that
+        # is not root, nor its processes signalled: tracked by environment, swept as it.
+        tracked = local and (run_as is None or not run_as.sudo)
         request = dataclasses.replace(request, run_dir=str(run_dir), run_as=run_as)
-        return self.submit(self.plan(request, busy, self.cgroups if local else None))
+        return self.submit(self.plan(request, busy, self.cgroups if tracked else None))
 
     # ----- submit --------------------------------------------------------------------
     def submit(self, plan: LocalPlan) -> str:
@@ -298,7 +306,7 @@ class LocalBackend(Backend):
         if self.cgroups is not None and isolation_of(launch) != ENVIRONMENT:
             end_cgroup(self.cgroups, run_dir, launch.spec.run_id, pods_from_launch(launch))
         else:
-            sweep_job(launch.spec.run_id, self.grace_s)
+            sweep_run(launch, self.grace_s)
 
     # ----- cancel (the base class's template: is_live, then stop) ---------------------
     def is_live(self, handle: str) -> bool:
@@ -312,7 +320,7 @@ class LocalBackend(Backend):
         return (
             not is_final(read_json(run_dir / STATE_FILE))
             or (self.cgroups is not None and self.cgroups.exists(run_id))
-            or bool(job_processes(run_id))
+            or job_alive(launch)
         )
 
     def stop(self, handle: str) -> None:
@@ -371,26 +379,42 @@ class LocalBackend(Backend):
         if pod not in pods:
             raise NotFound("pod", pod)
         self.check_exec(launch, pods[pod])
-        found = pod_process(launch.spec.run_id, pods[pod].ranks[0])
+        run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
+        run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
+        if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
+            return self._exec_through_sudo(launch, run_as, pod, rank)
+        found = pod_process(run_id, rank)
         if found is None:
-            raise Conflict(
-                f"pod {pod} has no running process to exec into (its command has ended); "
-                "submit with --interactive to keep pods up after their command"
-            )
+            raise Conflict(no_process(pod))
         pid, env = found
         try:
             cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             cwd = launch.spec.cwd
-        rel = f"{launch.spec.run_id}/{pod}"
+        rel = f"{run_id}/{pod}"
         hierarchy = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
-        run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
         if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
             env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
             return ExecTarget(
                 node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])), run_as=run_as
             )
         return ExecTarget(node=self.node, cwd=cwd, env=env, run_as=run_as)
+
+    def _exec_through_sudo(
+        self, launch: LaunchFile, run_as: RunAs, pod: str, rank: int
+    ) -> ExecTarget:
+        """The session as the account through sudo: ``launch/account.py exec`` finds the
+        pod's process, enters its directory and takes its environment, as the account."""
+        python, run_id = launch.spec.python, launch.spec.run_id
+        found = through_sudo(run_as, python, "exec", "--check", run_id, str(rank))
+        if found.returncode == NOT_FOUND:
+            raise Conflict(no_process(pod))
+        if found.returncode != 0:
+            raise RingleaderError(
+                f"cannot exec as {run_as.name}: {found.stderr.strip() or found.returncode}"
+            )
+        prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), "--")
+        return ExecTarget(node=self.node, cwd="/", env={}, prefix=tuple(prefix))
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
@@ -422,3 +446,10 @@ class LocalBackend(Backend):
         for handle, proc in list(self._children.items()):
             if proc.poll() is not None:
                 self._children.pop(handle, None)
+
+
+def no_process(pod: str) -> str:
+    return (
+        f"pod {pod} has no running process to exec into (its command has ended); "
+        "submit with --interactive to keep pods up after their command"
+    )

@@ -6,10 +6,11 @@ cgroup membership is inherited by every child and only a write to
 ``cgroup.procs`` changes it, so the kernel keeps the list for us.
 
 Nomenclature:
-- *hierarchy*: where cgroups live.  v2: one unified tree (``/sys/fs/cgroup``
-  with ``cgroup.controllers``).  v1: one tree per controller; we use
-  ``freezer`` (stop everything at once), ``memory``, ``cpu``, ``cpuacct``
-  and ``pids`` where mounted;
+- *hierarchy*: where cgroups live, under ``/sys/fs/cgroup`` or
+  ``$RINGLEADER_CGROUP_ROOT`` (a hybrid host's ``/sys/fs/cgroup/unified``).
+  v2: one unified tree (its root has ``cgroup.controllers``).  v1: one tree
+  per controller; we use ``freezer`` (stop everything at once), ``memory``,
+  ``cpu``, ``cpuacct`` and ``pids`` where mounted;
 - *parent*: ringleader's cgroup, ``ringleader`` under the server's own
   cgroup in each v1 tree (workloads stay inside whatever box the server is
   in), under the root of the v2 tree (the one cgroup whose processes do not
@@ -50,6 +51,10 @@ PARENT = "ringleader"
 V1_REQUIRED = ("freezer", "memory", "cpu", "cpuacct")
 V1_OPTIONAL = ("pids",)
 V2_CONTROLLERS = ("memory", "cpu", "pids")
+V2_LIMITING = ("memory", "cpu")  # what limits (and peak memory) need; tracking needs none
+#: Where this host's cgroups are mounted, when not /sys/fs/cgroup: e.g. a hybrid host's
+#: unified (v2) tree, /sys/fs/cgroup/unified, instead of its v1 trees.
+ROOT_VAR = "RINGLEADER_CGROUP_ROOT"
 CPU_PERIOD_US = 100_000
 
 
@@ -297,13 +302,32 @@ class CgroupV1(Hierarchy):
 
 
 class CgroupV2(Hierarchy):
-    """The unified tree: controllers enabled top-down, ``cgroup.kill`` where present."""
+    """The unified tree: controllers enabled top-down, ``cgroup.kill`` where present.
 
-    isolation = "cgroup-v2"
+    Tracking, freezing and killing need no controller (``cgroup.procs``,
+    ``cgroup.freeze``, ``cgroup.kill``, ``cpu.stat`` are in every cgroup), so a
+    tree whose root cannot hand ``memory`` or ``cpu`` down (a hybrid host binds
+    them to v1; a container's root holds processes) still runs workloads: their
+    limits are skipped, peak memory is not measured, and ``isolation`` says so.
+    """
+
+    def __init__(self, parents: dict[str, Path]) -> None:
+        super().__init__(parents)
+        self._isolation: str | None = None
 
     @property
     def top(self) -> Path:
         return self.parents["unified"]
+
+    @property  # type: ignore[override]
+    def isolation(self) -> str:
+        """``cgroup-v2``, or ``cgroup-v2-without-memory,cpu`` (the limiting controllers
+        the root does not hand down), read once the tree is made."""
+        if self._isolation is None:
+            control = _read(self.top.parent / "cgroup.subtree_control") or ""
+            missing = [c for c in V2_LIMITING if c not in control.replace("+", "").split()]
+            self._isolation = "cgroup-v2" + (f"-without-{','.join(missing)}" if missing else "")
+        return self._isolation
 
     def create(self, rel: str, limits: Limits = Limits()) -> None:
         # Controllers reach a cgroup through its parent's subtree_control; only
@@ -391,10 +415,13 @@ def own_cgroups(text: str) -> dict[str, str]:
 
 
 def detect(
-    root: Path = Path("/sys/fs/cgroup"), self_cgroup: Path = Path("/proc/self/cgroup")
+    root: Path | None = None, self_cgroup: Path = Path("/proc/self/cgroup")
 ) -> Hierarchy | None:
     """This host's cgroups for ringleader, or None where none can be made here (not
-    root, no cgroupfs, macOS): the backend then tracks processes by environment."""
+    root, no cgroupfs, macOS): the backend then tracks processes by environment.
+    ``root``: where they are mounted (default ``$RINGLEADER_CGROUP_ROOT``, else
+    ``/sys/fs/cgroup``); a v2 root is one with ``cgroup.controllers``."""
+    root = root or Path(os.environ.get(ROOT_VAR) or "/sys/fs/cgroup")
     own = own_cgroups(_read(self_cgroup) or "")
     hierarchy: Hierarchy
     if (root / "cgroup.controllers").exists():

@@ -43,7 +43,7 @@ from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
 from ringleader.server.backends.base import BackendRequest, RunAs
-from ringleader.server.backends.pod_env import assign_cores, pod_env
+from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
 from ringleader.spec import Compute, parse_quantity
 
 if TYPE_CHECKING:
@@ -84,6 +84,8 @@ class LocalPlan:
         if self.isolation != ENVIRONMENT:  # read back by poll, stop and describe
             pods = [p | {"isolation": self.isolation} for p in pods]
         run_as = dataclasses.asdict(self.run_as) if self.run_as is not None else None
+        if run_as is not None and not run_as["sudo"]:  # switched to by the server (root)
+            del run_as["sudo"]
         return LaunchFile(
             spec=self.spec, attempt_offset=self.attempt_offset, pods=pods, run_as=run_as
         )
@@ -100,7 +102,13 @@ def account_run_as(launch: LaunchFile) -> RunAs | None:
     found = launch.run_as
     if not found:
         return None
-    return RunAs(str(found["name"]), int(found["uid"]), int(found["gid"]), str(found["home"]))
+    return RunAs(
+        str(found["name"]),
+        int(found["uid"]),
+        int(found["gid"]),
+        str(found["home"]),
+        str(found.get("sudo") or ""),
+    )
 
 
 def pods_from_launch(launch: LaunchFile) -> list[LocalPod]:
@@ -129,6 +137,24 @@ def pod_limits(compute: Compute) -> Limits:
         memory_request_bytes=size(compute.cpu_memory_request),
         cpu_request_cores=compute.cpu_core_request,
     )
+
+
+def ranks_by_node(pods: list[LocalPod]) -> list[LocalPod]:
+    """The pods with ranks renumbered so that pods on one node hold consecutive ranks
+    (nodes in order of their first pod; the launcher keeps its pseudo-rank).
+
+    mpirun fills its hostfile's machines in order, one line per machine, so
+    ranks must be grouped by machine for each rank to run where its pod (its
+    devices, its cgroup) was placed: a spread placement alternates nodes.
+    """
+    ranked = [p for p in pods if min(p.ranks) >= 0]
+    first_seen = {node: i for i, node in reversed(list(enumerate(p.node for p in ranked)))}
+    renumbered: dict[str, tuple[int, ...]] = {}
+    next_rank = 0
+    for pod in sorted(ranked, key=lambda p: first_seen[p.node]):  # stable: pod order kept
+        renumbered[pod.name] = tuple(range(next_rank, next_rank + len(pod.ranks)))
+        next_rank += len(pod.ranks)
+    return [dataclasses.replace(p, ranks=renumbered.get(p.name, p.ranks)) for p in pods]
 
 
 @dataclass(frozen=True)
@@ -191,9 +217,14 @@ def plan_launch(
         "RINGLEADER_WORKLOAD_ID": request.workload_id,
         "RINGLEADER_WORKLOAD_NAME": request.name,
         "RINGLEADER_PROJECT": request.project,
+        # Run:ai's names (README "Pod environment"); JOB_* are generic: a spec's own win.
+        "RUNAI_JOB_NAME": request.name,
+        "RUNAI_PROJECT": request.project,
         "RUNAI_MPI_NUM_WORKERS": str(workers),
         **request.pod_env,
     }
+    env.setdefault("JOB_NAME", request.name)
+    env.setdefault("JOB_UUID", request.workload_id)
     # Survives restarts, preemptions and resumes: the run dir is kept (runtime.checkpoint).
     # A workload running as its account gets a directory of its own in the account's home.
     run_as = request.run_as
@@ -208,14 +239,17 @@ def plan_launch(
         LocalPod(n, role, i, r, placements[n].node if n in placements else "")
         for (n, role, i), r in zip(layout, ranks, strict=True)
     ]
+    if framework.uses_slots:  # mpirun's hostfile has one line per machine: see ranks_by_node
+        pods = ranks_by_node(pods)
     local = {name: p.cpu_cores for name, p in placements.items() if p.node_kind == "local"}
     cores = assign_cores(local, tuple(cpus), busy_cpus)
     rank_env = {
-        str(rank): pod_env(placements[pod.name], env, cores.get(pod.name, ()))
+        str(rank): pod_env(pod.name, placements[pod.name], env, cores.get(pod.name, ()))
+        if rank >= 0
+        else launcher_env(pod.name, placements[pod.name], env)  # mpirun's (launch.mpi)
         for pod in pods
         if pod.name in placements
         for rank in pod.ranks
-        if rank >= 0
     }
     run_id = f"rl-{request.workload_id}"
     limits: dict[str, Limits] = {}
@@ -231,7 +265,7 @@ def plan_launch(
             for rank in (r for r in pod.ranks if r >= 0):
                 rank_env[str(rank)] = {**rank_env.get(str(rank), {}), JOIN_VAR: join}
     hosts = (
-        where.hosts(pods, request)
+        where.hosts(sorted(pods, key=lambda p: p.ranks[0]), request)
         if where.hosts is not None
         else [Host("localhost", "127.0.0.1", world)]
     )
@@ -248,6 +282,9 @@ def plan_launch(
         grace_s=grace_s,
         env=env,
         rank_env=rank_env,
+        # A non-root server's account: this host's agent is started as it, through sudo.
+        sudo=run_as.sudo if run_as is not None else "",
+        sudo_user=run_as.name if run_as is not None and run_as.sudo else "",
         # A master is rank 0, whose success is the job's; a launcher (mpirun) only
         # ends after every rank, so there is nothing to decide for the rest.
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]

@@ -1,11 +1,14 @@
 """A run's processes as /proc shows them: adoption, the final state a dead
-supervisor could not write, sweeping leftovers, and a pod's live process.
+supervisor could not write, sweeping leftovers (the sweep itself and finding a
+pod's live process live in ``launch/account.py``: a non-root server runs them
+as the workloads' account through sudo).
 
 Invariants: the supervisor's pid lives only in ``state.json``, written by the
 supervisor itself, and is trusted only while ``/proc/PID/cmdline`` names the
 run dir (``is_detached_supervisor``); after a supervisor's death or a stop,
 every process of the run is ended (its cgroup, ``LocalBackend.end_run``;
-``sweep_job`` by the job id where no cgroup could be made), so nothing is
+``sweep_run`` by the job id where no cgroup could be made, as the run's
+account through sudo when the server cannot signal it), so nothing is
 orphaned.
 """
 
@@ -13,46 +16,60 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ringleader.errors import RingleaderError
+from ringleader.launch.account import sweep as sweep_job
 from ringleader.launch.detached import (
     FINAL_PHASES,
     STATE_FILE,
     LaunchFile,
     job_processes,
     load_launch,
-    process_argv,
     read_json,
     write_json_atomic,
 )
-from ringleader.launch.frameworks import LAUNCHER_RANK
-from ringleader.launch.procs import process_environ, start_ticks, terminate
 from ringleader.server.backends.base import BackendStatus
 from ringleader.server.backends.local.cgroups import Hierarchy, Usage
-from ringleader.server.backends.local.planning import ENVIRONMENT, LocalPod, pods_from_launch
+from ringleader.server.backends.local.homes import SUDO_TIMEOUT_S, through_sudo
+from ringleader.server.backends.local.planning import (
+    ENVIRONMENT,
+    LocalPod,
+    account_run_as,
+    pods_from_launch,
+)
 
-MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
 USAGE_FILE = "usage.json"  # pod -> Usage, read from the pods' cgroups before removal
 
 
-def sweep_job(run_id: str, grace_s: float) -> None:
-    """SIGTERM, grace, SIGKILL for whatever of the job still runs (agents, ranks).
-
-    Returns once none is left (a SIGKILLed process takes a moment to go), or
-    after a few seconds if one cannot be killed (a process stuck in the kernel).
-    """
-    pids = job_processes(run_id)
-    if not pids:
+def sweep_run(launch: LaunchFile, grace_s: float) -> None:
+    """SIGTERM, grace, SIGKILL for whatever of the job still runs (agents, ranks): by
+    the server itself, or as the run's account through sudo, where the server (not
+    root) cannot signal that account's processes nor read their markers."""
+    run_as = account_run_as(launch)
+    if run_as is None or not run_as.sudo:
+        sweep_job(launch.spec.run_id, grace_s)
         return
-    terminate(pids, grace_s, marker=f"RINGLEADER_JOB_ID={run_id}")
-    deadline = time.monotonic() + 5.0
-    while job_processes(run_id) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    args = ("sweep", launch.spec.run_id, str(grace_s))
+    done = through_sudo(run_as, launch.spec.python, *args, timeout_s=SUDO_TIMEOUT_S + grace_s)
+    if done.returncode != 0:
+        raise RingleaderError(
+            f"cannot end the processes of {launch.spec.run_id} as {run_as.name}: "
+            f"{done.stderr.strip() or done.returncode}"
+        )
+
+
+def job_alive(launch: LaunchFile) -> bool:
+    """Whether a process of the job is left (as the run's account sees them, when the
+    server cannot read that account's /proc entries itself)."""
+    run_id, run_as = launch.spec.run_id, account_run_as(launch)
+    if job_processes(run_id):  # its agents are known by their argv, which anyone reads
+        return True
+    if run_as is None or not run_as.sudo:
+        return False
+    return through_sudo(run_as, launch.spec.python, "sweep", "--check", run_id).returncode == 0
 
 
 def end_cgroup(
@@ -76,19 +93,20 @@ def end_cgroup(
 
 
 def clean_stale_cgroups(hierarchy: Hierarchy, runs_dir: Path) -> None:
-    """Remove run cgroups no process is in: a run that ended while no server ran, or
-    one a server killed with -9 made but never started (a live run's is never
-    empty: its supervisor is in it; one being made is guarded by the lock).  The
-    measures of a run of ``runs_dir`` are recorded first, as at its end."""
+    """Remove the cgroups of ``runs_dir``'s runs that no process is in: a run that
+    ended while no server ran, or one a server killed with -9 made but never
+    started (its launch.json is written first; a live run's cgroup is never empty:
+    its supervisor is in it; one being made is guarded by the lock), recording
+    their measures first, as at their end.  Another server's runs on this host
+    share the parent: their cgroups are theirs to clean, measures and all."""
     with hierarchy.lock(exclusive=True):
         for run_id in hierarchy.runs():
-            if hierarchy.pids(run_id):
-                continue
             run_dir = runs_dir / run_id.removeprefix("rl-")
             launch = load_launch(run_dir)
+            if launch is None or launch.spec.run_id != run_id or hierarchy.pids(run_id):
+                continue
             with contextlib.suppress(OSError, RingleaderError):
-                if launch is not None and launch.spec.run_id == run_id:
-                    end_cgroup(hierarchy, run_dir, run_id, pods_from_launch(launch))
+                end_cgroup(hierarchy, run_dir, run_id, pods_from_launch(launch))
                 hierarchy.remove(run_id)
 
 
@@ -151,32 +169,6 @@ def write_final_state(
 
 def is_final(state: dict[str, Any] | None) -> bool:
     return bool(state) and state.get("phase") in FINAL_PHASES  # type: ignore[union-attr]
-
-
-def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
-    """The oldest live process of the job that is this rank (or the launcher, mpirun), with its env.
-
-    A rank's children (and exec sessions) inherit its environment; the rank
-    itself started first.
-    """
-    found: list[tuple[int, int, dict[str, str]]] = []
-    for pid in job_processes(run_id):
-        env = process_environ(pid)
-        if env is None or env.get("RINGLEADER_JOB_ID") != run_id:
-            continue  # an agent (named by argv) rather than a rank
-        if rank == LAUNCHER_RANK:
-            argv = process_argv(pid) or [b""]
-            if os.path.basename(argv[0].decode(errors="replace")) not in MPIRUN_NAMES:
-                continue
-        elif str(rank) not in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK")):
-            continue
-        ticks = start_ticks(pid)
-        if ticks is not None:
-            found.append((ticks, pid, env))
-    if not found:
-        return None
-    _, pid, env = min(found, key=lambda item: item[:2])
-    return pid, env
 
 
 def died(state: dict[str, Any]) -> str:

@@ -1,0 +1,232 @@
+"""The one command a non-root server runs as the workloads' OS account, through sudo.
+
+``sudo -n -u ACCOUNT -- PYTHON -I -m ringleader.launch.account VERB ...`` is all
+the sudoers rule allows (README, Security: ``--run-as account:NAME``), so
+everything the server does as the account comes through here:
+
+- ``agent --job-id ID``: this host's agent for a run (it starts the ranks,
+  the keepalive and mpirun, all as the account).  It is exec'd with the
+  account's identity alone (``HOME``, ``USER``, ``LOGNAME``, ``SHELL``): the
+  launch's environment reaches it in its ``setup`` message, never through
+  sudo, whose rule passes none (``env_reset``, no ``SETENV``);
+- ``prepare DIR CWD``: the workload's directories in the account's home
+  (``DIR/work``, ``DIR/checkpoints``, 0700), and whether it can enter ``CWD``;
+- ``exec RUN_ID RANK -- ARGV``: an exec session, ``ARGV`` in the directory and
+  environment of the pod's live process (which only the account can read);
+  ``exec --check RUN_ID RANK`` only says whether there is one;
+- ``sweep RUN_ID GRACE``: end every process of the run (by its marker and its
+  agent's argv, the only record without a cgroup): the server cannot signal
+  another account's processes; ``sweep --check RUN_ID``: is any left;
+- ``check [PATH ...]``: the server's dry run at start: who this runs as,
+  which variables sudo let through, which PATHs it can read (none may be).
+
+Exit codes: 0 done, 2 bad usage, 3 nothing found (``exec``, ``sweep --check``),
+4 a working directory the account cannot enter, 127 a command that cannot run.
+
+Invariants: standard library and ``ringleader.launch`` only, imported where
+needed (the workload's interpreter needs nothing else, and links imports
+``sudo_argv`` on the agent's path); ``-I`` keeps ``PYTHON*`` variables, the
+user's site directory and the working directory off ``sys.path``; argv lists
+only, nothing reaches a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+MODULE = "ringleader.launch.account"
+NOT_FOUND = 3
+CANNOT_ENTER = 4
+#: What the account's own processes keep of sudo's environment: who they are.
+IDENTITY = ("HOME", "USER", "LOGNAME", "SHELL")
+MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
+
+
+def sudo_argv(sudo: str, account: str, python: str, *args: str) -> list[str]:
+    """``VERB ARGS`` of this module run as ``account`` by ``sudo`` (non-interactive:
+    a password prompt would hang the server, so a missing rule fails at once)."""
+    return [sudo, "-n", "-u", account, "--", python, "-I", "-m", MODULE, *args]
+
+
+def sudo_rule(server: str, account: str, python: str) -> str:
+    """The sudoers line that allows exactly this module as ``account``, no variables."""
+    return f"{server} ALL=({account}) NOPASSWD: {python} -I -m {MODULE} *"
+
+
+# ----- a pod's live process (also the server's, where it may read /proc itself) -----
+def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
+    """The oldest live process of the job that is this rank (or the launcher, mpirun),
+    with its environment.  A rank's children (and exec sessions) inherit its
+    environment; the rank itself started first."""
+    from ringleader.launch.detached import job_processes, process_argv
+    from ringleader.launch.frameworks import LAUNCHER_RANK
+    from ringleader.launch.procs import process_environ, start_ticks
+
+    found: list[tuple[int, int, dict[str, str]]] = []
+    for pid in job_processes(run_id):
+        env = process_environ(pid)
+        if env is None or env.get("RINGLEADER_JOB_ID") != run_id:
+            continue  # an agent (named by argv) rather than a rank
+        if rank == LAUNCHER_RANK:
+            argv = process_argv(pid) or [b""]
+            if os.path.basename(argv[0].decode(errors="replace")) not in MPIRUN_NAMES:
+                continue
+        elif str(rank) not in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK")):
+            continue
+        ticks = start_ticks(pid)
+        if ticks is not None:
+            found.append((ticks, pid, env))
+    if not found:
+        return None
+    _, pid, env = min(found, key=lambda item: item[:2])
+    return pid, env
+
+
+def sweep(run_id: str, grace_s: float) -> None:
+    """SIGTERM, grace, SIGKILL for whatever of the job this user can see (agents, ranks).
+
+    Returns once none is left (a SIGKILLed process takes a moment to go), or
+    after a few seconds if one cannot be killed (a process stuck in the kernel).
+    """
+    import time
+
+    from ringleader.launch.detached import job_processes
+    from ringleader.launch.procs import terminate
+
+    pids = job_processes(run_id)
+    if not pids:
+        return
+    terminate(pids, grace_s, marker=f"RINGLEADER_JOB_ID={run_id}")
+    deadline = time.monotonic() + 5.0
+    while job_processes(run_id) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+# ----- the verbs ---------------------------------------------------------------------
+def _agent(args: list[str]) -> int:
+    if len(args) != 2 or args[0] != "--job-id" or not args[1]:
+        return _usage("agent --job-id ID")
+    identity = {k: os.environ[k] for k in IDENTITY if k in os.environ}
+    env = {"PATH": "/usr/bin:/bin", **identity}
+    argv = [sys.executable, "-I", "-m", "ringleader.launch.agent", "--job-id", args[1]]
+    os.execve(sys.executable, argv, env)
+    return 127  # not reached
+
+
+def _prepare(args: list[str]) -> int:
+    if len(args) != 2:
+        return _usage("prepare DIR CWD")
+    own, cwd = args
+    try:
+        for sub in ("work", "checkpoints"):
+            path = os.path.join(own, sub)
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
+    except OSError as exc:
+        print(f"cannot make {own}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        print(f"cannot enter {cwd}: {exc.strerror}", file=sys.stderr)
+        return CANNOT_ENTER
+    return 0
+
+
+def _exec(args: list[str]) -> int:
+    check = args[:1] == ["--check"]
+    head = args[1:] if check else args
+    run_id, rank, rest = head[0:1], head[1:2], head[2:]
+    command = rest[1:] if rest[:1] == ["--"] else []
+    if not (run_id and rank and rank[0].lstrip("-").isdigit() and (not rest if check else command)):
+        return _usage("exec RUN_ID RANK -- ARGV | exec --check RUN_ID RANK")
+    found = pod_process(run_id[0], int(rank[0]))
+    if found is None:
+        print(f"no running process of rank {rank[0]} of {run_id[0]}", file=sys.stderr)
+        return NOT_FOUND
+    if check:
+        return 0
+    import shutil
+
+    pid, env = found
+    for where in (f"/proc/{pid}/cwd", env.get("HOME") or "/", "/"):
+        try:
+            os.chdir(os.path.realpath(where))
+            break
+        except OSError:
+            continue
+    path = shutil.which(command[0], path=env.get("PATH", os.defpath))
+    try:
+        os.execve(path or command[0], command, env)
+    except OSError as exc:
+        why = exc.strerror if path or "/" in command[0] else "command not found"
+        print(f"cannot run {command[0]!r}: {why}", file=sys.stderr)
+    return 127
+
+
+def _sweep(args: list[str]) -> int:
+    if args[:1] == ["--check"] and len(args) == 2:
+        from ringleader.launch.detached import job_processes
+
+        return 0 if job_processes(args[1]) else NOT_FOUND
+    try:
+        run_id, grace = args
+        sweep(run_id, float(grace))
+    except ValueError:
+        return _usage("sweep RUN_ID GRACE_SECONDS | sweep --check RUN_ID")
+    return 0
+
+
+def reachable(path: str) -> bool:
+    """Whether this user can list (a directory) or read (a file) ``path``."""
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            with open(path, "rb") as f:
+                f.read(1)
+    except OSError:
+        return False
+    return True
+
+
+def _check(paths: Sequence[str]) -> int:
+    print(
+        json.dumps(
+            {
+                "uid": os.getuid(),
+                "gid": os.getgid(),
+                "environ": sorted(os.environ),
+                "reachable": [p for p in paths if reachable(p)],
+            }
+        )
+    )
+    return 0
+
+
+def _usage(what: str) -> int:
+    print(f"usage: python -I -m {MODULE} {what}", file=sys.stderr)
+    return 2
+
+
+VERBS = {"agent": _agent, "prepare": _prepare, "exec": _exec, "sweep": _sweep, "check": _check}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in VERBS:
+        return _usage(f"{{{','.join(VERBS)}}} ...")
+    if os.getuid() == 0:  # the rule names an unprivileged account; root is a mistake
+        print(f"{MODULE}: refusing to run as root", file=sys.stderr)
+        return 2
+    return VERBS[args[0]](args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

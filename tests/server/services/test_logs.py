@@ -1,0 +1,71 @@
+"""``logs?follow`` of a workload asked for while it waits: the lines come from the
+backend that placed it, which a Pending workload does not have yet."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from ringleader.server import auth, inventory
+from ringleader.server.backends.base import LogLine
+from ringleader.server.db import Database, default_database_url, open_database
+from ringleader.server.migrate import upgrade
+from ringleader.server.models import User, Workload
+from ringleader.server.services import workloads as svc
+from ringleader.server.services.logs import log_text
+from ringleader.spec import WorkloadSpec
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[Database]:
+    url = default_database_url(tmp_path)
+    upgrade(url)
+    database = open_database(url)
+    with database.writer() as s, s.begin():
+        auth.bootstrap(s, tmp_path / "credentials.json", "http://x")
+        inventory.sync_nodes(s, inventory.simulated_nodes("1x2gpu"))
+    yield database
+    database.dispose()
+
+
+class Lines:
+    """A backend stand-in that has the run's lines under one handle."""
+
+    def __init__(self, name: str, lines: dict[str, list[LogLine]]) -> None:
+        self.name = name
+        self.lines = lines
+
+    def logs(self, handle: str, pod: str | None = None, tail: int | None = None) -> list[LogLine]:
+        return list(self.lines.get(handle, []))
+
+
+class Named:
+    """The two backends a server may have: the default, and the one a pool names."""
+
+    def __init__(self, *backends: Lines) -> None:
+        self.by_name = {b.name: b for b in backends}
+
+    def named(self, name: str | None) -> Lines:
+        return self.by_name[name or "local"]
+
+
+def test_follow_reads_the_backend_that_placed_the_run(database: Database) -> None:
+    with database.writer() as s, s.begin():
+        admin = s.scalar(select(User).where(User.name == "admin"))
+        body = {"name": "train", "projectId": "default",
+                "spec": {"command": "python train.py", "numWorkers": 1}}  # fmt: skip
+        workload_id = svc.submit(s, admin, WorkloadSpec.model_validate(body)).id
+    line = LogLine(pod="train-master-0", attempt=0, stream="stdout", text="hello")
+    backends = Named(Lines("local", {}), Lines("ssh", {"run-1": [line]}))
+    session = database.writer()
+    admin = session.scalar(select(User).where(User.name == "admin"))
+    stream = log_text(
+        session, admin, workload_id, backends=backends, readers=database.reader, follow=True
+    )  # type: ignore[arg-type]
+    with database.writer() as s, s.begin():  # placed on an SSH node, ran and ended
+        row = s.get(Workload, workload_id)
+        row.backend, row.handle, row.phase = "ssh", "run-1", "Completed"
+    assert list(stream) == ["[train-master-0] hello\n"]
