@@ -280,7 +280,10 @@ def test_projects_crud(api: API) -> None:
         "/api/v1/org-unit/projects/team-a", json={"resources": [{"gpu": {"deserved": 4}}]}
     )
     assert updated.json()["resources"][0]["gpu"]["deserved"] == 4
-    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()["projects"]} == {"default", "team-a"}
+    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()["projects"]} == {
+        "default",
+        "team-a",
+    }
     assert api.delete("/api/v1/org-unit/projects/team-a").status_code == 204
     assert api.get("/api/v1/org-unit/projects/team-a").status_code == 404
 
