@@ -282,5 +282,5 @@ def test_spread_puts_a_gang_without_requests_on_every_host(
     wid = server.submit("bare", tmp_path, "true", compute={})
     done = server.wait_phase(wid, {"Completed", "Failed"})
     assert done["actualPhase"] == "Completed", done
-    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert sorted(p["node"] for p in pods) == sorted(h.address for h in net.hosts), pods
