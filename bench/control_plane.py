@@ -349,7 +349,7 @@ def run_workload(server: Server, name: str, epochs: int, poll_s: float) -> dict[
     accepted = time.time()
     running = math.nan
     while True:
-        pods = server.get(f"{API}/{workload_id}/pods")
+        pods = server.get(f"{API}/{workload_id}/pods")["pods"]
         phases = [p["status"] for p in pods]
         if pods and all(p == "Running" for p in phases):
             running = time.time() - started
@@ -366,8 +366,8 @@ def run_workload(server: Server, name: str, epochs: int, poll_s: float) -> dict[
     if workload["actualPhase"] != "Completed":
         raise RuntimeError(f"{name} ended {workload['actualPhase']}: {workload['phaseMessage']}")
     logs = server.request("GET", f"{API}/{workload_id}/logs").text
-    pods = server.get(f"{API}/{workload_id}/pods")
-    events = server.get(f"{API}/{workload_id}/events")
+    pods = server.get(f"{API}/{workload_id}/pods")["pods"]
+    events = server.get(f"{API}/{workload_id}/events")["events"]
     admitted = [e["time"] for e in events if e["toPhase"] == "Initializing"]
     # The detached supervisor's own record: when it started and when it wrote the end.
     state = json.loads((server.home / "runs" / workload_id / "state.json").read_text())

@@ -310,8 +310,12 @@ class Client:
     def _get(self, model: type[M], path: str, **kwargs: Any) -> M:
         return model.model_validate(self.request("GET", path, **kwargs).json())
 
-    def _get_list(self, model: type[M], path: str) -> list[M]:
-        return [model.model_validate(item) for item in self.request("GET", path).json()]
+    def _get_list(self, model: type[M], path: str, wrapped_in: str | None = None) -> list[M]:
+        """A list endpoint's items; ``wrapped_in``: the key of Run:ai's wrapped lists
+        (``{"pods": [...]}``)."""
+        body = self.request("GET", path).json()
+        items = body[wrapped_in] if wrapped_in else body
+        return [model.model_validate(item) for item in items]
 
     # ----- workloads -------------------------------------------------------
     def me(self) -> MeOut:
@@ -360,10 +364,10 @@ class Client:
         return Accepted.model_validate(response.json())
 
     def pods(self, workload_id: str) -> list[PodOut]:
-        return self._get_list(PodOut, f"/api/v1/workloads/{workload_id}/pods")
+        return self._get_list(PodOut, f"/api/v1/workloads/{workload_id}/pods", "pods")
 
     def events(self, workload_id: str) -> list[EventOut]:
-        return self._get_list(EventOut, f"/api/v1/workloads/{workload_id}/events")
+        return self._get_list(EventOut, f"/api/v1/workloads/{workload_id}/events", "events")
 
     def logs(self, workload_id: str, **params: Any) -> Iterator[str]:
         """The workload's log lines as they come (``follow=True``: until it ends)."""
@@ -404,7 +408,7 @@ class Client:
 
     # ----- projects and nodes ----------------------------------------------
     def projects(self) -> list[ProjectOut]:
-        return self._get_list(ProjectOut, "/api/v1/org-unit/projects")
+        return self._get_list(ProjectOut, "/api/v1/org-unit/projects", "projects")
 
     def get_project(self, key: str) -> ProjectOut:
         return self._get(ProjectOut, f"/api/v1/org-unit/projects/{key}")

@@ -32,7 +32,7 @@ import math
 import re
 from collections.abc import Iterator
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -45,7 +45,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ringleader import runai_fields as runai
 from ringleader.launch import frameworks
+from ringleader.textbounds import STORED, bounded, check_text, stored
+from ringleader.textbounds import text as _text
 
 SPEC_VERSION = 1
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # DNS-1123 label
@@ -99,54 +102,6 @@ RESERVED_ENV_PREFIXES = (
     "PMI_",
     "PMIX_",
 )
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def check_text(text: str) -> str:
-    """``text`` if it can be stored and sent back: no NUL, no lone surrogate."""
-    bad = _UNSTORABLE.search(text)
-    if bad is not None:
-        what = "a NUL character" if bad.group() == "\x00" else "a lone UTF-16 surrogate"
-        raise ValueError(f"contains {what} (at character {bad.start()}), which cannot be stored")
-    return text
-
-
-# The validation context of a spec read back from the database (``from_stored``).
-STORED = {"stored": True}
-
-
-def stored(info: ValidationInfo | None) -> bool:
-    """True when validating what was stored, which the input checks let through."""
-    return info is not None and isinstance(info.context, dict) and bool(info.context.get("stored"))
-
-
-def bounded(max_chars: int, *, storable: bool = True) -> AfterValidator:
-    """An input check: at most ``max_chars`` characters, and ``check_text`` if ``storable``."""
-
-    def check(text: str, info: ValidationInfo) -> str:
-        if stored(info):
-            return text
-        if len(text) > max_chars:
-            raise ValueError(f"at most {max_chars} characters; this one has {len(text)}")
-        if storable:
-            return check_text(text)
-        surrogate = _SURROGATE.search(text)  # no query or response could carry it
-        if surrogate is not None:
-            raise ValueError(f"contains a lone UTF-16 surrogate (at character {surrogate.start()})")
-        return text
-
-    return AfterValidator(check)
-
-
-def _text(max_chars: int, *, storable: bool = True) -> Any:
-    return Annotated[
-        str,
-        Field(json_schema_extra={"maxLength": max_chars}),
-        bounded(max_chars, storable=storable),
-    ]
-
-
 # Free-text fields: bounded and storable (``check_text``).
 Storable = AfterValidator(check_text)  # for wire bodies never read back (server/schemas.py)
 Identifier = _text(MAX_ID_CHARS)
@@ -307,7 +262,7 @@ class _Wire(BaseModel):
     )
 
 
-class EnvironmentVariable(_Wire):
+class EnvironmentVariable(_Wire, runai.RunaiVariableFields):
     name: Annotated[
         str,
         Field(min_length=1, json_schema_extra={"maxLength": MAX_ENV_NAME_CHARS}),
@@ -316,7 +271,7 @@ class EnvironmentVariable(_Wire):
     value: EnvValue = ""
 
 
-class Compute(_Wire):
+class Compute(_Wire, runai.RunaiComputeFields):
     """What one pod asks for (Run:ai's compute block)."""
 
     cpu_core_request: float | None = Field(default=None, gt=0)
@@ -353,8 +308,12 @@ class Compute(_Wire):
         return float(self.gpu_devices_request or 0)
 
 
-class PodSpec(_Wire):
-    """One pod's environment: what runs, where, with what."""
+class PodSpec(_Wire, runai.RunaiPodFields):
+    """One pod's environment: what runs, where, with what (the master's: Run:ai's
+    ``MasterSpec``; the fields ringleader ignores are in ``runai_fields``)."""
+
+    runai_ignored = runai.POD_IGNORED | runai.MASTER_ONLY_IGNORED
+    runai_defaults = runai.POD_DEFAULTS
 
     command: Command | None = None
     args: Command | None = None
@@ -364,6 +323,14 @@ class PodSpec(_Wire):
         default_factory=list, json_schema_extra={"maxItems": MAX_ENV_VARS}
     )
     compute: Compute = Field(default_factory=Compute)
+    # Run:ai's MasterSpec has these too; a gang is scheduled, restarted and preempted
+    # whole, by its workers' spec (DistributedSpec's own fields), so the master's are ignored.
+    backoff_limit: int | None = Field(default=None, ge=0)
+    node_pools: list[Identifier] | None = Field(
+        default=None, json_schema_extra={"maxItems": MAX_NODE_POOLS}
+    )
+    preemptibility: Literal["preemptible", "non-preemptible"] | None = None
+    priority_class: Identifier | None = None
 
     @field_validator("environment_variables")
     @classmethod
@@ -382,6 +349,13 @@ class PodSpec(_Wire):
             )
         return variables
 
+    @field_validator("node_pools")
+    @classmethod
+    def _pool_count(cls, pools: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        if pools is not None and len(pools) > MAX_NODE_POOLS and not stored(info):
+            raise ValueError(f"at most {MAX_NODE_POOLS} node pools; this spec has {len(pools)}")
+        return pools
+
     def argv(self) -> list[str]:
         """The command line: ``command`` then ``args``, split like a shell would."""
         return split_command(self.command or "") + split_command(self.args or "")
@@ -390,7 +364,12 @@ class PodSpec(_Wire):
         return {e.name: e.value for e in self.environment_variables}
 
 
-class DistributedSpec(PodSpec):
+class DistributedSpec(PodSpec, runai.RunaiDistributedFields):
+    """The workers' spec (Run:ai's ``DistributedSpecSpec``): the gang's shape and policies."""
+
+    runai_ignored = runai.POD_IGNORED | runai.DISTRIBUTED_IGNORED
+    runai_defaults = {**runai.POD_DEFAULTS, **runai.DISTRIBUTED_DEFAULTS}
+
     num_workers: int = Field(ge=1, le=MAX_WORKERS)
     distributed_framework: Framework = Framework.PYTORCH
     slots_per_worker: int | None = Field(default=None, ge=1, le=MAX_SLOTS_PER_WORKER)
@@ -406,13 +385,6 @@ class DistributedSpec(PodSpec):
     interactive: bool = False
     ttl_after_finish_s: int | None = Field(default=None, ge=0)
 
-    @field_validator("node_pools")
-    @classmethod
-    def _pool_count(cls, pools: list[str], info: ValidationInfo) -> list[str]:
-        if len(pools) > MAX_NODE_POOLS and not stored(info):
-            raise ValueError(f"at most {MAX_NODE_POOLS} node pools; this spec has {len(pools)}")
-        return pools
-
 
 class WorkloadSpec(_Wire):
     """The body of ``POST /api/v1/workloads/distributed``."""
@@ -424,11 +396,14 @@ class WorkloadSpec(_Wire):
     # Checked by check_name (for its message); the pattern is there for the OpenAPI document.
     name: str = Field(json_schema_extra={"pattern": NAME_RE.pattern, "maxLength": 63})
     project_id: ProjectKey
-    cluster_id: Identifier | None = None
+    cluster_id: Identifier | None = None  # this server's cluster (GET /api/v1/clusters)
+    template_id: Identifier | None = None  # Run:ai's workload templates: none here (ignored)
     use_given_name_as_prefix: bool = False
     master_spec_same_as_worker: bool = True
     master_spec: PodSpec | None = None
     spec: DistributedSpec
+
+    runai_ignored: ClassVar[frozenset[str]] = frozenset({"template_id"})
 
     _check_name = field_validator("name")(classmethod(lambda cls, v: check_name(v)))
 

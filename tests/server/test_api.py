@@ -19,7 +19,7 @@ from ringleader.spec import MAX_WORKERS
 from tests.conftest import job_pids, wait_until
 from tests.server.conftest import API, SQLITE_ONLY
 
-SEED_002_BODY = {  # the seed's "API" tab, comments removed; projectId filled in by the test
+SEED_002_BODY = {  # the seed's "API" tab, comments removed; its placeholders filled in by the test
     "name": "workload-name",
     "projectId": "<PROJECT-ID>",
     "clusterId": "<CLUSTER-UUID>",
@@ -77,21 +77,22 @@ def test_expired_token_is_401(api: API) -> None:
 
 @SQLITE_ONLY  # a real training run (~9 s); the loops on PostgreSQL run the shorter ones below
 def test_seed_002_body_runs_to_completed(api: API) -> None:
-    body = {**SEED_002_BODY, "projectId": api.project_id()}
+    cluster = api.get("/api/v1/clusters").json()[0]["uuid"]
+    body = {**SEED_002_BODY, "projectId": api.project_id(), "clusterId": cluster}
     response = api.post("/api/v1/workloads/distributed", json=body)
     assert response.status_code == 202, response.text
     accepted = response.json()
     assert accepted["name"] == "workload-name" and accepted["workloadId"]
     w = api.wait_phase(accepted["workloadId"], {"Completed", "Failed"}, timeout=180)
     assert w["actualPhase"] == "Completed", w["phaseMessage"]
-    pods = api.get(f"/api/v1/workloads/{accepted['workloadId']}/pods").json()
+    pods = api.get(f"/api/v1/workloads/{accepted['workloadId']}/pods").json()["pods"]
     assert [p["name"] for p in pods] == [
         "workload-name-master-0",
         "workload-name-worker-0",
         "workload-name-worker-1",
     ]
     assert all(p["status"] == "Succeeded" for p in pods)
-    events = api.get(f"/api/v1/workloads/{accepted['workloadId']}/events").json()
+    events = api.get(f"/api/v1/workloads/{accepted['workloadId']}/events").json()["events"]
     assert any(e["type"] == "ImageStandIn" for e in events)
     logs = api.get(f"/api/v1/workloads/{accepted['workloadId']}/logs").text
     assert "[workload-name-master-0] final test accuracy:" in logs
@@ -279,7 +280,10 @@ def test_projects_crud(api: API) -> None:
         "/api/v1/org-unit/projects/team-a", json={"resources": [{"gpu": {"deserved": 4}}]}
     )
     assert updated.json()["resources"][0]["gpu"]["deserved"] == 4
-    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()} == {"default", "team-a"}
+    assert {p["name"] for p in api.get("/api/v1/org-unit/projects").json()["projects"]} == {
+        "default",
+        "team-a",
+    }
     assert api.delete("/api/v1/org-unit/projects/team-a").status_code == 204
     assert api.get("/api/v1/org-unit/projects/team-a").status_code == 404
 

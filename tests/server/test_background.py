@@ -160,7 +160,7 @@ def test_a_supervisor_signalled_from_outside_ends_the_run_with_a_reason(api: API
     w = api.wait_phase(wid, {"Failed", "Stopped", "Completed"})
     assert w["actualPhase"] == "Failed"
     assert "nobody asked ringleader to stop it" in w["phaseMessage"]
-    pods = api.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = api.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert pods and all(p["status"] in ("Stopped", "Failed") for p in pods), pods
     stop_workloads(api.home)
 

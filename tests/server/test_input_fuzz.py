@@ -109,6 +109,13 @@ SUBMIT_FIELDS: list[tuple[tuple[Any, ...], int]] = [
     (("spec", "compute", "gpuMemoryLimit"), 64),
     (("spec", "distributedFramework"), 16),
     (("spec", "cleanPodPolicy"), 16),
+    # Run:ai's fields ringleader stores but ignores (runai_fields.py)
+    (("spec", "sshAuthMountPath"), 4_096),
+    (("spec", "category"), 255),
+    (("spec", "labels", 0, "value"), 4_096),
+    (("spec", "storage", "pvc", 0, "claimName"), 4_096),
+    (("spec", "environmentVariables", 0, "description"), 4_096),
+    (("masterSpec", "annotations", 0, "name"), 255),
     (("masterSpec", "command"), MAX_COMMAND_CHARS),
     (("masterSpec", "environmentVariables", 0, "value"), MAX_ENV_VALUE_CHARS),
 ]

@@ -24,7 +24,10 @@ print("done", os.environ["RANK"], flush=True)
 
 
 def _pods(api: API, workload_id: str) -> dict[str, str]:
-    return {p["name"]: p["status"] for p in api.get(f"/api/v1/workloads/{workload_id}/pods").json()}
+    return {
+        p["name"]: p["status"]
+        for p in api.get(f"/api/v1/workloads/{workload_id}/pods").json()["pods"]
+    }
 
 
 @SQLITE_ONLY

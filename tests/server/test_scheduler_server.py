@@ -59,7 +59,7 @@ def got(api: API, workload_id: str, pods: int, timeout: float = 60) -> dict[str,
 
 
 def events(api: API, workload_id: str) -> list[dict[str, Any]]:
-    return api.get(f"/api/v1/workloads/{workload_id}/events").json()
+    return api.get(f"/api/v1/workloads/{workload_id}/events").json()["events"]
 
 
 def test_fractions_share_one_device_and_the_pods_get_their_share(sim_api: API) -> None:
@@ -73,7 +73,7 @@ def test_fractions_share_one_device_and_the_pods_get_their_share(sim_api: API) -
 
     w = sim_api.get(f"/api/v1/workloads/{wid}").json()
     assert (w["allocatedGpus"], w["requestedGpus"], w["nodes"]) == (1.0, 1.0, ["sim-0"])
-    pods = sim_api.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = sim_api.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert [p["gpus"] for p in pods] == [[{"index": 0, "share": 0.5, "memoryBytes": None}]] * 2
     node = sim_api.get("/api/v1/nodes/sim-0").json()
     assert node["simulated"] and node["kind"] == "simulated"
@@ -98,7 +98,7 @@ def test_a_gang_that_cannot_fit_stays_pending_with_the_reason(sim_api: API) -> N
         w = sim_api.get(f"/api/v1/workloads/{wid}").json()
     assert "needs 2 whole GPUs per pod" in w["pendingReason"], w
     assert w["phaseReason"] == "Unschedulable" and w["runningPods"] == 0
-    assert sim_api.get(f"/api/v1/workloads/{wid}/pods").json() == []  # no pod started
+    assert sim_api.get(f"/api/v1/workloads/{wid}/pods").json()["pods"] == []  # no pod started
     assert [e["type"] for e in events(sim_api, wid)].count("Unschedulable") == 1
 
 
@@ -123,7 +123,7 @@ def test_reclaim_preempts_the_over_quota_workload_which_restarts_when_it_fits(
     assert len(preempted) == 1
     assert "reclaimed for 'small' of project team-b" in preempted[0]["message"]
     assert w["phaseReason"] in ("Preempted", "Unschedulable")
-    pods = sim_api.get(f"/api/v1/workloads/{big}/pods").json()
+    pods = sim_api.get(f"/api/v1/workloads/{big}/pods").json()["pods"]
     assert {p["status"] for p in pods} == {"Stopped"}
 
     assert sim_api.delete(f"/api/v1/workloads/distributed/{small}").status_code == 202

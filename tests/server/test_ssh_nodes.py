@@ -85,7 +85,7 @@ class Server(ServerProcess):
                 f"workload {wid} to reach {phases}",
             )  # type: ignore[return-value]
         except AssertionError as exc:  # say where it stayed, and why
-            events = self.http.get(f"/api/v1/workloads/{wid}/events").json()
+            events = self.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
             raise AssertionError(f"{exc}: {self.workload(wid)}\n{events}") from None
 
 
@@ -187,7 +187,7 @@ def test_workload_runs_across_the_hosts_and_suspend_and_delete_stop_it_everywher
         120,
         "a line from each of the 3 ranks",
     )
-    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert sorted(p["node"] for p in pods) == sorted(h.address for h in net.hosts)
     logs = server.cli("logs", "trio").stdout
     for pod in pods:  # each rank ran on the node its pod was bound to
@@ -224,7 +224,7 @@ def test_a_host_going_away_fails_fast_and_the_gang_restarts_on_the_others(
     wait_until(
         lambda: server.cli("logs", "survivor").stdout.count("attempt 0") == 3, 120, "3 ranks up"
     )
-    pods = {p["name"]: p for p in server.http.get(f"/api/v1/workloads/{wid}/pods").json()}
+    pods = {p["name"]: p for p in server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]}
     victim = pods["survivor-worker-1"]["node"]
 
     net.take_down(victim)
@@ -235,10 +235,10 @@ def test_a_host_going_away_fails_fast_and_the_gang_restarts_on_the_others(
 
     done = server.wait_phase(wid, {"Completed", "Failed"}, timeout=120)
     assert done["actualPhase"] == "Completed", done["phaseMessage"]
-    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()
+    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
     lost = [e for e in events if e["type"] == "NodeLost"]
     assert lost and victim in lost[0]["message"], events
-    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert victim not in {p["node"] for p in pods}  # placed on the nodes that answer
     assert {p["attempt"] for p in pods} == {1}
     logs = server.cli("logs", "survivor").stdout
@@ -263,7 +263,7 @@ def test_a_crashing_gang_on_ssh_nodes_is_restarted_by_the_scheduler_until_backof
     assert done["actualPhase"] == "Failed" and done["attempt"] == 1
     assert "no restarts left (backoffLimit 1)" in done["phaseMessage"]
     assert "exit code 3" in done["phaseMessage"] or "exitcode 3" in done["phaseMessage"], done
-    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()
+    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
     requeued = [e for e in events if e["type"] == "PhaseChanged" and e["reason"] == "Failed"
                 and "restarting on the nodes that answer" in (e["message"] or "")]  # fmt: skip
     assert len(requeued) == 1, events
@@ -282,5 +282,5 @@ def test_spread_puts_a_gang_without_requests_on_every_host(
     wid = server.submit("bare", tmp_path, "true", compute={})
     done = server.wait_phase(wid, {"Completed", "Failed"})
     assert done["actualPhase"] == "Completed", done
-    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert sorted(p["node"] for p in pods) == sorted(h.address for h in net.hosts), pods

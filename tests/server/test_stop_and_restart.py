@@ -101,7 +101,7 @@ def test_completed_at_after_a_restart_is_when_the_run_ended(server: ServerProces
         client.get(f"/api/v1/workloads/{wid}").json()["completedAt"].replace("Z", "+00:00")
     )
     assert abs(completed.timestamp() - run_ended) < 1e-3  # equal, to the stored precision
-    pods = client.get(f"/api/v1/workloads/{wid}/pods").json()
+    pods = client.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert all(
         abs(datetime.fromisoformat(p["completedAt"]).timestamp() - run_ended) < 1e-3 for p in pods
     )

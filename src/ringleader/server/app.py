@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -44,8 +45,10 @@ from ringleader.server.phases import IllegalTransition
 from ringleader.server.ratelimit import KeyChecks, RateLimited, TokenLimits
 from ringleader.server.routers import assets as asset_routes
 from ringleader.server.routers import auth as auth_routes
+from ringleader.server.routers import clusters as cluster_routes
 from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
+from ringleader.server.services import clusters
 from ringleader.server.ssh_nodes import probe_node
 
 # IllegalTransition is a race or a bug, never input: a conflict with what just happened.
@@ -97,17 +100,31 @@ def _finite(value: Any) -> Any:
     return value
 
 
-# Never echoed in a 422's ``input``: the field itself, or a body that holds it.
-SECRET_FIELDS = frozenset({"clientSecret"})
+# A field whose name says it holds a secret (clientSecret, AppSecret, password,
+# refreshToken ...) is never echoed in a 422, on any route, at any depth.
+SECRET_NAME = re.compile(r"secret|password|token", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with what any secret-named key holds replaced, at every depth."""
+    if isinstance(value, dict):
+        return {
+            key: REDACTED if SECRET_NAME.search(str(key)) else _redacted(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_redacted(item) for item in value]
+    return value
 
 
 def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
-    value = error.get("input")
-    loc = error.get("loc") or ()
-    if (loc and loc[-1] in SECRET_FIELDS) or (
-        isinstance(value, dict) and SECRET_FIELDS & set(value)
-    ):
+    """The error without its input where the input is a secret (its field's name,
+    or a parent's, says so), and with the secrets inside a body's input redacted."""
+    if any(SECRET_NAME.search(str(part)) for part in error.get("loc") or ()):
         return {key: item for key, item in error.items() if key != "input"}
+    if "input" in error:
+        return {**error, "input": _redacted(error["input"])}
     return error
 
 
@@ -154,6 +171,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        app.state.cluster = clusters.load_or_create(config.data_dir)  # its UUID is stable
         upgrade(url)
         database = open_database(url)
         app.state.sessions, app.state.readers = database.writer, database.reader
@@ -240,6 +258,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
 
     app.include_router(auth_routes.router)
     app.include_router(projects.router)
+    app.include_router(cluster_routes.router)
     app.include_router(workloads.router)
     app.include_router(exec_routes.router)
     app.include_router(nodes.router)

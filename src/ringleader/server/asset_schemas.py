@@ -417,7 +417,8 @@ class ComputeAssetSpec(Compute):
         user gave replaces all of this resource's GPU values; CPU and memory fields
         are filled one by one."""
         given = {key: value for key, value in compute.items() if value is not None}
-        mine = self.model_dump(include=set(Compute.model_fields), exclude_none=True)
+        applied = set(Compute.model_fields) - Compute.runai_ignored  # what a workload uses
+        mine = self.model_dump(include=applied, exclude_none=True)
         if any(key in given for key in GPU_FIELDS):
             mine = {key: value for key, value in mine.items() if key not in GPU_FIELDS}
         return {**mine, **given}

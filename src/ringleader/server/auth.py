@@ -3,6 +3,12 @@
 Invariants:
 - secrets are stored only as PBKDF2 hashes; tokens (random, high entropy)
   only as SHA-256 digests, so a copied database grants nothing;
+- a token is shaped like a JWT (``header.claims.secret``, base64url) whose
+  claims carry ``sub`` (the user's id), ``iat`` and ``exp``: clients that
+  schedule their renewal by ``exp`` (Run:ai's ``runapy``) read it; the third
+  part is 256 random bits, not a signature: the server checks a token by its
+  digest in the database, never by what its claims say, so revoking works
+  as before and a client can forge nothing;
 - tokens expire (``expires_at``); an expired, revoked or unknown token is a
   401; a token names the key it was issued for, so revoking (deleting) the
   key ends its tokens (ON DELETE CASCADE); expired rows are purged a bounded
@@ -15,6 +21,7 @@ Invariants:
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import hmac
@@ -66,6 +73,30 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+_JWT_HEADER = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+
+
+def new_token(user_id: str, issued_at: datetime, expires_at: datetime) -> str:
+    """A bearer token shaped like a JWT: its claims say whose it is and when it
+    expires (for clients); its last part is the secret (for the server).
+
+    The claims are ASCII without ``>``, ``?`` or ``~``, so their base64url form is
+    also valid standard base64: ``runapy`` decodes it with ``base64.b64decode``.
+    """
+    claims = {
+        "iss": "ringleader",
+        "sub": user_id,
+        "iat": int(issued_at.timestamp()),
+        "exp": int(expires_at.timestamp()),
+    }
+    payload = _b64url(json.dumps(claims, separators=(",", ":")).encode())
+    return f"{_JWT_HEADER}.{payload}.{secrets.token_urlsafe(32)}"
+
+
 @dataclass(frozen=True)
 class IssuedKey:
     client_id: str
@@ -114,8 +145,8 @@ def record_token(session: Session, key: AccessKey, ttl_s: int) -> IssuedToken:
     now = utcnow()
     purge_expired(session, now)
     session.execute(update(AccessKey).where(AccessKey.id == key.id).values(last_used_at=now))
-    token = secrets.token_urlsafe(32)
     expires = now + timedelta(seconds=ttl_s)
+    token = new_token(key.user_id, now, expires)
     session.add(
         Token(
             user_id=key.user_id,
@@ -150,13 +181,15 @@ def issue_pod_token(session: Session, workload: Workload, ttl_s: int) -> str | N
     if workload.created_by is None:
         return None
     revoke_pod_tokens(session, workload.id)
-    token = secrets.token_urlsafe(32)
+    now = utcnow()
+    expires = now + timedelta(seconds=ttl_s)
+    token = new_token(workload.created_by, now, expires)
     session.add(
         Token(
             user_id=workload.created_by,
             workload_id=workload.id,
             token_hash=token_digest(token),
-            expires_at=utcnow() + timedelta(seconds=ttl_s),
+            expires_at=expires,
         )
     )
     return token

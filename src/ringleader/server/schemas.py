@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from ringleader.spec import Storable
@@ -25,10 +25,27 @@ NO_NUL = r"^[^\x00]+$"
 
 
 class TokenRequest(BaseModel):
-    grant_type: Literal["client_credentials"] = Field("client_credentials", alias="grantType")
+    """Run:ai's token request: an access key as ``clientID``/``clientSecret``
+    (``client_credentials``) or as an application's ``appID``/``appSecret``
+    (``app_token``; Run:ai's Python client spells them ``AppId``/``AppSecret``).
+    Either spelling works with either grant; Run:ai's other fields are ignored."""
+
+    grant_type: Literal["client_credentials", "app_token"] = Field(
+        "client_credentials", alias="grantType"
+    )
     # Bounded: the rate limiter keeps client ids, and every byte of a secret is hashed.
-    client_id: str = Field(alias="clientID", min_length=1, max_length=255, pattern=NO_NUL)
-    client_secret: str = Field(alias="clientSecret", min_length=1, max_length=1024, pattern=NO_NUL)
+    client_id: str = Field(
+        validation_alias=AliasChoices("clientID", "appID", "AppId"),
+        min_length=1,
+        max_length=255,
+        pattern=NO_NUL,
+    )
+    client_secret: str = Field(
+        validation_alias=AliasChoices("clientSecret", "appSecret", "AppSecret"),
+        min_length=1,
+        max_length=1024,
+        pattern=NO_NUL,
+    )
 
 
 class TokenResponse(Wire):
@@ -72,9 +89,49 @@ class ProjectOut(Wire):
     name: str
     resources: list[dict[str, Any]]
     created_at: datetime
+    updated_at: datetime | None = None
+    cluster_id: str = ""  # this server's cluster (GET /api/v1/clusters)
+    parent_id: str | None = None  # Run:ai's department: none here
+
+
+class ProjectList(Wire):
+    """Run:ai's wrapped list; ``next``: the offset of the next page, if any."""
+
+    projects: list[ProjectOut]
+    next: int | None = None
+
+
+class ClusterStatus(Wire):
+    state: str = "Connected"
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    # Run:ai's Kubernetes flavour (vanilla, openshift, ...): none here, so left out.
+    platform: dict[str, Any] | None = None
+
+
+class ClusterOut(Wire):
+    """This server as Run:ai's cluster (its ``DisplayedCluster``)."""
+
+    uuid: str
+    tenant_id: int
+    name: str
+    created_at: datetime
+    domain: str
+    version: str
+    status: ClusterStatus
+    updated_at: datetime | None = None
+    last_liveness: datetime | None = None
+
+
+class Container(Wire):
+    name: str
+    image: str
+    started_at: datetime | None = None
 
 
 class PodOut(Wire):
+    """A pod: ringleader's fields (``status``, ``node``, ``ranks`` ...) and Run:ai's
+    (``id``, ``workloadId``, ``k8sPhase``, ``nodeName``, ``containers`` ...)."""
+
     name: str
     role: str
     index: int
@@ -91,10 +148,36 @@ class PodOut(Wire):
     peak_memory_bytes: int | None = None
     cpu_seconds: float | None = None
     isolation: str = ""  # "cgroup-v1" | "cgroup-v2" | "environment" ("" before it ran)
+    # Run:ai's Pod
+    id: str = ""
+    workload_id: str = ""
+    workload_name: str = ""
+    project_id: str = ""
+    project_name: str = ""
+    cluster_id: str = ""
+    tenant_id: int = 1
+    node_name: str | None = None
+    priority_class_name: str = ""
+    k8s_phase: str = Field("", alias="k8sPhase")
+    k8s_phase_updated_at: datetime | None = Field(None, alias="k8sPhaseUpdatedAt")
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    containers: list[Container] = Field(default_factory=list)
+
+
+class PodList(Wire):
+    pods: list[PodOut]
+
+
+class InvolvedObject(Wire):
+    uid: str
+    kind: str  # Workload | Pod
+    name: str
+    namespace: str
 
 
 class EventOut(Wire):
-    id: int
+    id: str
     time: datetime
     type: str
     pod_name: str | None = None
@@ -102,9 +185,33 @@ class EventOut(Wire):
     to_phase: str | None = None
     reason: str = ""
     message: str = ""
+    # Run:ai's Event
+    created_at: datetime | None = None
+    cluster_id: str = ""
+    source: str = "ringleader"
+    involved_object: InvolvedObject | None = None
+
+
+class EventList(Wire):
+    """Run:ai's wrapped list; ``next``: the offset of the next page, if any."""
+
+    events: list[EventOut]
+    next: int | None = None
+
+
+class Condition(Wire):
+    type: str
+    status: str  # "True" | "False"
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
 
 
 class WorkloadOut(Wire):
+    """A workload: ringleader's fields (``workloadId``, ``actualPhase``, ...: what the
+    CLI reads) and Run:ai's ``Workload`` (``id``, ``phase``, ``clusterId`` ...).
+    Two keep ringleader's types: ``requestedPods`` (a count) and ``phaseReason``."""
+
     workload_id: str
     name: str
     type: str = "distributed"
@@ -129,6 +236,29 @@ class WorkloadOut(Wire):
     pending_reason: str | None = None  # why the scheduler has not placed it
     attempt: int
     spec: dict[str, Any]
+    # Run:ai's Workload
+    id: str = ""
+    phase: str = ""
+    k8s_phase: str = Field("", alias="k8sPhase")
+    phase_updated_at: datetime | None = None
+    k8s_phase_updated_at: datetime | None = Field(None, alias="k8sPhaseUpdatedAt")
+    updated_at: datetime | None = None
+    deleted_at: datetime | None = None
+    cluster_id: str = ""
+    tenant_id: int = 1
+    namespace: str = ""
+    department_id: str = ""  # no departments here
+    department_name: str = ""
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemptible: bool | None = None
+    category: str = ""
+    conditions: list[Condition] = Field(default_factory=list)
+    source: str = "Control-plane"
+    submitted_by: str | None = None
+    images: list[str] = Field(default_factory=list)
+    distributed_framework: str = ""
+    requested_node_pools: list[str] = Field(default_factory=list)
 
 
 class WorkloadCount(Wire):
@@ -142,6 +272,7 @@ class WorkloadList(Wire):
     limit: int
     # summary: each spec without command, args and variables (?view=full: whole)
     view: Literal["summary", "full"] = "full"
+    next: int | None = None  # Run:ai's: the offset of the next page, if any
 
 
 class Accepted(Wire):

@@ -15,10 +15,11 @@ from sqlalchemy.orm import Session
 
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
+from ringleader.server.routers.clusters import this_cluster_id
 from ringleader.server.schemas import (
     Accepted,
-    EventOut,
-    PodOut,
+    EventList,
+    PodList,
     WorkloadCount,
     WorkloadList,
     WorkloadOut,
@@ -39,7 +40,7 @@ def submit(
     s: Session = Depends(get_session),
 ) -> Accepted:
     state = request.app.state
-    accepted = svc.accept(s, user, body, backends=state.backends)
+    accepted = svc.accept(s, user, body, backends=state.backends, cluster=state.cluster)
     state.background.submitted()
     return accepted
 
@@ -56,9 +57,14 @@ def count(
 @router.get("/distributed/{workload_id}", response_model=WorkloadOut, response_model_by_alias=True)
 @router.get("/{workload_id}", response_model=WorkloadOut, response_model_by_alias=True)
 def get(
-    workload_id: str, user: User = Depends(current_user), s: Session = Depends(get_session)
+    workload_id: str,
+    cluster_id: str = Depends(this_cluster_id),
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
 ) -> WorkloadOut:
-    return views.workload(s, user, workload_id)
+    """Run:ai's ``Workload`` (``id``, ``phase`` ...) with ringleader's fields
+    (``workloadId``, ``actualPhase`` ...), on both paths."""
+    return views.workload(s, user, workload_id, cluster_id=cluster_id)
 
 
 _ACCEPTED = {"status_code": 202, "response_model": Accepted, "response_model_by_alias": True}
@@ -110,9 +116,16 @@ def list_all(
     view: Literal["summary", "full"] = Query(
         "summary", description="summary: specs without command, args and variables"
     ),
+    search: str | None = Query(
+        None, max_length=255, description="Run:ai's free-text search: names containing it"
+    ),
+    cluster_id: str = Depends(this_cluster_id),
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> WorkloadList:
+    """Run:ai's wrapped list: ``{"workloads": [...], "next": N}`` (and the total)."""
+    if search:
+        filter_by = [*filter_by, f"name=@{search}"]
     return views.workloads(
         s,
         user,
@@ -122,21 +135,44 @@ def list_all(
         offset=offset,
         limit=limit,
         view=view,
+        cluster_id=cluster_id,
     )
 
 
-@router.get("/{workload_id}/pods", response_model=list[PodOut], response_model_by_alias=True)
+@router.get("/{workload_id}/pods", response_model=PodList, response_model_by_alias=True)
 def pods(
-    workload_id: str, user: User = Depends(current_user), s: Session = Depends(get_session)
-) -> list[PodOut]:
-    return views.pods(s, user, workload_id)
+    workload_id: str,
+    cluster_id: str = Depends(this_cluster_id),
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> PodList:
+    """Run:ai's wrapped list: ``{"pods": [...]}``, the master or launcher first."""
+    return PodList(pods=views.pods(s, user, workload_id, cluster_id=cluster_id))
 
 
-@router.get("/{workload_id}/events", response_model=list[EventOut], response_model_by_alias=True)
+@router.get("/{workload_id}/events", response_model=EventList, response_model_by_alias=True)
 def events(
-    workload_id: str, user: User = Depends(current_user), s: Session = Depends(get_session)
-) -> list[EventOut]:
-    return views.events(s, user, workload_id)
+    workload_id: str,
+    offset: int = Query(0, ge=0, le=svc.MAX_OFFSET),
+    limit: int | None = Query(None, ge=1, le=10_000),
+    sort_order: Literal["asc", "desc"] = Query("asc", alias="sortOrder"),
+    cluster_id: str = Depends(this_cluster_id),
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> EventList:
+    """Run:ai's wrapped list: ``{"events": [...], "next": N}``; oldest first unless
+    ``sortOrder=desc`` (Run:ai's default is desc); every event unless ``limit``."""
+    page = views.events(
+        s,
+        user,
+        workload_id,
+        cluster_id=cluster_id,
+        offset=offset,
+        limit=None if limit is None else limit + 1,  # one more: is there a next page?
+        newest_first=sort_order == "desc",
+    )
+    more = limit is not None and len(page) > limit
+    return EventList(events=page[:limit], next=offset + limit if more and limit else None)
 
 
 @router.get("/{workload_id}/logs", response_class=PlainTextResponse)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import NotFound
@@ -51,6 +52,7 @@ from ringleader.server.schemas import (
     WorkloadList,
     WorkloadOut,
 )
+from ringleader.server.services import runai_shapes
 from ringleader.server.services.workloads import (
     findable,
     get,
@@ -64,9 +66,11 @@ from ringleader.spec import WorkloadSpec
 # ----- workloads ------------------------------------------------------------------------
 
 
-def workload(session: Session, user: User, workload_id: str) -> WorkloadOut:
+def workload(
+    session: Session, user: User, workload_id: str, *, cluster_id: str = ""
+) -> WorkloadOut:
     """One workload ``user`` may see (404 otherwise)."""
-    return workload_out(session, get(session, user, workload_id))
+    return workload_out(session, get(session, user, workload_id), cluster_id=cluster_id)
 
 
 def workloads(
@@ -79,9 +83,11 @@ def workloads(
     offset: int = 0,
     limit: int = 50,
     view: Literal["summary", "full"] = "full",
+    cluster_id: str = "",
 ) -> WorkloadList:
     """A page of the workloads ``user`` may see, filtered and sorted, with the total;
-    ``view``: their specs whole or summarized (``spec_summary``; the API's default)."""
+    ``view``: their specs whole or summarized (``spec_summary``; the API's default);
+    ``next``: the offset of the next page (Run:ai's), None on the last."""
     rows, total = list_workloads(
         session,
         user,
@@ -92,12 +98,19 @@ def workloads(
         limit=limit,
     )
     names = workload_names(session, rows)
+    changed = phase_changes(session, rows)
     return WorkloadList(
-        workloads=[workload_out(session, w, names, full=view == "full") for w in rows],
+        workloads=[
+            workload_out(
+                session, w, names, full=view == "full", cluster_id=cluster_id, changed=changed
+            )
+            for w in rows
+        ],
         total=total,
         offset=offset,
         limit=limit,
         view=view,
+        next=offset + len(rows) if offset + len(rows) < total else None,
     )
 
 
@@ -116,6 +129,18 @@ def workload_names(session: Session, rows: Sequence[Workload]) -> dict[str, str]
     if users:
         names |= dict(session.execute(select(User.id, User.name).where(User.id.in_(users))).all())
     return names
+
+
+def phase_changes(session: Session, rows: Sequence[Workload]) -> dict[str, datetime]:
+    """When each of ``rows`` last changed phase (Run:ai's ``phaseUpdatedAt``), in one query."""
+    if not rows:
+        return {}
+    query = (
+        select(Event.workload_id, func.max(Event.time))
+        .where(Event.workload_id.in_([w.id for w in rows]), Event.type == "PhaseChanged")
+        .group_by(Event.workload_id)
+    )
+    return {workload_id: time for workload_id, time in session.execute(query).all()}
 
 
 # What a summary leaves out of each pod spec: the bodies a tenant sizes.
@@ -140,12 +165,19 @@ def spec_summary(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def workload_out(
-    session: Session, row: Workload, names: dict[str, str] | None = None, *, full: bool = True
+    session: Session,
+    row: Workload,
+    names: dict[str, str] | None = None,
+    *,
+    full: bool = True,
+    cluster_id: str = "",
+    changed: dict[str, datetime] | None = None,
 ) -> WorkloadOut:
-    """The wire form of a row; ``names`` (id -> name of projects and users) saves a
-    query per row when a page of rows is shown; ``full``: the whole spec, else its
-    summary."""
+    """The wire form of a row; ``names`` (id -> name of projects and users) and
+    ``changed`` (``phase_changes``) save queries per row when a page of rows is
+    shown; ``full``: the whole spec, else its summary."""
     names = names if names is not None else workload_names(session, [row])
+    changed = changed if changed is not None else phase_changes(session, [row])
     spec = WorkloadSpec.from_stored(row.spec)
     pods: list[Pod] = list(row.pods)
     requests = pod_requests(spec, row.name)
@@ -155,13 +187,23 @@ def workload_out(
         for r in requests
     )
     pending = row.phase == "Pending" and row.phase_reason == "Unschedulable"
+    project_name = names.get(row.project_id, row.project_id)
+    creator = names.get(row.created_by or "")
+    runai = runai_shapes.workload_fields(
+        row,
+        spec,
+        cluster_id=cluster_id,
+        namespace=runai_shapes.namespace(project_name),
+        phase_updated_at=changed.get(row.id),
+        submitted_by=creator,
+    )
     return WorkloadOut(
         workload_id=row.id,
         name=row.name,
         framework=row.framework,
         project_id=row.project_id,
-        project_name=names.get(row.project_id, row.project_id),
-        created_by=names.get(row.created_by or ""),
+        project_name=project_name,
+        created_by=creator,
         created_at=row.created_at,
         started_at=row.started_at,
         completed_at=row.completed_at,
@@ -175,21 +217,22 @@ def workload_out(
         pending_pods=sum(p.phase == "Pending" for p in pods)
         if pods
         else (pod_count if row.phase in ("Pending", "Creating") else 0),
-        requested_gpus=requested,
-        allocated_gpus=allocated(row),
+        requested_gpus=round(requested, 6),  # 3 x 0.1 is 0.3, not 0.30000000000000004
+        allocated_gpus=round(allocated(row), 6),
         nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
         pending_reason=row.phase_message if pending else None,
         attempt=row.attempt,
         spec=row.spec if full else spec_summary(row.spec),
+        **runai,
     )
 
 
-def pods(session: Session, user: User, workload_id: str) -> list[PodOut]:
+def pods(session: Session, user: User, workload_id: str, *, cluster_id: str = "") -> list[PodOut]:
     """A workload's pods, the master or launcher first, then by index."""
-    rows = sorted(
-        get(session, user, workload_id).pods,
-        key=lambda p: (p.role != "master" and p.role != "launcher", p.index),
-    )
+    row = get(session, user, workload_id)
+    spec = WorkloadSpec.from_stored(row.spec)
+    project_name = workload_names(session, [row]).get(row.project_id, row.project_id)
+    rows = sorted(row.pods, key=lambda p: (p.role != "master" and p.role != "launcher", p.index))
     return [
         PodOut(
             name=p.name,
@@ -206,18 +249,36 @@ def pods(session: Session, user: User, workload_id: str) -> list[PodOut]:
             peak_memory_bytes=p.peak_memory_bytes,
             cpu_seconds=p.cpu_seconds,
             isolation=p.isolation,
+            **runai_shapes.pod_fields(
+                p, row, spec, cluster_id=cluster_id, project_name=project_name
+            ),
         )
         for p in rows
     ]
 
 
-def events(session: Session, user: User, workload_id: str) -> list[EventOut]:
-    """A workload's events (phase changes, submissions, stand-ins), oldest first."""
+def events(
+    session: Session,
+    user: User,
+    workload_id: str,
+    *,
+    cluster_id: str = "",
+    offset: int = 0,
+    limit: int | None = None,
+    newest_first: bool = False,
+) -> list[EventOut]:
+    """A workload's events (phase changes, submissions, stand-ins), oldest first
+    (``newest_first``: Run:ai's default order); ``offset``/``limit``: a page."""
     row = get(session, user, workload_id)
-    query = select(Event).where(Event.workload_id == row.id).order_by(Event.id)
+    order = Event.id.desc() if newest_first else Event.id
+    query = select(Event).where(Event.workload_id == row.id).order_by(order).offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
+    project_name = workload_names(session, [row]).get(row.project_id, row.project_id)
+    namespace = runai_shapes.namespace(project_name)
     return [
         EventOut(
-            id=e.id,
+            id=str(e.id),
             time=e.time,
             type=e.type,
             pod_name=e.pod_name,
@@ -225,6 +286,7 @@ def events(session: Session, user: User, workload_id: str) -> list[EventOut]:
             to_phase=e.to_phase,
             reason=e.reason,
             message=e.message,
+            **runai_shapes.event_fields(e, row, cluster_id=cluster_id, namespace=namespace),
         )
         for e in session.scalars(query)
     ]
@@ -233,19 +295,36 @@ def events(session: Session, user: User, workload_id: str) -> list[EventOut]:
 # ----- projects and the caller ------------------------------------------------------------
 
 
-def project_out(row: Project) -> ProjectOut:
-    return ProjectOut(id=row.id, name=row.name, resources=row.resources, created_at=row.created_at)
+def project_out(row: Project, cluster_id: str = "") -> ProjectOut:
+    return ProjectOut(
+        id=row.id,
+        name=row.name,
+        resources=row.resources,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        cluster_id=cluster_id,
+    )
 
 
-def project(session: Session, user: User, key: str) -> ProjectOut:
+def project(session: Session, user: User, key: str, *, cluster_id: str = "") -> ProjectOut:
     """A project by id or name that ``user`` may use (404 otherwise)."""
-    return project_out(resolve_project(session, user, key))
+    return project_out(resolve_project(session, user, key), cluster_id)
 
 
-def projects(session: Session, user: User) -> list[ProjectOut]:
-    """The projects ``user`` may use (admins: all), by name."""
+def projects(
+    session: Session,
+    user: User,
+    *,
+    cluster_id: str = "",
+    offset: int = 0,
+    limit: int | None = None,
+) -> list[ProjectOut]:
+    """The projects ``user`` may use (admins: all), by name; ``offset``/``limit``: a page."""
     query = select(Project).where(Project.id.in_(visible_projects(session, user)))
-    return [project_out(p) for p in session.scalars(query.order_by(Project.name))]
+    query = query.order_by(Project.name).offset(offset)
+    if limit is not None:
+        query = query.limit(limit)
+    return [project_out(p, cluster_id) for p in session.scalars(query)]
 
 
 def me(session: Session, user: User) -> MeOut:

@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound
+from ringleader.runai_fields import ignored_fields, ignored_message
 from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server import phases
 from ringleader.server.backends import BackendSet
@@ -35,6 +36,7 @@ from ringleader.server.backends.base import check_supported, check_suspendable
 from ringleader.server.images import resolve_image
 from ringleader.server.models import Project, ProjectMember, User, Workload
 from ringleader.server.schemas import Accepted
+from ringleader.server.services.clusters import Cluster, check_cluster
 from ringleader.server.services.roles import require_role
 from ringleader.spec import RUNNABLE_FRAMEWORKS, SPEC_VERSION, WorkloadSpec
 
@@ -89,10 +91,17 @@ def may_use(session: Session, user: User, project_id: str) -> bool:
 
 
 def submit(
-    session: Session, user: User, body: WorkloadSpec, *, backends: BackendSet | None = None
+    session: Session,
+    user: User,
+    body: WorkloadSpec,
+    *,
+    backends: BackendSet | None = None,
+    cluster: Cluster | None = None,
 ) -> Workload:
     """Validate ``body`` (against what the backend of its pool can do, when
-    ``backends`` is given) and add its row; nothing is flushed here."""
+    ``backends`` is given; its ``clusterId`` against ``cluster``) and add its row;
+    nothing is flushed here."""
+    check_cluster(body.cluster_id, cluster)
     project = resolve_project(session, user, body.project_id)
     require_role(session, user, project, "run")
     if body.framework not in RUNNABLE_FRAMEWORKS:
@@ -138,6 +147,11 @@ def submit(
     )
     session.add(workload)  # one flush, at commit: the events reach it by relationship
     phases.record_event(session, workload, "Submitted", message=f"submitted by {user.name}")
+    ignored = ignored_paths(body)
+    if ignored:
+        phases.record_event(
+            session, workload, "Warning", reason="IgnoredFields", message=ignored_message(ignored)
+        )
     if stand_in is not None:
         phases.record_event(
             session,
@@ -147,6 +161,15 @@ def submit(
         )
     phases.transition(session, workload, "Pending", reason="Submitted")
     return workload
+
+
+def ignored_paths(body: WorkloadSpec) -> list[str]:
+    """The Run:ai fields ``body`` gave that mean nothing here (``runai_fields``); a
+    whole ``masterSpec`` when ``masterSpecSameAsWorker`` (the default) sets it aside."""
+    if body.master_spec is not None and body.master_spec_same_as_worker:
+        paths = [p for p in ignored_fields(body) if not p.startswith("masterSpec")]
+        return ["masterSpec (masterSpecSameAsWorker is true)", *paths]
+    return list(ignored_fields(body))
 
 
 def name_taken(session: Session, workload: Workload) -> Conflict | None:
@@ -169,10 +192,15 @@ def name_taken(session: Session, workload: Workload) -> Conflict | None:
 
 
 def accept(
-    session: Session, user: User, body: WorkloadSpec, *, backends: BackendSet | None = None
+    session: Session,
+    user: User,
+    body: WorkloadSpec,
+    *,
+    backends: BackendSet | None = None,
+    cluster: Cluster | None = None,
 ) -> Accepted:
     """Submit and commit: the 202 of POST .../distributed, or the 409 of a taken name."""
-    workload = submit(session, user, body, backends=backends)
+    workload = submit(session, user, body, backends=backends, cluster=cluster)
     try:
         session.commit()
     except IntegrityError:
