@@ -135,7 +135,7 @@ def test_an_mpi_command_that_does_not_exist_fails_with_its_root_cause_after_back
     wait_until(lambda: "Status: Failed" in _describe(server, "nocmd"), 90, "Failed")
     out = _describe(server, "nocmd")
     assert "supervisor died" not in out, out
-    assert re.search(r"Attempt: 1\b", out), out  # backoffLimit 1: one restart
+    assert re.search(r"Restarts: 1\b", out), out  # backoffLimit 1: one restart
     assert "exit code 127" in out and "nosuchcmd: not found" in out, out
     logs = server.cli("logs", "nocmd").stdout
     assert "RINGLEADER-RANK-EXIT" not in logs and "Traceback" not in logs
