@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # Typer's click (vendored since Typer 0.29; plain click befor
     from typer._click import Command
 
 EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+_PYTHON_TYPE = re.compile(r"<(str|int|float|bool|(list|tuple|dict)\[.*\])>")
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,9 @@ class LazyCommand:
 
 def _tidy_help(command: Any) -> None:
     """Help that reads as a usage line: no ``<bool>`` after an on/off flag (``--help``
-    included), and ``<str>`` rather than ``<list[str]>`` for a repeatable option.
+    included), ``<str>`` rather than ``<list[str]>`` for a repeatable option, and an
+    argument named in capitals (``NAME``, in help and errors) without a Python type
+    beside it (its help says what it is; choices and paths still show).
 
     A command that declares its own metavar keeps it.  Typer's display helpers
     are internal, hence the ``getattr``: another Typer shows its own help.
@@ -81,13 +85,16 @@ def _tidy_help(command: Any) -> None:
             continue
         display = getattr(param, "display_type", None)
         shown = display(None) if callable(display) else ""
+        if isinstance(param, TyperArgument):
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            if isinstance(shown, str) and _PYTHON_TYPE.fullmatch(shown):
+                param.display_type_rich = lambda ctx: None
+            continue
         if not (isinstance(shown, str) and shown.startswith("<list[") and shown.endswith("]>")):
             continue
-        element = f"<{shown[6:-2]}>"
-        if isinstance(param, TyperArgument):  # an argument shows its type beside its name
-            param.display_type_rich = lambda ctx, element=element: element
-        elif param.metavar is None:
-            param.metavar = element
+        if param.metavar is None:
+            param.metavar = f"<{shown[6:-2]}>"
     get_help_option = command.get_help_option
     command.get_help_option = lambda ctx: _quiet(get_help_option(ctx))
     if isinstance(command, TyperGroup):
@@ -139,7 +146,9 @@ COMMANDS: dict[str, LazyCommand] = {
         "Show a workload: spec, phase with its reason, pods, events.",
     ),
     "get": LazyCommand(
-        "ringleader.cli.workloads:describe", "Alias of describe.", help="Alias of describe."
+        "ringleader.cli.workloads:describe",
+        "Alias of describe.",
+        help="Alias of describe.\n\nExample: ringleader get mnist -o yaml",
     ),
     "logs": LazyCommand(
         "ringleader.cli.workloads:logs",
@@ -229,7 +238,9 @@ COMMANDS: dict[str, LazyCommand] = {
 def version() -> None:
     """Print ringleader's version.
 
-    Example: ringleader version   (or: ringleader --version)
+    The same as `ringleader --version`, without the name.
+
+    Example: ringleader version
     """
     print(__version__)
 
