@@ -8,6 +8,7 @@ directly for the common forms (see that module: launch must start fast).
 from __future__ import annotations
 
 import typer
+from typer.core import TyperCommand
 
 from ringleader.launch import frameworks
 from ringleader.launch.command import LaunchArgs, parse_ranks, run
@@ -20,6 +21,13 @@ def framework_help() -> str:
         for f in frameworks.all_frameworks()
     ]
     return (", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0]) + "."
+
+
+class LaunchCommand(TyperCommand):
+    """launch's usage line names the command it runs: ``[--] COMMAND [ARGS]...``."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[--] COMMAND [ARGS]..."]
 
 
 def launch(
@@ -90,6 +98,9 @@ def launch(
 ) -> None:
     """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
 
+    Launch's options come first; the command starts at its first word (or
+    after --), and what follows is its own.
+
     Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
     If any rank fails, every rank everywhere is stopped and the first failure is
     summarised; the exit code is that rank's.
@@ -130,3 +141,6 @@ def launch(
         ssh_config=ssh_config,
     )
     raise typer.Exit(run(args))
+
+
+launch.command_class = LaunchCommand  # type: ignore[attr-defined]  # used by cli/main.py

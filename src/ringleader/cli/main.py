@@ -17,11 +17,12 @@ sends launch's common forms past it (``launch/command.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,10 @@ if TYPE_CHECKING:  # Typer's click (vendored since Typer 0.29; plain click befor
     import typer
     from typer._click import Command
 
-EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+# launch's options end at its command's first word (``launch -n 2 python x.py -n 3``:
+# the second -n is the script's) or at ``--``; an option it does not know before
+# them is an error, never the command.
+LAUNCH_SETTINGS = {"allow_extra_args": True, "allow_interspersed_args": False}
 _PYTHON_TYPE = re.compile(r"<(str|int|float|bool|(list|tuple|dict)\[.*\])>")
 
 
@@ -118,7 +122,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "launch": LazyCommand(
         "ringleader.cli.launch:launch",
         "Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.",
-        context_settings=EXTRA,
+        context_settings=LAUNCH_SETTINGS,
     ),
     "server": LazyCommand(
         "ringleader.cli.server:server",
@@ -235,6 +239,13 @@ COMMANDS: dict[str, LazyCommand] = {
 }
 
 
+def _is_click_error(exc: BaseException) -> bool:
+    """A usage error (or another error click prints itself), not the help a group
+    without its command shows (``NoArgsIsHelpError``, a usage error too)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "ClickException" in names and "NoArgsIsHelpError" not in names
+
+
 def version() -> None:
     """Print ringleader's version.
 
@@ -284,6 +295,38 @@ def typer_app() -> typer.Typer:
                 self.commands[args[0]] = COMMANDS[args[0]].load(args[0])
                 self._loaded.add(args[0])
             return super().resolve_command(ctx, args)
+
+        def make_context(self, info_name: Any, args: list[str], *rest: Any, **extra: Any) -> Any:
+            self._argv = [info_name or "ringleader", *args]
+            with self._short_usage_errors():
+                return super().make_context(info_name, args, *rest, **extra)
+
+        def invoke(self, ctx: Any) -> Any:
+            with self._short_usage_errors():
+                return super().invoke(ctx)
+
+        @contextlib.contextmanager
+        def _short_usage_errors(self) -> Iterator[None]:
+            """Click's errors in a command line, of any command, as every other error
+            of the CLI: one line and the fix (``common.usage_error``), not a box."""
+            try:
+                yield
+            except Exception as exc:
+                if not _is_click_error(exc):
+                    raise
+                from ringleader.cli.common import usage_error
+
+                raise usage_error(exc, self._command_path()) from None
+
+        def _command_path(self) -> str:
+            """``ringleader distributed logs``: the command words of the line run now."""
+            words, command = self._argv[:1], self
+            for word in self._argv[1:]:
+                command = getattr(command, "commands", {}).get(word)
+                if command is None:
+                    break
+                words.append(word)
+            return " ".join(words)
 
     app = typer.Typer(
         name="ringleader",
