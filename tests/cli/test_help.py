@@ -1,12 +1,17 @@
 """The CLI explains itself: help on every flag, an example per command, ``--version``.
 
-Driven as a user runs it (``ringleader ... --help`` at 80 columns), plus a walk
-over the commands' definitions so no flag added later goes without help.
+One walk over every command of the real CLI (``cli/main.py``'s ``COMMANDS``,
+groups recursively), so no command or flag added later goes without help:
+each parameter has help text, each option a metavar (not ``<int>``), each
+command and group an example that parses, and ``--help`` reads at 80 columns.
+Plus a few commands driven as a user runs them (``ringleader ... --help``).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,16 +19,13 @@ from typing import Any
 
 import pytest
 from typer.core import TyperArgument, TyperGroup
+from typer.testing import CliRunner
 
 from ringleader import __version__
-from ringleader.cli.main import COMMANDS
+from ringleader.cli.main import COMMANDS, typer_app
 
-# The commands this check covers: the submit verbs and these command groups.
-COVERED = (
-    "login", "whoami", "token", "version", "submit-mpi", "submit-dist", "distributed submit",
-    "project", "config", "nodes", "top", "user", "access-key",
-)  # fmt: skip
 SUBMITS = ("submit-mpi", "submit-dist pytorch", "submit-dist mpi", "distributed submit")
+PYTHON_TYPE = re.compile(r"<(str|int|float|bool|list\[[^>]*\]|dict\[[^>]*\]|tuple\[[^>]*\])>")
 
 
 def _ringleader(*args: str) -> subprocess.CompletedProcess[str]:
@@ -37,21 +39,33 @@ def _ringleader(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _commands() -> Iterator[tuple[str, Any]]:
-    """(path, click command) of every covered command and group, loaded as the CLI does."""
+def _walk(command: Any, path: str) -> Iterator[tuple[str, Any]]:
+    yield path, command
+    if isinstance(command, TyperGroup):
+        for name, sub in command.commands.items():
+            yield from _walk(sub, f"{path} {name}")
 
-    def walk(command: Any, path: str) -> Iterator[tuple[str, Any]]:
-        yield path, command
-        if isinstance(command, TyperGroup):
-            for name, sub in command.commands.items():
-                yield from walk(sub, f"{path} {name}")
 
-    for name, entry in COMMANDS.items():
-        for path, command in walk(entry.load(name), name):
-            if any(path == c or path.startswith(f"{c} ") for c in COVERED) or (
-                path == "distributed"
-            ):
-                yield path, command
+# (path, click command) of every command and group, loaded as the CLI loads them.
+ALL = [pair for name, entry in COMMANDS.items() for pair in _walk(entry.load(name), name)]
+PATHS = [path for path, _ in ALL]
+
+
+def _examples(help_text: str, path: str) -> list[str]:
+    """The ``ringleader PATH ...`` lines of a help text, with their continuation lines
+    (an example too long for one line goes on with a line starting with ``-``)."""
+    found: list[str] = []
+    continuing = False
+    for line in help_text.splitlines():
+        text = line.strip().removeprefix("Example:").removeprefix("Examples:").strip()
+        if text.startswith(f"ringleader {path} ") or text == f"ringleader {path}":
+            found.append(text)
+            continuing = True
+        elif continuing and text.startswith("-"):
+            found[-1] += " " + text
+        else:
+            continuing = False
+    return found
 
 
 def test_version() -> None:
@@ -60,28 +74,72 @@ def test_version() -> None:
     assert _ringleader("version").stdout.strip() == __version__
 
 
-def test_every_covered_command_has_an_example_and_every_flag_help() -> None:
-    seen = set()
-    for path, command in _commands():
-        seen.add(path)
-        assert "Example" in (command.help or ""), f"{path}: no example in its help"
-        if isinstance(command, TyperGroup):
-            continue
-        for param in command.params:
-            assert param.help, f"{path}: {param.opts} has no help"
-            if not isinstance(param, TyperArgument) and not param.is_flag:
-                assert param.metavar, f"{path}: {param.opts} shows its Python type"
-    assert {"submit-dist pytorch", "distributed submit", "user assign", "nodes add"} <= seen
+def test_the_walk_sees_every_command() -> None:
+    assert {"launch", "logs", "distributed exec", "submit-dist pytorch", "nodes add"} <= set(PATHS)
+    assert {"environment create", "compute list", "top node", "config project"} <= set(PATHS)
 
 
-@pytest.mark.parametrize("command", [*SUBMITS, "project create", "user update", "nodes remove"])
-def test_help_reads_at_80_columns(command: str) -> None:
+@pytest.mark.parametrize(("path", "command"), ALL, ids=PATHS)
+def test_every_parameter_has_help_and_a_metavar(path: str, command: Any) -> None:
+    assert "Example" in (command.help or ""), f"{path}: no example in its help"
+    if isinstance(command, TyperGroup):
+        return
+    for param in command.params:
+        assert (param.help or "").strip(), f"{path}: {param.opts} has no help"
+        if not isinstance(param, TyperArgument) and not param.is_flag:
+            assert param.metavar, f"{path}: {param.opts} would show its Python type"
+
+
+@pytest.mark.parametrize(("path", "command"), ALL, ids=PATHS)
+def test_every_example_parses(path: str, command: Any) -> None:
+    """Each ``ringleader PATH ...`` example of a command's help names flags that exist,
+    with values of the right form (click reads it; nothing runs)."""
+    if isinstance(command, TyperGroup):
+        return
+    examples = _examples(command.help or "", path)
+    assert examples, f"{path}: no `ringleader {path} ...` example"
+    for example in examples:
+        words = shlex.split(example.split(" | ")[0], comments=True)
+        command.make_context(path, words[1 + len(path.split()) :])  # raises on a bad flag
+
+
+@pytest.mark.parametrize(("path", "command"), [("", None), *ALL], ids=["ringleader", *PATHS])
+def test_help_reads_at_80_columns_whole_without_python_types(
+    path: str, command: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No line over 80 columns, no text cut short (``…``), no ``<int>``, and nothing
+    that rich would take for markup and drop (a ``[...]`` of the help text)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")
+    shown = CliRunner().invoke(typer_app(), [*path.split(), "--help"], prog_name="ringleader")
+    assert shown.exit_code == 0, shown.output
+    assert not PYTHON_TYPE.findall(shown.output), f"{path}:\n{shown.output}"
+    wide = [line for line in shown.output.splitlines() if len(line) > 80]
+    assert not wide and "…" not in shown.output, f"{path}:\n{shown.output}"
+    assert "Example" in shown.output or path == ""
+    flat = re.sub(r"[\s│]", "", shown.output)
+    helps = [command.help or ""] + [p.help or "" for p in command.params] if command else []
+    for text in helps:
+        for segment in re.findall(r"\[[^\]]*\]", text.replace("\\[", "[")):
+            assert re.sub(r"\s", "", segment) in flat, f"{path}: {segment} is not shown"
+
+
+@pytest.mark.parametrize("command", [*SUBMITS, "launch", "logs", "distributed exec", "server"])
+def test_help_as_a_user_reads_it(command: str) -> None:
     shown = _ringleader(*command.split(), "--help")
     assert shown.returncode == 0, shown.stderr
-    for python_type in ("<list[", "<bool>", "<float>", "<int>"):
-        assert python_type not in shown.stdout, shown.stdout
+    assert not PYTHON_TYPE.findall(shown.stdout), shown.stdout
     assert "Example" in shown.stdout
     assert max(len(line) for line in shown.stdout.splitlines()) <= 80
+
+
+def test_launch_help_is_typers_from_the_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``launch`` goes past Typer for its common forms (``launch/command.py``); its
+    ``--help`` is Typer's, the same bytes from the entry point as from the app."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")
+    direct = CliRunner().invoke(typer_app(), ["launch", "--help"], prog_name="ringleader")
+    assert _ringleader("launch", "--help").stdout == direct.output
 
 
 @pytest.mark.parametrize("command", SUBMITS)

@@ -32,7 +32,11 @@ if TYPE_CHECKING:
 ENVIRONMENT_HELP = (
     "Environment assets: image, command, variables; named at submit (--environment-asset)."
 )
-environment_app = typer.Typer(help=ENVIRONMENT_HELP, no_args_is_help=True)
+environment_app = typer.Typer(
+    help=f"{ENVIRONMENT_HELP}\n\nExample: ringleader environment create pytorch-dt"
+    " -i kubeflow/pytorch-dist-mnist:latest",
+    no_args_is_help=True,
+)
 
 SCOPES = ("project", "tenant")
 OUTPUTS = ("table", "json", "yaml")

@@ -61,6 +61,8 @@ def whoami() -> None:
 def token() -> None:
     """Print a fresh bearer token, for scripts and curl.
 
-    Example: curl -H "Authorization: Bearer $(ringleader token)" http://127.0.0.1:8470/api/v1/workloads
+    Example: ringleader token
+
+    In a script: curl -H "Authorization: Bearer $(ringleader token)" http://127.0.0.1:8470/api/v1/workloads
     """
     print(client().token(fresh=True))

@@ -1,7 +1,8 @@
 """What CLI commands share: the client, error reporting, output width, time formatting.
 
 Invariants of error reporting (``reports_errors``, on every command that
-talks to a server):
+talks to a server, and ``usage_error`` for what click finds wrong in a command
+line, for every command):
 - an error is one line (``error: ...``), or two when a second says what to do
   (``  fix: ...``), on stderr; never a traceback, unless ``RINGLEADER_DEBUG=1``
   asks for one;
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ringleader.errors import (
     ApiError,
@@ -113,7 +116,9 @@ def _command_path() -> str | None:
 
 def fail(message: str, exit_code: int, fix: str | None = None) -> typer.Exit:
     """Print ``error: message`` (and ``  fix: ...``) on stderr; the Exit to raise."""
-    err_console.print(f"[red]error:[/red] {message}", markup=True, highlight=False, soft_wrap=True)
+    err_console.print(
+        f"[red]error:[/red] {escape(message)}", markup=True, highlight=False, soft_wrap=True
+    )
     if fix:
         err_console.print(f"  fix: {fix}", markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(exit_code)
@@ -157,3 +162,100 @@ def age(stamp: datetime | str | None) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{max(seconds, 0)}s"
+
+
+def usage_error(exc: Exception, command_path: str) -> typer.Exit:
+    """What click finds wrong in a command line (an unknown option, a missing argument,
+    a value of the wrong form), as one line and the fix; the Exit to raise (2).
+
+    ``command_path`` (``ringleader logs``) is the command the line was for, when
+    the exception does not say it.  Why not click's own form: it is a box of
+    usage text, and ``reports_errors``' form is what every other error has.
+    """
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else command_path
+    message, hint = _usage_message(exc)
+    see = f"see `{path} --help`"
+    if message.startswith("no such command"):
+        see = f"`{path} --help` lists the commands"
+    if hint and "(see --help)" in hint:
+        fix = hint.replace("(see --help)", f"(see `{path} --help`)")
+    else:
+        fix = f"{hint} {see}" if hint else see
+    return fail(message, getattr(exc, "exit_code", 2), _sentence(fix))
+
+
+def _usage_message(exc: Exception) -> tuple[str, str]:
+    """(the error, a hint it carries: "did you mean ...?") of a click exception."""
+    kind = type(exc).__name__
+    if kind == "NoSuchOption":
+        option = exc.option_name  # type: ignore[attr-defined]
+        hint = str(getattr(exc, "message", "")).removeprefix(f"No such option: {option}")
+        hint = hint.lstrip(". ").strip()
+        close = list(getattr(exc, "possibilities", None) or ())  # the closest first
+        if close and not hint:
+            hint = f"did you mean {close[0]}?"
+        return f"no such option: {option}", hint
+    kinds = {cls.__name__ for cls in type(exc).__mro__}
+    if "BadParameter" in kinds and "MissingParameter" not in kinds:
+        where = _param_hint(exc)
+        problem = _value_problem(exc) or str(getattr(exc, "message", exc))
+        return _sentence(f"{where}: {problem}" if where else f"invalid value: {problem}"), ""
+    text = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    extra = re.fullmatch(r"Got unexpected extra argument\(s\) \((.*)\)", text, re.DOTALL)
+    if extra:
+        text = f"unexpected extra argument{'s' if ' ' in extra[1] else ''}: {extra[1]}"
+    text = re.sub(r"'(-[\w-]+|[A-Z][A-Z0-9_]*)'", r"\1", text)  # --tail, NAME: no quotes
+    error, _, close = _sentence(text).partition(". Did you mean ")
+    return error, f"did you mean {close}" if close else ""
+
+
+def _sentence(text: str) -> str:
+    """One line, starting in lower case (unless with a name: ``NAME``), no final dot."""
+    text = " ".join(text.split()).rstrip(".")
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[:1].lower() + text[1:]
+    return text
+
+
+def _param_hint(exc: Exception) -> str | None:
+    """The flag or argument an error is about, as typed: ``-t/--tail``, ``NAME``."""
+    hint = getattr(exc, "param_hint", None)
+    if hint is not None:
+        return hint if isinstance(hint, str) else "/".join(hint)
+    param = getattr(exc, "param", None)
+    if param is None:
+        return None
+    if param.param_type_name == "option":
+        return "/".join([*param.opts, *param.secondary_opts])
+    return param.metavar or param.name.upper()
+
+
+# pydantic's error types (Typer checks values with it) -> what to say of the value
+_VALUE_PROBLEMS = {
+    "int_parsing": "is not a whole number",
+    "int_from_float": "is not a whole number",
+    "float_parsing": "is not a number",
+    "bool_parsing": "is not true or false",
+}
+
+
+def _value_problem(exc: Exception) -> str | None:
+    """A value Typer refused, in words (``'abc' is not a whole number``), not pydantic's."""
+    cause = exc.__cause__
+    errors = getattr(cause, "errors", None)
+    if not callable(errors):
+        return None
+    found = errors()
+    if not found:
+        return None
+    first = found[0]
+    value = first.get("input")
+    shown = repr(value) if isinstance(value, str) else str(value)
+    said = _VALUE_PROBLEMS.get(first.get("type", ""))
+    if said:
+        return f"{shown} {said}"
+    text = str(first.get("msg", "")).removeprefix("Value error, ")
+    if text.startswith("Input should be "):  # a bound: the number as typed
+        return f"{value} should be {text.removeprefix('Input should be ')}"
+    return text or None

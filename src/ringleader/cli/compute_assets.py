@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from ringleader.server.asset_schemas import ComputeAsset
 
 COMPUTE_HELP = "Compute-resource assets: GPUs, CPU, memory per pod; named at submit (--compute)."
-compute_app = typer.Typer(help=COMPUTE_HELP, no_args_is_help=True)
+compute_app = typer.Typer(
+    help=f"{COMPUTE_HELP}\n\nExample: ringleader compute create small-fraction -g 0.1",
+    no_args_is_help=True,
+)
 # The API field a validation error names -> the flag that set it.
 COMPUTE_FLAGS = {
     "name": "NAME",

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+
 import typer
 
 from ringleader.cli import exec as exec_cmd
@@ -60,10 +63,18 @@ def submit(ctx: typer.Context, options: SubmitOptions) -> None:
     console.print(steps, soft_wrap=True)
 
 
-app.command("list")(v1.list_workloads)
-app.command("describe")(v1.describe)
-app.command("logs")(v1.logs)
-app.command("delete")(v1.delete)
-app.command("suspend")(v1.suspend)
-app.command("resume")(v1.resume)
-app.command("exec")(exec_cmd.exec_command)
+def _v1_verb(verb: str, command: Callable[..., None]) -> None:
+    """v1's command under ``distributed``; its help's examples name ``distributed VERB``
+    (so each example there can be copied as it is)."""
+    help_text = inspect.cleandoc(command.__doc__ or "")
+    help_text = help_text.replace(f"ringleader {verb} ", f"ringleader distributed {verb} ")
+    app.command(verb, help=help_text)(command)
+
+
+_v1_verb("list", v1.list_workloads)
+_v1_verb("describe", v1.describe)
+_v1_verb("logs", v1.logs)
+_v1_verb("delete", v1.delete)
+_v1_verb("suspend", v1.suspend)
+_v1_verb("resume", v1.resume)
+_v1_verb("exec", exec_cmd.exec_command)

@@ -194,8 +194,15 @@ def lost_server(url: str, name: str, exc: BaseException) -> str:
     )
 
 
-POD = typer.Option(None, "--pod", help="Pod name or suffix, e.g. worker-1 (default: master).")
-PROJECT = typer.Option(None, "-p", "--project")
+POD = typer.Option(
+    None,
+    "--pod",
+    metavar="POD",
+    help="Pod name or suffix, e.g. worker-1 (default: the master or launcher).",
+)
+PROJECT = typer.Option(
+    None, "-p", "--project", metavar="NAME", help="Project (default: the current one)."
+)
 
 
 @reports_errors

@@ -8,6 +8,7 @@ directly for the common forms (see that module: launch must start fast).
 from __future__ import annotations
 
 import typer
+from typer.core import TyperCommand
 
 from ringleader.launch import frameworks
 from ringleader.launch.command import LaunchArgs, parse_ranks, run
@@ -22,48 +23,83 @@ def framework_help() -> str:
     return (", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0]) + "."
 
 
+class LaunchCommand(TyperCommand):
+    """launch's usage line names the command it runs: ``[--] COMMAND [ARGS]...``."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[--] COMMAND [ARGS]..."]
+
+
 def launch(
     ctx: typer.Context,
     nproc: int = typer.Option(
-        None, "-n", "--nproc", "--np", help="Total ranks (on this machine unless hosts are given)."
+        None,
+        "-n",
+        "--nproc",
+        "--np",
+        metavar="N",
+        help="Total ranks (on this machine unless hosts are given).",
     ),
     hostfile: str = typer.Option(
-        None, "--hostfile", help="MPI hostfile ('host slots=N') or MLX hosts.json."
+        None, "--hostfile", metavar="FILE", help="MPI hostfile ('host slots=N') or MLX hosts.json."
     ),
-    hosts: str = typer.Option(None, "-H", "--hosts", help="Hosts as 'a:2,b:2' (Horovod style)."),
+    hosts: str = typer.Option(
+        None, "-H", "--hosts", metavar="HOSTS", help="Hosts as 'a:2,b:2' (Horovod style)."
+    ),
     nproc_per_node: int = typer.Option(
-        None, "--nproc-per-node", help="Ranks per host (overrides slots)."
+        None, "--nproc-per-node", metavar="N", help="Ranks per host (overrides slots)."
     ),
-    framework: str = typer.Option(frameworks.DEFAULT, "--framework", help=framework_help()),
+    framework: str = typer.Option(
+        frameworks.DEFAULT, "--framework", metavar="NAME", help=framework_help()
+    ),
     max_restarts: int = typer.Option(
-        0, "--max-restarts", help="Restart the whole gang up to K times after a failure."
+        0,
+        "--max-restarts",
+        metavar="K",
+        help="Restart the whole gang up to K times after a failure.",
     ),
     grace: float = typer.Option(
-        5.0, "--grace", help="Seconds between SIGTERM and SIGKILL when stopping ranks."
+        5.0,
+        "--grace",
+        metavar="SECONDS",
+        help="Seconds between SIGTERM and SIGKILL when stopping ranks.",
     ),
     network_interface: str = typer.Option(
-        None, "--network-interface", help="Interface for gloo/NCCL on every host."
+        None, "--network-interface", metavar="IFACE", help="Interface for gloo/NCCL on every host."
     ),
     log_dir: str = typer.Option(
-        None, "--log-dir", help="Keep per-attempt, per-rank stdout/stderr files here."
+        None,
+        "--log-dir",
+        metavar="DIR",
+        help="Keep per-attempt, per-rank stdout/stderr files here.",
     ),
     ranks: str = typer.Option(
-        None, "--ranks", help="Show only these ranks on the console, e.g. 0,2."
+        None, "--ranks", metavar="LIST", help="Show only these ranks on the console, e.g. 0,2."
     ),
     no_prefix: bool = typer.Option(
-        False, "--no-prefix", help="Print rank lines without the [rank/world host] prefix."
+        False, "--no-prefix", help="Print rank lines without the \\[rank/world host] prefix."
     ),
     env: list[str] = typer.Option(
-        [], "-e", "--env", help="Extra environment for every rank, KEY=VALUE (repeatable)."
+        [],
+        "-e",
+        "--env",
+        metavar="KEY=VALUE",
+        help="Extra environment for every rank, KEY=VALUE (repeatable).",
     ),
-    run_id: str = typer.Option(None, "--run-id", help="Job id (default: a random rl-xxxxxxxx)."),
+    run_id: str = typer.Option(
+        None, "--run-id", metavar="ID", help="Job id (default: a random rl-xxxxxxxx)."
+    ),
     ssh_config: str = typer.Option(
         None,
         "--ssh-config",
+        metavar="FILE",
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",
     ),
 ) -> None:
     """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
+
+    Launch's options come first; the command starts at its first word (or
+    after --), and what follows is its own.
 
     Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
     If any rank fails, every rank everywhere is stopped and the first failure is
@@ -105,3 +141,6 @@ def launch(
         ssh_config=ssh_config,
     )
     raise typer.Exit(run(args))
+
+
+launch.command_class = LaunchCommand  # type: ignore[attr-defined]  # used by cli/main.py

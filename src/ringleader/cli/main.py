@@ -17,10 +17,12 @@ sends launch's common forms past it (``launch/command.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,11 @@ if TYPE_CHECKING:  # Typer's click (vendored since Typer 0.29; plain click befor
     import typer
     from typer._click import Command
 
-EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
+# launch's options end at its command's first word (``launch -n 2 python x.py -n 3``:
+# the second -n is the script's) or at ``--``; an option it does not know before
+# them is an error, never the command.
+LAUNCH_SETTINGS = {"allow_extra_args": True, "allow_interspersed_args": False}
+_PYTHON_TYPE = re.compile(r"<(str|int|float|bool|(list|tuple|dict)\[.*\])>")
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,9 @@ class LazyCommand:
 
 def _tidy_help(command: Any) -> None:
     """Help that reads as a usage line: no ``<bool>`` after an on/off flag (``--help``
-    included), and ``<str>`` rather than ``<list[str]>`` for a repeatable option.
+    included), ``<str>`` rather than ``<list[str]>`` for a repeatable option, and an
+    argument named in capitals (``NAME``, in help and errors) without a Python type
+    beside it (its help says what it is; choices and paths still show).
 
     A command that declares its own metavar keeps it.  Typer's display helpers
     are internal, hence the ``getattr``: another Typer shows its own help.
@@ -81,13 +89,16 @@ def _tidy_help(command: Any) -> None:
             continue
         display = getattr(param, "display_type", None)
         shown = display(None) if callable(display) else ""
+        if isinstance(param, TyperArgument):
+            if param.metavar is None:
+                param.metavar = param.name.upper()
+            if isinstance(shown, str) and _PYTHON_TYPE.fullmatch(shown):
+                param.display_type_rich = lambda ctx: None
+            continue
         if not (isinstance(shown, str) and shown.startswith("<list[") and shown.endswith("]>")):
             continue
-        element = f"<{shown[6:-2]}>"
-        if isinstance(param, TyperArgument):  # an argument shows its type beside its name
-            param.display_type_rich = lambda ctx, element=element: element
-        elif param.metavar is None:
-            param.metavar = element
+        if param.metavar is None:
+            param.metavar = f"<{shown[6:-2]}>"
     get_help_option = command.get_help_option
     command.get_help_option = lambda ctx: _quiet(get_help_option(ctx))
     if isinstance(command, TyperGroup):
@@ -111,7 +122,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "launch": LazyCommand(
         "ringleader.cli.launch:launch",
         "Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.",
-        context_settings=EXTRA,
+        context_settings=LAUNCH_SETTINGS,
     ),
     "server": LazyCommand(
         "ringleader.cli.server:server",
@@ -139,7 +150,9 @@ COMMANDS: dict[str, LazyCommand] = {
         "Show a workload: spec, phase with its reason, pods, events.",
     ),
     "get": LazyCommand(
-        "ringleader.cli.workloads:describe", "Alias of describe.", help="Alias of describe."
+        "ringleader.cli.workloads:describe",
+        "Alias of describe.",
+        help="Alias of describe.\n\nExample: ringleader get mnist -o yaml",
     ),
     "logs": LazyCommand(
         "ringleader.cli.workloads:logs",
@@ -226,10 +239,19 @@ COMMANDS: dict[str, LazyCommand] = {
 }
 
 
+def _is_click_error(exc: BaseException) -> bool:
+    """A usage error (or another error click prints itself), not the help a group
+    without its command shows (``NoArgsIsHelpError``, a usage error too)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "ClickException" in names and "NoArgsIsHelpError" not in names
+
+
 def version() -> None:
     """Print ringleader's version.
 
-    Example: ringleader version   (or: ringleader --version)
+    The same as `ringleader --version`, without the name.
+
+    Example: ringleader version
     """
     print(__version__)
 
@@ -273,6 +295,38 @@ def typer_app() -> typer.Typer:
                 self.commands[args[0]] = COMMANDS[args[0]].load(args[0])
                 self._loaded.add(args[0])
             return super().resolve_command(ctx, args)
+
+        def make_context(self, info_name: Any, args: list[str], *rest: Any, **extra: Any) -> Any:
+            self._argv = [info_name or "ringleader", *args]
+            with self._short_usage_errors():
+                return super().make_context(info_name, args, *rest, **extra)
+
+        def invoke(self, ctx: Any) -> Any:
+            with self._short_usage_errors():
+                return super().invoke(ctx)
+
+        @contextlib.contextmanager
+        def _short_usage_errors(self) -> Iterator[None]:
+            """Click's errors in a command line, of any command, as every other error
+            of the CLI: one line and the fix (``common.usage_error``), not a box."""
+            try:
+                yield
+            except Exception as exc:
+                if not _is_click_error(exc):
+                    raise
+                from ringleader.cli.common import usage_error
+
+                raise usage_error(exc, self._command_path()) from None
+
+        def _command_path(self) -> str:
+            """``ringleader distributed logs``: the command words of the line run now."""
+            words, command = self._argv[:1], self
+            for word in self._argv[1:]:
+                command = getattr(command, "commands", {}).get(word)
+                if command is None:
+                    break
+                words.append(word)
+            return " ".join(words)
 
     app = typer.Typer(
         name="ringleader",

@@ -28,57 +28,76 @@ from ringleader.server.config import DEFAULT_PORT, ServerConfig, home_dir
 
 if TYPE_CHECKING:
     from ringleader.server.backends.base import Backend
+NODES_PANEL = "Nodes"  # a panel of its own: its on/off flag's second column narrows the help
 
 
 def server(
     host: str = typer.Option(
-        "127.0.0.1", "--host", help="Address to listen on (default: this machine only)."
+        "127.0.0.1",
+        "--host",
+        metavar="ADDRESS",
+        help="Address to listen on (default: this machine only).",
     ),
-    port: int = typer.Option(DEFAULT_PORT, "--port", help="Port to listen on."),
+    port: int = typer.Option(DEFAULT_PORT, "--port", metavar="PORT", help="Port to listen on."),
     data_dir: str = typer.Option(
-        None, "--data-dir", help="State directory (default $RINGLEADER_HOME or ~/.ringleader)."
+        None,
+        "--data-dir",
+        metavar="DIR",
+        help="State directory (default $RINGLEADER_HOME or ~/.ringleader).",
     ),
     simulate_nodes: str = typer.Option(
         None,
         "--simulate-nodes",
-        help="Place pods on declared simulated nodes instead of this machine: NxMgpu[:MEM][@POOL],"
-        " comma-separated (4x8gpu: sim-0..sim-3 with 8 GPUs of 80G). Their pods run here.",
+        metavar="NODES",
+        rich_help_panel=NODES_PANEL,
+        help="Place pods on declared simulated nodes instead of this machine:"
+        " NxMgpu[:MEM]\\[@POOL], comma-separated (4x8gpu: sim-0..sim-3 with 8 GPUs of 80G)."
+        " Their pods run here.",
     ),
     nodes_file: str = typer.Option(
         None,
         "--nodes-file",
+        metavar="FILE",
+        rich_help_panel=NODES_PANEL,
         help="A YAML inventory of simulated nodes: a list of {name, gpus, gpuMemory, cpu, memory,"
         " pool, labels}.",
     ),
     placement: str = typer.Option(
         "binpack",
         "--placement",
+        metavar="POLICY",
+        rich_help_panel=NODES_PANEL,
         help="How the scheduler picks nodes: a placement policy (binpack, spread or one"
         " registered in ringleader.sched.policies).",
     ),
     local_node: bool = typer.Option(
         True,
         "--local-node/--no-local-node",
+        rich_help_panel=NODES_PANEL,
         help="Whether this machine is a node (off: workloads run only on nodes added with"
         " `ringleader nodes add`).",
     ),
     ssh_config: str = typer.Option(
         None,
         "--ssh-config",
+        metavar="FILE",
+        rich_help_panel=NODES_PANEL,
         help="ssh config file for SSH nodes (probes, heartbeats, launches; also"
         " $RINGLEADER_SSH_CONFIG).",
     ),
     backend: list[str] = typer.Option(
         [],
         "--backend",
-        metavar="NAME[:ARG][@POOL]",
-        help="Which backend runs a node pool's work (repeatable): local or ssh, or a backend"
-        " class's dotted path; without @POOL, the default for pools not named. Default: local"
-        " (and ssh for gangs on SSH nodes).",
+        metavar="BACKEND",
+        rich_help_panel=NODES_PANEL,
+        help="NAME[:ARG]\\[@POOL]: the backend that runs a node pool's work (repeatable): local"
+        " or ssh, or a backend class's dotted path; without @POOL, the default for pools not"
+        " named. Default: local (and ssh for gangs on SSH nodes).",
     ),
     max_body_bytes: int = typer.Option(
         4 * 1024 * 1024,
         "--max-body-bytes",
+        metavar="BYTES",
         min=1024,
         help="Refuse request bodies larger than this with 413 (default 4 MiB).",
     ),
@@ -96,12 +115,14 @@ def server(
     run_as_template: str = typer.Option(
         "rl-{user}",
         "--run-as-template",
+        metavar="TEMPLATE",
         help="The OS account of a user without an osUser, from the ringleader user name"
         " (made a POSIX name; created with useradd on first use).",
     ),
     workload_python: str = typer.Option(
         None,
         "--workload-python",
+        metavar="PATH",
         help="The interpreter for `python` in workload commands and interactive pods"
         " (default: the server's); with --run-as user, unprivileged users must be able to run"
         " it (e.g. /usr/bin/python3); with account:NAME and no root, it must import"

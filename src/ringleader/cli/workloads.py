@@ -31,7 +31,9 @@ OUTPUT = typer.Option(
     callback=output_option,
     help="wide: every column, as wide as it takes; json or yaml: the API's objects, for scripts.",
 )
-PROJECT = typer.Option(None, "-p", "--project", help="Project (default: the current one).")
+PROJECT = typer.Option(
+    None, "-p", "--project", metavar="NAME", help="Project (default: the current one)."
+)
 WAIT_POLL_S = 1.0  # how often `logs -f` looks again at a workload that waits to start
 ENDED = ("Completed", "Failed", "Stopped", "Deleting", "Deleted")  # a follow ends with these
 
@@ -85,10 +87,18 @@ def logs(
         help="Keep printing until the workload ends (waits for a Pending one to start).",
     ),
     pod: str = typer.Option(
-        None, "--pod", help="One pod, e.g. master-0 or worker-1 (default: all, merged)."
+        None,
+        "--pod",
+        metavar="POD",
+        help="One pod, e.g. master-0 or worker-1 (default: all, merged).",
     ),
-    tail: int = typer.Option(None, "-t", "--tail", help="Only the last N lines."),
-    since: str = typer.Option(None, "--since", help="Only lines newer than e.g. 5m, 2h."),
+    tail: int = typer.Option(None, "-t", "--tail", metavar="N", help="Only the last N lines."),
+    since: str = typer.Option(
+        None,
+        "--since",
+        metavar="AGE",
+        help="Only lines newer than AGE (5m, 2h) or an ISO time (2025-01-31T12:00).",
+    ),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
     project: str = PROJECT,
 ) -> None:

@@ -1,0 +1,150 @@
+"""A usage error (unknown option, missing argument, a value of the wrong form) is one
+line and what to do, exit code 2, for every command: as ``reports_errors`` says a
+server's errors (``cli/common.py``), never click's boxed usage text.
+
+Driven as a user types it; no server is needed (nothing gets that far), and the
+home is an empty directory so that nothing could start one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _ringleader(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RINGLEADER_")}
+    env |= {"RINGLEADER_HOME": str(home), "COLUMNS": "80", "TERM": "dumb"}
+    env["RINGLEADER_URL"] = "http://127.0.0.1:9"  # a command that got past parsing fails (7)
+    return subprocess.run(
+        [sys.executable, "-m", "ringleader", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+# argv -> (the error line, what the fix line says, the --help it points to)
+CASES = {
+    "unknown option": (
+        ["list", "--foo"],
+        "error: no such option: --foo",
+        "see `ringleader list --help`",
+    ),
+    "unknown option, with a close one": (
+        ["list", "--all-project"],
+        "error: no such option: --all-project",
+        "did you mean --all-projects? see `ringleader list --help`",
+    ),
+    "unknown submit option": (
+        ["submit-mpi", "job", "--processes", "2", "--gpus", "1", "--", "true"],
+        "error: no such option: --gpus",
+        "go after `--` (see `ringleader submit-mpi --help`)",
+    ),
+    "unknown option of a nested command": (
+        ["distributed", "describe", "job", "--wide"],
+        "error: no such option: --wide",
+        "see `ringleader distributed describe --help`",
+    ),
+    "missing argument": (
+        ["delete"],
+        "error: missing argument NAME",
+        "see `ringleader delete --help`",
+    ),
+    "missing argument of a group's command": (
+        ["project", "create"],
+        "error: missing argument NAME",
+        "see `ringleader project create --help`",
+    ),
+    "missing command of exec": (
+        ["exec", "job"],
+        "error: missing argument COMMAND",
+        "see `ringleader exec --help`",
+    ),
+    "not a number": (
+        ["logs", "job", "--tail", "abc"],
+        "error: -t/--tail: 'abc' is not a whole number",
+        "see `ringleader logs --help`",
+    ),
+    "not a number, server": (
+        ["server", "--port", "http"],
+        "error: --port: 'http' is not a whole number",
+        "see `ringleader server --help`",
+    ),
+    "out of range": (
+        ["server", "--max-body-bytes", "5"],
+        "error: --max-body-bytes: 5 should be greater than or equal to 1024",
+        "see `ringleader server --help`",
+    ),
+    "not a choice": (
+        ["list", "-o", "tsv"],
+        "error: -o/--output: 'tsv' is not one of wide, json, yaml",
+        "see `ringleader list --help`",
+    ),
+    "an option without its value": (
+        ["distributed", "logs", "job", "--tail"],
+        "error: option --tail requires an argument",
+        "see `ringleader distributed logs --help`",
+    ),
+    "an extra argument": (
+        ["delete", "a", "b"],
+        "error: unexpected extra argument: b",
+        "see `ringleader delete --help`",
+    ),
+    "no such command": (
+        ["lst"],
+        "error: no such command 'lst'",
+        "did you mean 'list'? `ringleader --help` lists the commands",
+    ),
+    "unknown option of launch": (
+        ["launch", "--foo", "-n", "1", "--", "true"],
+        "error: no such option: --foo",
+        "see `ringleader launch --help`",
+    ),
+    "unknown option of launch, before its command": (
+        ["launch", "-n", "1", "--nprocs", "2", "python", "train.py"],
+        "error: no such option: --nprocs",
+        "see `ringleader launch --help`",
+    ),
+    "not a number, launch": (
+        ["launch", "-n", "two", "--", "true"],
+        "error: -n/--nproc/--np: 'two' is not a whole number",
+        "see `ringleader launch --help`",
+    ),
+    "a bad value found by the command": (
+        ["launch", "--ranks", "a", "--", "true"],
+        "error: --ranks: expected rank numbers like 0,2; got 'a'",
+        "see `ringleader launch --help`",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "error", "fix"), CASES.values(), ids=CASES.keys())
+def test_a_usage_error_is_one_line_and_the_fix(
+    tmp_path: Path, argv: list[str], error: str, fix: str
+) -> None:
+    done = _ringleader(tmp_path, *argv)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and lines[0] == error, done.stderr
+    assert lines[1].startswith("  fix: ") and lines[1].endswith(fix), done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "server.json").exists()  # nothing started
+
+
+def test_help_still_shows_for_a_group_without_its_command(tmp_path: Path) -> None:
+    root = _ringleader(tmp_path)
+    assert "Usage: ringleader" in root.stdout and root.stderr == ""
+    group = _ringleader(tmp_path, "distributed")
+    assert "Usage: ringleader distributed" in group.stdout and group.stderr == ""
+
+
+def test_the_commands_own_errors_keep_their_form(tmp_path: Path) -> None:
+    """Past parsing, a command's errors are ``reports_errors``' (here: no server)."""
+    done = _ringleader(tmp_path, "list")
+    assert done.returncode == 7 and done.stderr.startswith("error: cannot reach"), done.stderr
