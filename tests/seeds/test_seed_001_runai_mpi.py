@@ -25,19 +25,15 @@ What a user gets:
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_until
 from tests.seeds.terminal import Terminal
+from tests.seeds.usershell import UserShell, user_path
 from tests.server.conftest import ServerProcess, stop_workloads
 
 pytestmark = pytest.mark.usefixtures("mpirun_available")
@@ -79,40 +75,12 @@ if world.Get_rank() == 0:
 '''
 
 
-@dataclass
-class Site:
-    """The server, and a user's shell in a working directory with ``ringleader`` on PATH."""
-
-    server: ServerProcess
-    workdir: Path
-    env: dict[str, str]
-
-    def paste(self, text: str) -> subprocess.CompletedProcess[str]:
-        """``text`` pasted into bash: each line runs as bash reads it."""
-        return subprocess.run(["bash", "-c", text], env=self.env, cwd=self.workdir,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-
-    def pods(self, name: str) -> dict[str, tuple[str, str]]:
-        """``get NAME``'s pod table: pod -> (status, node)."""
-        shown = self.paste(f"ringleader get {name}").stdout
-        rows = re.findall(rf"^ ({re.escape(name)}-\S+)\s+\S+\s+(\S+)\s+(\S+)", shown, re.M)
-        return {pod: (status, node) for pod, status, node in rows}
-
-    def wait_running(self, name: str, count: int) -> dict[str, tuple[str, str]]:
-        def running() -> dict[str, tuple[str, str]] | None:
-            pods = self.pods(name)
-            ok = len(pods) == count and all(s == "Running" for s, _ in pods.values())
-            return pods if ok else None
-
-        return wait_until(running, 120, f"{count} running pods of {name}")  # type: ignore[return-value]
-
-
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserShell]:
+    """The admin's shell on the server's machine (``RINGLEADER_HOME`` is the server's)."""
     root = tmp_path_factory.mktemp("seed001")
     server = ServerProcess(root / "home", "--simulate-nodes", "2x1gpu")
-    venv_bin = os.path.dirname(sys.executable)
-    server.env = {**server.env, "PATH": f"{venv_bin}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    server.env = {**server.env, "PATH": user_path()}  # started as `ringleader server` is
     server.start()
     workdir = root / "work"
     (workdir / "scripts/tf_cnn_benchmarks").mkdir(parents=True)
@@ -121,13 +89,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     try:
         made = server.cli("project", "create", "team-a", "--gpu", "2")  # the UI's "Setup"
         assert made.returncode == 0, made.stderr
-        yield Site(server, workdir, env)
+        yield UserShell(workdir, env)
     finally:
         server.kill()
         stop_workloads(server.home)
 
 
-def test_training_workload_list_get_logs_delete(site: Site) -> None:
+def test_training_workload_list_get_logs_delete(site: UserShell) -> None:
     submitted = site.paste(SUBMIT)
     assert submitted.returncode == 0, submitted.stderr
     assert "Project 'team-a' has been set as the default project" in submitted.stdout
@@ -156,7 +124,7 @@ def test_training_workload_list_get_logs_delete(site: Site) -> None:
     wait_until(lambda: site.paste("ringleader get dist").returncode != 0, 60, "dist gone")
 
 
-def test_interactive_workload_then_a_horovod_style_run_from_bash(site: Site) -> None:
+def test_interactive_workload_then_a_horovod_style_run_from_bash(site: UserShell) -> None:
     pasted = site.paste(INTERACTIVE)
     assert pasted.returncode == 127, pasted  # bash: the second line alone
     assert "-i: command not found" in pasted.stderr
