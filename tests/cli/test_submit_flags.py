@@ -1,7 +1,6 @@
 """The submit commands as a Run:ai user types them, through a real server process.
 
-Seed 001's steps exactly as printed (``runai`` -> ``ringleader``); Run:ai's
-two command forms (``--command=sh --args=-c ...`` and ``--command -- CMD``);
+Run:ai's two command forms (``--command=sh --args=-c ...`` and ``--command -- CMD``);
 options after the command's first word belonging to the command; unknown
 options refused naming them; errors naming the flag typed; the scheduling
 and compute flags landing in Run:ai's spec fields; what submit says to do next.
@@ -63,30 +62,6 @@ def _ran(server: ServerProcess, name: str) -> str:
     logs = server.cli("logs", name, "-f", timeout=180)
     assert logs.returncode == 0, logs.stderr
     return logs.stdout
-
-
-def test_seed_001_interactive_step_exactly_as_printed(server: ServerProcess) -> None:
-    sub = _typed(
-        server,
-        "ringleader submit-mpi dist-int --processes=2 -g 1 "
-        "-i gcr.io/run-ai-demo/quickstart-distributed "
-        '--command="sh" --args="-c" --args="sleep infinity" --interactive',
-    )
-    assert sub.returncode == 0, sub.stderr
-    assert "The workload 'dist-int' has been submitted successfully" in sub.stdout
-    for step in (
-        "ringleader describe dist-int",
-        "ringleader logs dist-int -f",
-        "ringleader bash dist-int",
-        "ringleader delete dist-int",
-    ):
-        assert step in sub.stdout, sub.stdout
-    assert _command_words(server, "dist-int") == ["sh", "-c", "sleep infinity"]
-    spec = _spec(server, "dist-int")["spec"]
-    assert spec["numWorkers"] == 2 and spec["interactive"] is True
-    assert spec["image"] == "gcr.io/run-ai-demo/quickstart-distributed"
-    assert spec["compute"]["gpuDevicesRequest"] == 1
-    assert server.cli("delete", "dist-int").returncode == 0
 
 
 def test_old_command_and_args_run_as_those_words(server: ServerProcess) -> None:

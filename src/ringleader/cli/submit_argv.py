@@ -20,7 +20,10 @@ Rules (what the README's submit table says):
 - ``--command`` and ``--name-prefix`` take a value when one follows
   (``--command=sh``, ``--command sh``: Run:ai's older form) and are bare flags
   otherwise (``--command -- CMD``: Run:ai's current form; ``NAME --name-prefix``:
-  NAME is the prefix).
+  NAME is the prefix);
+- a command whose first word is blank is an error (exit 2): it is what a shell
+  makes of a pasted line ending in a backslash *and a space* (seed 001 prints
+  one), a ``' '`` word, with the next line run as a command of its own.
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ from typing import Any
 from typer.core import TyperArgument, TyperCommand, TyperOption
 
 try:  # Typer >= 0.29 vendors click
-    from typer._click.exceptions import BadOptionUsage, NoSuchOption
+    from typer._click.exceptions import BadOptionUsage, NoSuchOption, UsageError
 except ImportError:  # pragma: no cover - older Typer uses click itself
-    from click.exceptions import BadOptionUsage, NoSuchOption  # type: ignore[no-redef]
+    from click.exceptions import (  # type: ignore[no-redef]
+        BadOptionUsage,
+        NoSuchOption,
+        UsageError,
+    )
 
 ARGV_KEY = "ringleader.submit_argv"  # where ``ctx.meta`` keeps the ``SubmitArgv``
 OPTIONAL_VALUE = ("--command", "--name-prefix")  # a value if one follows, else a flag
@@ -55,8 +62,8 @@ def split_argv(params: Sequence[Any], args: Sequence[str]) -> SubmitArgv:
     """Split ``args`` (what follows the command's name) by the rules above.
 
     ``params`` are the command's click parameters (``--help`` included).
-    Raises click's ``NoSuchOption`` for an unknown option and ``BadOptionUsage``
-    for an option missing its value, both exit 2.
+    Raises click's ``NoSuchOption`` for an unknown option, ``BadOptionUsage``
+    for an option missing its value and ``UsageError`` for a blank command, all exit 2.
     """
     by_flag: dict[str, Any] = {}
     for param in params:
@@ -101,6 +108,12 @@ def split_argv(params: Sequence[Any], args: Sequence[str]) -> SubmitArgv:
             positionals = 0  # a prefix names the workload: the next word starts the command
         out.options += [flag] if attached is None else [flag, attached]
         i += 1
+    if out.command and not out.command[0].strip():
+        raise UsageError(
+            f"the workload's command starts with a blank word ({out.command[0]!r}): a line "
+            "ending in a backslash and a space ends there, and the next line runs as a "
+            "command of its own. Remove the space after the backslash."
+        )
     return out
 
 
@@ -133,7 +146,7 @@ class SubmitCommand(TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:
             split = split_argv(self.get_params(ctx), args)
-        except (NoSuchOption, BadOptionUsage) as exc:
+        except UsageError as exc:
             exc.ctx = ctx  # so the error shows this command's usage line
             raise
         ctx.meta[ARGV_KEY] = split

@@ -10,7 +10,8 @@
 - *shell*: an interactive ``bash`` gets a prompt naming the workload and pod
   (``(dist-int/launcher) user@host:~$``): an rc file that reads the usual
   ones, then prefixes ``PS1``; it is the session's account's, and removed
-  once read.
+  once read.  The pod's ``PATH`` stays first (what ``~/.bashrc`` puts in front,
+  pyenv's shims say, goes after it), so ``python`` there is the pod's.
 - *end*: when a session's process ended by a signal or with an error, why:
   the workload was deleted or stopped, it ended, the pod ended; the session
   then tells the client (``exec_session``'s status carries ``reason``).
@@ -46,7 +47,12 @@ Readers = Callable[[], AbstractContextManager[Session]]
 END_WAIT_S = 3.0  # how long a killed session waits for the server to see its workload's end
 # bash reads its system-wide rc (Debian's /etc/bash.bashrc) itself, --rcfile or not.
 _BASH_RC = r"""rm -f -- "${{BASH_SOURCE[0]}}"
+__rl_path=$PATH
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+__rl_added=${{PATH%"$__rl_path"}}
+[ "$__rl_added" != "$PATH" ] || __rl_added=$PATH:
+PATH=$__rl_path${{__rl_added:+:${{__rl_added%:}}}}
+unset __rl_path __rl_added
 [ -n "$PS1" ] || PS1='\u@\h:\w\$ '
 PS1={label}"$PS1"
 """

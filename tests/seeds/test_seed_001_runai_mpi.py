@@ -1,0 +1,168 @@
+"""Seed 001 (Run:AI's distributed-training walkthrough with ``submit-mpi``), as printed.
+
+Each ``<pre>`` block is pasted into bash as the page renders it (``<br/>`` a line's
+end), ``runai`` -> ``ringleader``, against one real server whose two simulated nodes
+have a GPU each (``--simulate-nodes 2x1gpu``); the walkthrough's "Setup" (a project
+``team-a`` with 2 GPUs, made in Run:AI's UI) is ``ringleader project create``. The
+images are ringleader's stand-ins (the digits CNN under mpirun), and the server runs
+from the virtualenv on ``PATH``, as after ``pip install`` in an activated venv.
+
+What a user gets:
+
+- ``submit-mpi dist``: a launcher and two worker pods, one per node, in ``list``,
+  ``get`` and the merged ``logs``; ``delete`` frees the GPUs;
+- the interactive ``<pre>`` as printed ends its first line with ``\\`` *and a space*
+  (``\\ <br/>``): bash ends the command there with a ``' '`` word and runs the next
+  line on its own (``-i: command not found``). ringleader refuses the blank command,
+  saying to remove the space, and creates nothing; without the space it is submitted;
+- ``bash dist-int`` on a real terminal, in the launcher pod: the seed's ``horovodrun
+  -np 2 python scripts/tf_cnn_benchmarks/...`` line, with ``horovodrun`` as ``mpirun
+  --hostfile $RINGLEADER_HOSTFILE`` (Horovod and TensorFlow are not installed; the
+  script is a stand-in doing one Horovod-style averaging allreduce with mpi4py) runs
+  on the workers' two slots and both ranks agree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.seeds.terminal import Terminal
+from tests.seeds.usershell import UserShell, user_path
+from tests.server.conftest import ServerProcess, stop_workloads
+
+pytestmark = pytest.mark.usefixtures("mpirun_available")
+
+# <pre>runai project set team-a<br/><br/>runai submit-mpi dist --processes=2 -g 1
+# -i gcr.io/run-ai-demo/quickstart-distributed </pre>
+SUBMIT = (
+    "ringleader project set team-a\n\n"
+    "ringleader submit-mpi dist --processes=2 -g 1 -i gcr.io/run-ai-demo/quickstart-distributed "
+)
+# The interactive <pre>: "\ <br/>" (a backslash, a space, the line's end), then "  \<br/>".
+INTERACTIVE = (
+    "ringleader submit-mpi dist-int --processes=2 -g 1 \\ \n"
+    "   -i gcr.io/run-ai-demo/quickstart-distributed  \\\n"
+    '   --command="sh" --args="-c" --args="sleep infinity"  --interactive'
+)
+HOROVOD = (  # typed in the launcher pod
+    "horovodrun -np 2 python scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py \\\n"
+    " --model=resnet20 --num_batches=1000000 --data_name cifar10 \\\n"
+    " --data_dir /cifar10 --batch_size=64 --variable_update=horovod"
+)
+TF_CNN_BENCHMARKS = '''\
+"""Stands in for tf_cnn_benchmarks.py: one Horovod-style step, each rank's gradient
+averaged over the world by an MPI allreduce (TensorFlow and Horovod are not here)."""
+import argparse
+from mpi4py import MPI
+
+parser = argparse.ArgumentParser()
+for flag in ("--model", "--num_batches", "--data_name", "--data_dir", "--batch_size",
+             "--variable_update"):
+    parser.add_argument(flag)
+args = parser.parse_args()
+world = MPI.COMM_WORLD
+averaged = world.allreduce(float(world.Get_rank() + 1)) / world.Get_size()
+seen = world.gather(averaged, root=0)
+if world.Get_rank() == 0:
+    print(f"{args.model} on {args.data_name}, {args.variable_update} over "
+          f"{world.Get_size()} ranks: averaged gradient per rank {seen}", flush=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserShell]:
+    """The admin's shell on the server's machine (``RINGLEADER_HOME`` is the server's)."""
+    root = tmp_path_factory.mktemp("seed001")
+    server = ServerProcess(root / "home", "--simulate-nodes", "2x1gpu")
+    server.env = {**server.env, "PATH": user_path()}  # started as `ringleader server` is
+    server.start()
+    workdir = root / "work"
+    (workdir / "scripts/tf_cnn_benchmarks").mkdir(parents=True)
+    (workdir / "scripts/tf_cnn_benchmarks/tf_cnn_benchmarks.py").write_text(TF_CNN_BENCHMARKS)
+    env = {**server.env, "COLUMNS": "80", "TERM": "dumb"}
+    try:
+        made = server.cli("project", "create", "team-a", "--gpu", "2")  # the UI's "Setup"
+        assert made.returncode == 0, made.stderr
+        yield UserShell(workdir, env)
+    finally:
+        server.kill()
+        stop_workloads(server.home)
+
+
+def test_training_workload_list_get_logs_delete(site: UserShell) -> None:
+    submitted = site.paste(SUBMIT)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "Project 'team-a' has been set as the default project" in submitted.stdout
+    assert "The workload 'dist' has been submitted successfully" in submitted.stdout
+
+    pods = site.wait_running("dist", 3)
+    listed = site.paste("ringleader list").stdout
+    assert re.search(r"^ dist\s+Running\s.*MPI distributed\s+2 \(2\)\s+3 \(0\)", listed, re.M), (
+        listed
+    )
+    # "You will see two worker processes (pods) their status and on which node they run"
+    assert set(pods) == {"dist-launcher", "dist-worker-0", "dist-worker-1"}, pods
+    assert {pods["dist-worker-0"][1], pods["dist-worker-1"][1]} == {"sim-0", "sim-1"}
+    got = site.paste("ringleader get dist ").stdout
+    assert "Image: gcr.io/run-ai-demo/quickstart-distributed" in got
+    assert "Horovod quickstart stand-in" in " ".join(got.split())  # the event says so
+
+    def training() -> str:
+        merged = site.paste("ringleader logs dist").stdout
+        return merged if "[dist-worker-0] epoch 1/10: train loss" in merged else ""
+
+    wait_until(training, 240, "the stand-in's first epoch in the merged logs")
+
+    deleted = site.paste("ringleader delete dist")
+    assert deleted.returncode == 0 and "The workload 'dist' is being deleted" in deleted.stdout
+    wait_until(lambda: site.paste("ringleader get dist").returncode != 0, 60, "dist gone")
+
+
+def test_interactive_workload_then_a_horovod_style_run_from_bash(site: UserShell) -> None:
+    pasted = site.paste(INTERACTIVE)
+    assert pasted.returncode == 127, pasted  # bash: the second line alone
+    assert "-i: command not found" in pasted.stderr
+    said = " ".join(pasted.stderr.split())
+    assert "the workload's command starts with a blank word (' ')" in said, pasted.stderr
+    assert "Remove the space after the backslash" in said and "Traceback" not in said
+    assert "dist-int" not in site.paste("ringleader list").stdout  # nothing created
+
+    fixed = site.paste(INTERACTIVE.replace("\\ \n", "\\\n", 1))  # as the error says
+    assert fixed.returncode == 0, fixed.stderr
+    assert "The workload 'dist-int' has been submitted successfully" in fixed.stdout
+    for step in ("describe dist-int", "logs dist-int -f", "bash dist-int", "delete dist-int"):
+        assert f"ringleader {step}" in fixed.stdout, fixed.stdout  # the next steps, printed
+    # The GPUs of `dist` (deleted above, or still going if run alone) come back first.
+    pods = site.wait_running("dist-int", 3)
+    assert {pods["dist-int-worker-0"][1], pods["dist-int-worker-1"][1]} == {"sim-0", "sim-1"}
+    described = site.paste("ringleader describe dist-int").stdout
+    command = re.search(r"^Command: (.*)$", described, re.M)
+    assert command and shlex.split(command.group(1)) == ["sh", "-c", "sleep infinity"], described
+    spec = json.loads(site.paste("ringleader describe dist-int -o json").stdout)["spec"]["spec"]
+    assert (spec["numWorkers"], spec["interactive"], spec["compute"]) == (
+        2, True, {"gpuDevicesRequest": 1}
+    ), spec  # fmt: skip
+    assert spec["image"] == "gcr.io/run-ai-demo/quickstart-distributed"
+
+    with Terminal(["ringleader", "bash", "dist-int"], site.env, cwd=str(site.workdir)) as shell:
+        shell.expect(r"\(dist-int/launcher\) ")  # the prompt names workload and pod
+        workers = shell.run("echo $RUNAI_MPI_NUM_WORKERS")
+        assert workers.rc == 0 and re.search(r"^2$", workers.out, re.M), workers
+        line = HOROVOD.replace("horovodrun", "mpirun --hostfile $RINGLEADER_HOSTFILE", 1)
+        horovod = shell.run(line, timeout=180)
+        assert horovod.rc == 0, shell.transcript
+        assert (
+            "resnet20 on cifar10, horovod over 2 ranks: averaged gradient per rank [1.5, 1.5]"
+            in horovod.out
+        ), shell.transcript
+        shell.type("exit\n")
+        assert shell.wait() == 0, shell.transcript
+
+    deleted = site.paste("ringleader delete dist-int")
+    assert deleted.returncode == 0, deleted.stderr
