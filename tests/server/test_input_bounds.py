@@ -141,6 +141,17 @@ def test_a_command_that_cannot_be_split_is_422_not_500(api: API, command: str) -
     nothing_stored(api)
 
 
+def test_a_body_that_is_no_json_names_its_line_and_column(api: API) -> None:
+    """What a user gets pasting seed 002's curl snippet with its stray backslashes."""
+    raw = b'{\n  "name": "w",\n  "spec": {"numWorkers": 2, \\\n "command": "true"}\n}'
+    answer = post_raw(api, raw)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["message"].startswith(
+        "the request body is not valid JSON: line 3, column 29:"
+    ), answer.json()
+    nothing_stored(api)
+
+
 @pytest.mark.parametrize("text", ["\\ud800", "a\\udfffb", "\\u0000"])
 @pytest.mark.parametrize(
     "where",

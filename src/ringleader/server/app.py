@@ -128,13 +128,29 @@ def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
     return error
 
 
-def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     """FastAPI's own 422, except that the input it echoes is made renderable
     (``_finite``): FastAPI's response would fail to render inf, NaN or a lone
     surrogate and answer 500 instead, and would echo a megabyte back; and a
-    secret is not echoed at all."""
+    secret is not echoed at all.  A body that is no JSON also gets a ``message``
+    naming its line and column (FastAPI gives a character offset)."""
     errors = [_unechoed(error) for error in jsonable_encoder(exc.errors())]
-    return JSONResponse({"detail": _finite(errors)}, status_code=422)
+    content: dict[str, Any] = {"detail": _finite(errors)}
+    broken = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+    if broken is not None:
+        content["message"] = _json_position(await request.body(), broken)
+    return JSONResponse(content, status_code=422)
+
+
+def _json_position(raw: bytes, error: dict[str, Any]) -> str:
+    """The 422 message for a body JSON cannot read: its line, column and the problem."""
+    where = error.get("loc", ())
+    offset = where[1] if len(where) > 1 and isinstance(where[1], int) else len(raw)
+    before = raw[:offset].decode("utf-8", errors="replace")
+    line = before.count("\n") + 1
+    column = len(before) - (before.rfind("\n") + 1) + 1
+    problem = str((error.get("ctx") or {}).get("error") or error.get("msg") or "")[:200]
+    return f"the request body is not valid JSON: line {line}, column {column}: {problem}"
 
 
 class _JSON(JSONResponse):
