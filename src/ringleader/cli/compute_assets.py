@@ -1,6 +1,6 @@
 """``ringleader compute create|list|describe|delete``: compute-resource assets (Run:ai's),
-what each pod asks for, named at submit with ``--compute NAME``. Shares its helpers
-with ``cli/assets.py``."""
+what each pod asks for, named at submit with ``--compute NAME``. What it shares
+with ``cli/assets.py`` is in ``cli/asset_common.py``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,24 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from ringleader.cli.assets import (
+from ringleader.cli.asset_common import (
+    ALL_PROJECTS_OPTION,
+    NAME_OR_ID_ARGUMENT,
     OUTPUT_OPTION,
     PROJECT_OPTION,
     SCOPE_OPTION,
+    asset_row,
+    asset_table,
     build_request,
+    create_body,
+    delete_asset,
+    describe_table,
     find_one,
-    meta_fields,
+    list_project,
     print_assets,
     where_text,
 )
-from ringleader.cli.common import age, client, console, reports_errors
+from ringleader.cli.common import client, console, reports_errors
 from ringleader.errors import InvalidSpec
 
 if TYPE_CHECKING:
@@ -114,10 +121,7 @@ def compute_create(
         "cpuMemoryRequest": memory,
         "cpuMemoryLimit": memory_limit,
     }
-    body = {
-        "meta": meta_fields(name, scope, project, description, c),
-        "spec": {key: value for key, value in spec.items() if value is not None},
-    }
+    body = create_body(name, scope, project, description, c, spec)
     made = c.create_compute_resource(build_request(ComputeCreationRequest, body, COMPUTE_FLAGS))
     console.print(
         f"Compute resource '{made.meta.name}' created for {where_text(made.meta)} "
@@ -136,19 +140,11 @@ def gpu_text(spec: Any) -> str:
 
 
 def _compute_table(entries: list[ComputeAsset]) -> Table:
-    table = Table("NAME", "SCOPE", "PROJECT", "GPU", "CPU", "MEMORY", "AGE", box=None)
-    table.columns[0].no_wrap = True
+    table = asset_table("GPU", "CPU", "MEMORY")
     for e in entries:
         s = e.spec
-        table.add_row(
-            e.meta.name,
-            e.meta.scope,
-            e.meta.project_name or "-",
-            gpu_text(s),
-            "-" if s.cpu_core_request is None else f"{s.cpu_core_request:g}",
-            s.cpu_memory_request or "-",
-            age(e.meta.created_at),
-        )
+        cpu = "-" if s.cpu_core_request is None else f"{s.cpu_core_request:g}"
+        table.add_row(*asset_row(e.meta, gpu_text(s), cpu, s.cpu_memory_request or "-"))
     return table
 
 
@@ -156,9 +152,7 @@ def _compute_table(entries: list[ComputeAsset]) -> Table:
 @reports_errors
 def compute_list(
     project: str = PROJECT_OPTION,
-    all_projects: bool = typer.Option(
-        False, "-A", "--all", help="Every project's you can see, not one project's."
-    ),
+    all_projects: bool = ALL_PROJECTS_OPTION,
     output: str = OUTPUT_OPTION,
 ) -> None:
     """List the compute resources a project can use: its own and every project's.
@@ -166,14 +160,14 @@ def compute_list(
     Example: ringleader compute list
     """
     c = client()
-    entries = c.compute_resources(None if all_projects else (project or c.project or "default"))
+    entries = c.compute_resources(list_project(c, project, all_projects))
     print_assets(entries, output, lambda: _compute_table(entries))
 
 
 @compute_app.command("describe")
 @reports_errors
 def compute_describe(
-    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
+    name: str = NAME_OR_ID_ARGUMENT,
     project: str = PROJECT_OPTION,
     output: str = OUTPUT_OPTION,
 ) -> None:
@@ -185,17 +179,10 @@ def compute_describe(
     e = find_one(c, c.find_compute_resource, c.compute_resource, name, project)
 
     def table() -> Table:
-        rows = Table(box=None, show_header=False)
-        rows.add_row("Name", e.meta.name)
-        rows.add_row("Id", e.meta.id)
-        rows.add_row("Scope", e.meta.scope)
-        rows.add_row("Project", e.meta.project_name or "- (every project sees it)")
-        rows.add_row("Description", e.meta.description or "-")
-        rows.add_row("GPU per pod", gpu_text(e.spec))
-        for field, value in e.spec.model_dump(by_alias=True, exclude_none=True).items():
-            rows.add_row(field, str(value))
-        rows.add_row("Created", f"{age(e.meta.created_at)} ago by {e.meta.created_by}")
-        return rows
+        stored = e.spec.model_dump(by_alias=True, exclude_none=True)
+        rows = [("GPU per pod", gpu_text(e.spec))]
+        rows += [(field, str(value)) for field, value in stored.items()]
+        return describe_table(e.meta, rows)
 
     print_assets(e, output, table)
 
@@ -203,7 +190,7 @@ def compute_describe(
 @compute_app.command("delete")
 @reports_errors
 def compute_delete(
-    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
+    name: str = NAME_OR_ID_ARGUMENT,
     project: str = PROJECT_OPTION,
 ) -> None:
     """Delete a compute-resource asset (workloads submitted with it keep their values).
@@ -211,6 +198,12 @@ def compute_delete(
     Example: ringleader compute delete small-fraction
     """
     c = client()
-    e = find_one(c, c.find_compute_resource, c.compute_resource, name, project)
-    c.delete_compute_resource(e.meta.id)
-    console.print(f"Compute resource '{e.meta.name}' deleted from {where_text(e.meta)}")
+    delete_asset(
+        "Compute resource",
+        c,
+        c.find_compute_resource,
+        c.compute_resource,
+        c.delete_compute_resource,
+        name,
+        project,
+    )
