@@ -15,7 +15,6 @@ import os
 import pwd
 import re
 import secrets
-import select
 import shutil
 import stat
 import subprocess
@@ -33,6 +32,7 @@ from ringleader.errors import InvalidSpec
 from ringleader.launch import account as entry
 from ringleader.server.accounts import account_name, check_run_as
 from tests.conftest import require, wait_until
+from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess, stop_workloads
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -302,39 +302,13 @@ def test_exec_runs_as_the_account_in_the_pods_directory(site: AccountSite) -> No
 def test_bash_on_a_terminal_runs_as_the_account(site: AccountSite) -> None:
     site.submit("tty", "python", "-c", "print('tty-up')", interactive=True)
     site.wait_logs("tty", "tty-up")
-    parent, child = os.openpty()
-    shell = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "bash", "tty"],
-        stdin=child, stdout=child, stderr=child, env={**site.server.env, "TERM": "dumb"},
-    )  # fmt: skip
-    os.close(child)
-    seen = b""
-
-    def read_until(marker: bytes) -> bool:
-        nonlocal seen
-        while marker not in seen:
-            if not select.select([parent], [], [], 30)[0]:
-                return False
-            try:
-                chunk = os.read(parent, 4096)
-            except OSError:
-                return False
-            if not chunk:
-                return False
-            seen += chunk
-        return True
-
-    try:
-        assert read_until(b"$ "), seen  # the account's shell prompt (not root's #)
-        os.write(parent, b"echo uid=$(id -u) on=$(tty)\r")
-        assert read_until(f"uid={site.workload_account.pw_uid} on=/dev/pts/".encode()), seen
-        os.write(parent, b"exit 3\r")
-        assert shell.wait(timeout=30) == 3
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
-        os.close(parent)
+    argv = [sys.executable, "-m", "ringleader", "bash", "tty"]
+    with Terminal(argv, {**site.server.env, "TERM": "dumb"}) as shell:
+        shell.expect(re.escape("$ "))  # the account's shell prompt (not root's #)
+        shell.type("echo uid=$(id -u) on=$(tty)\n")
+        shell.expect(f"uid={site.workload_account.pw_uid} on=/dev/pts/")
+        shell.type("exit 3\n")
+        assert shell.wait(timeout=30) == 3, shell.transcript
 
 
 def _account_processes_with(arg: str, uid: int) -> list[int]:
