@@ -26,7 +26,7 @@ MPI_HELLO = """\
 import os
 from mpi4py import MPI
 world = MPI.COMM_WORLD
-line = f"hello {world.Get_rank()} of {world.Get_size()} {os.environ['RUNAI_JOB_NAME']}\n"
+line = f"hello {world.Get_rank()} of {world.Get_size()} {os.environ['RUNAI_JOB_NAME']}\\n"
 os.write(1, line.encode())  # one write: unbuffered print() writes word by word, and ranks interleave
 """
 
