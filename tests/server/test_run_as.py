@@ -73,7 +73,7 @@ def test_a_non_root_server_cannot_run_as_users_and_says_which_flag() -> None:
 
 
 def test_an_agent_reads_its_account_strictly() -> None:
-    from ringleader.launch.agent import run_as_ids
+    from ringleader.launch.rank_process import run_as_ids
 
     assert run_as_ids("") is None
     assert run_as_ids("1001:1002") == (1001, 1002)
