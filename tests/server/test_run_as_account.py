@@ -34,6 +34,7 @@ from ringleader.server.accounts import account_name, check_run_as
 from tests.conftest import require, wait_until
 from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess, stop_workloads
+from tests.server.probes import ATTEMPTS, probe_result
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -206,22 +207,14 @@ def site() -> Iterator[AccountSite]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-WALK = r"""
+WALK = (
+    r"""
 import json, os, sys
 paths = json.loads(sys.argv[1])
 out = {"uid": os.getuid(), "groups": os.getgroups()}
-def attempt(key, fn):
-    try:
-        fn()
-        out[key] = "ok"
-    except OSError as exc:
-        out[key] = type(exc).__name__
-attempt("credentials", lambda: open(paths["credentials"]).read())
-attempt("database", lambda: open(paths["database"], "rb").read(16))
-attempt("home_listing", lambda: os.listdir(paths["home"]))
-attempt("other_run", lambda: os.listdir(paths["other_run"]))
-attempt("other_log", lambda: open(paths["other_log"]).read())
-attempt("signal_server", lambda: os.kill(paths["server_pid"], 0))
+"""
+    + ATTEMPTS
+    + r"""attempt("signal_server", lambda: os.kill(paths["server_pid"], 0))
 attempt("server_environ", lambda: open(f"/proc/{paths['server_pid']}/environ", "rb").read())
 attempt("supervisor_environ",
         lambda: open(f"/proc/{paths['supervisor_pid']}/environ", "rb").read())
@@ -235,12 +228,7 @@ out["environ"] = dict(os.environ)
 out["cwd"] = os.getcwd()
 print("RESULT " + json.dumps(out), flush=True)
 """
-
-
-def _result(logs: str) -> dict:
-    found = re.search(r"RESULT (\{.*\})", logs)
-    assert found, logs
-    return json.loads(found.group(1))
+)
 
 
 def test_the_walk_from_a_workload_to_the_server_fails_at_every_step(site: AccountSite) -> None:
@@ -260,7 +248,7 @@ def test_the_walk_from_a_workload_to_the_server_fails_at_every_step(site: Accoun
         "supervisor_pid": state["pid"],
     }
     site.submit("walk", "python", site.script("walk.py", WALK), json.dumps(paths))
-    result = _result(site.wait_logs("walk", "RESULT"))
+    result = probe_result(site.wait_logs("walk", "RESULT"))
     account = site.workload_account
     assert result["uid"] == account.pw_uid and result["groups"] == [account.pw_gid], result
     for step in ("credentials", "database", "home_listing", "other_run", "other_log"):
