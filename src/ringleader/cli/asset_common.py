@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
 
-from ringleader.cli.common import age, console
+from ringleader.cli.common import age, client, console, reports_errors
 from ringleader.errors import InvalidSpec, NotFound
 
 if TYPE_CHECKING:
@@ -165,16 +166,54 @@ def describe_table(meta: Any, rows: list[tuple[str, str]]) -> Table:
     return table
 
 
-def delete_asset(
-    kind: str,
-    c: Client,
-    find: Callable[[str, str | None], Any],
-    by_id: Callable[[str], Any],
-    delete: Callable[[str], Any],
-    name: str,
-    project: str | None,
+@dataclass(frozen=True)
+class AssetKind:
+    """One kind of asset as its ``list``, ``describe`` and ``delete`` commands see it:
+    what it is called, the client methods for it, and how its tables look."""
+
+    label: str  # "Environment", "Compute resource": the start of what delete says
+    list_method: str  # Client method names: list, get by id, find by name, delete
+    get_method: str
+    find_method: str
+    delete_method: str
+    table: Callable[[list[Any]], Table]  # list's table
+    rows: Callable[[Any], list[tuple[str, str]]]  # describe's rows of this kind
+
+
+def add_read_commands(
+    app: typer.Typer, kind: AssetKind, *, list_help: str, describe_help: str, delete_help: str
 ) -> None:
-    """Delete the asset ``name`` (or id) and say so: ``kind 'name' deleted from ...``."""
-    asset = find_one(c, find, by_id, name, project)
-    delete(asset.meta.id)
-    console.print(f"{kind} '{asset.meta.name}' deleted from {where_text(asset.meta)}")
+    """Add ``list``, ``describe`` and ``delete`` for ``kind`` to ``app``, in that order."""
+
+    def found(c: Client, name: str, project: str | None) -> Any:
+        find, by_id = getattr(c, kind.find_method), getattr(c, kind.get_method)
+        return find_one(c, find, by_id, name, project)
+
+    @app.command("list", help=list_help)
+    @reports_errors
+    def list_assets(
+        project: str = PROJECT_OPTION,
+        all_projects: bool = ALL_PROJECTS_OPTION,
+        output: str = OUTPUT_OPTION,
+    ) -> None:
+        c = client()
+        entries = getattr(c, kind.list_method)(list_project(c, project, all_projects))
+        print_assets(entries, output, lambda: kind.table(entries))
+
+    @app.command("describe", help=describe_help)
+    @reports_errors
+    def describe_asset(
+        name: str = NAME_OR_ID_ARGUMENT,
+        project: str = PROJECT_OPTION,
+        output: str = OUTPUT_OPTION,
+    ) -> None:
+        asset = found(client(), name, project)
+        print_assets(asset, output, lambda: describe_table(asset.meta, kind.rows(asset)))
+
+    @app.command("delete", help=delete_help)
+    @reports_errors
+    def delete_asset(name: str = NAME_OR_ID_ARGUMENT, project: str = PROJECT_OPTION) -> None:
+        c = client()
+        asset = found(c, name, project)
+        getattr(c, kind.delete_method)(asset.meta.id)
+        console.print(f"{kind.label} '{asset.meta.name}' deleted from {where_text(asset.meta)}")

@@ -18,20 +18,14 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.asset_common import (
-    ALL_PROJECTS_OPTION,
-    NAME_OR_ID_ARGUMENT,
-    OUTPUT_OPTION,
     PROJECT_OPTION,
     SCOPE_OPTION,
+    AssetKind,
+    add_read_commands,
     asset_row,
     asset_table,
     build_request,
     create_body,
-    delete_asset,
-    describe_table,
-    find_one,
-    list_project,
-    print_assets,
     where_text,
 )
 from ringleader.cli.common import client, console, reports_errors
@@ -159,68 +153,47 @@ def _environment_table(entries: list[EnvironmentAsset]) -> Table:
     return table
 
 
-@environment_app.command("list")
-@reports_errors
-def environment_list(
-    project: str = PROJECT_OPTION,
-    all_projects: bool = ALL_PROJECTS_OPTION,
-    output: str = OUTPUT_OPTION,
-) -> None:
-    """List the environments a project can use: its own and every project's.
+def _environment_rows(e: EnvironmentAsset) -> list[tuple[str, str]]:
+    from ringleader.server.asset_schemas import IGNORED_ENVIRONMENT_FIELDS
+
+    rows = [
+        ("Image", e.spec.image or "-"),
+        ("Command", e.spec.command or "-"),
+        ("Args", e.spec.args or "-"),
+        ("Working dir", e.spec.working_dir or "-"),
+    ]
+    for v in e.spec.environment_variables:
+        excluded = " (excluded)" if v.exclude else ""
+        rows.append(("Variable", f"{v.name}={v.value or ''}{excluded}"))
+    stored = e.spec.model_dump(by_alias=True, exclude_none=True)
+    ignored = [field for field in IGNORED_ENVIRONMENT_FIELDS if field in stored]
+    if ignored:
+        rows.append(("Recorded only", ", ".join(ignored) + " (not applied by ringleader)"))
+    return rows
+
+
+ENVIRONMENT = AssetKind(
+    label="Environment",
+    list_method="environments",
+    get_method="environment",
+    find_method="find_environment",
+    delete_method="delete_environment",
+    table=_environment_table,
+    rows=_environment_rows,
+)
+add_read_commands(
+    environment_app,
+    ENVIRONMENT,
+    list_help="""List the environments a project can use: its own and every project's.
 
     Example: ringleader environment list -A
-    """
-    c = client()
-    entries = c.environments(list_project(c, project, all_projects))
-    print_assets(entries, output, lambda: _environment_table(entries))
-
-
-@environment_app.command("describe")
-@reports_errors
-def environment_describe(
-    name: str = NAME_OR_ID_ARGUMENT,
-    project: str = PROJECT_OPTION,
-    output: str = OUTPUT_OPTION,
-) -> None:
-    """Show an environment asset: its image, command, variables and who made it.
+    """,
+    describe_help="""Show an environment asset: its image, command, variables and who made it.
 
     Example: ringleader environment describe pytorch-dt
-    """
-    c = client()
-    e = find_one(c, c.find_environment, c.environment, name, project)
-
-    def table() -> Table:
-        from ringleader.server.asset_schemas import IGNORED_ENVIRONMENT_FIELDS
-
-        rows = [
-            ("Image", e.spec.image or "-"),
-            ("Command", e.spec.command or "-"),
-            ("Args", e.spec.args or "-"),
-            ("Working dir", e.spec.working_dir or "-"),
-        ]
-        for v in e.spec.environment_variables:
-            excluded = " (excluded)" if v.exclude else ""
-            rows.append(("Variable", f"{v.name}={v.value or ''}{excluded}"))
-        stored = e.spec.model_dump(by_alias=True, exclude_none=True)
-        ignored = [field for field in IGNORED_ENVIRONMENT_FIELDS if field in stored]
-        if ignored:
-            rows.append(("Recorded only", ", ".join(ignored) + " (not applied by ringleader)"))
-        return describe_table(e.meta, rows)
-
-    print_assets(e, output, table)
-
-
-@environment_app.command("delete")
-@reports_errors
-def environment_delete(
-    name: str = NAME_OR_ID_ARGUMENT,
-    project: str = PROJECT_OPTION,
-) -> None:
-    """Delete an environment asset (workloads submitted with it keep their values).
+    """,
+    delete_help="""Delete an environment asset (workloads submitted with it keep their values).
 
     Example: ringleader environment delete pytorch-dt
-    """
-    c = client()
-    delete_asset(
-        "Environment", c, c.find_environment, c.environment, c.delete_environment, name, project
-    )
+    """,
+)

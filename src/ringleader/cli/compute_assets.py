@@ -10,20 +10,14 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.asset_common import (
-    ALL_PROJECTS_OPTION,
-    NAME_OR_ID_ARGUMENT,
-    OUTPUT_OPTION,
     PROJECT_OPTION,
     SCOPE_OPTION,
+    AssetKind,
+    add_read_commands,
     asset_row,
     asset_table,
     build_request,
     create_body,
-    delete_asset,
-    describe_table,
-    find_one,
-    list_project,
-    print_assets,
     where_text,
 )
 from ringleader.cli.common import client, console, reports_errors
@@ -148,62 +142,33 @@ def _compute_table(entries: list[ComputeAsset]) -> Table:
     return table
 
 
-@compute_app.command("list")
-@reports_errors
-def compute_list(
-    project: str = PROJECT_OPTION,
-    all_projects: bool = ALL_PROJECTS_OPTION,
-    output: str = OUTPUT_OPTION,
-) -> None:
-    """List the compute resources a project can use: its own and every project's.
+def _compute_rows(e: ComputeAsset) -> list[tuple[str, str]]:
+    stored = e.spec.model_dump(by_alias=True, exclude_none=True)
+    return [("GPU per pod", gpu_text(e.spec))] + [(f, str(v)) for f, v in stored.items()]
+
+
+COMPUTE = AssetKind(
+    label="Compute resource",
+    list_method="compute_resources",
+    get_method="compute_resource",
+    find_method="find_compute_resource",
+    delete_method="delete_compute_resource",
+    table=_compute_table,
+    rows=_compute_rows,
+)
+add_read_commands(
+    compute_app,
+    COMPUTE,
+    list_help="""List the compute resources a project can use: its own and every project's.
 
     Example: ringleader compute list
-    """
-    c = client()
-    entries = c.compute_resources(list_project(c, project, all_projects))
-    print_assets(entries, output, lambda: _compute_table(entries))
-
-
-@compute_app.command("describe")
-@reports_errors
-def compute_describe(
-    name: str = NAME_OR_ID_ARGUMENT,
-    project: str = PROJECT_OPTION,
-    output: str = OUTPUT_OPTION,
-) -> None:
-    """Show a compute-resource asset: what each pod asks for.
+    """,
+    describe_help="""Show a compute-resource asset: what each pod asks for.
 
     Example: ringleader compute describe small-fraction
-    """
-    c = client()
-    e = find_one(c, c.find_compute_resource, c.compute_resource, name, project)
-
-    def table() -> Table:
-        stored = e.spec.model_dump(by_alias=True, exclude_none=True)
-        rows = [("GPU per pod", gpu_text(e.spec))]
-        rows += [(field, str(value)) for field, value in stored.items()]
-        return describe_table(e.meta, rows)
-
-    print_assets(e, output, table)
-
-
-@compute_app.command("delete")
-@reports_errors
-def compute_delete(
-    name: str = NAME_OR_ID_ARGUMENT,
-    project: str = PROJECT_OPTION,
-) -> None:
-    """Delete a compute-resource asset (workloads submitted with it keep their values).
+    """,
+    delete_help="""Delete a compute-resource asset (workloads submitted with it keep their values).
 
     Example: ringleader compute delete small-fraction
-    """
-    c = client()
-    delete_asset(
-        "Compute resource",
-        c,
-        c.find_compute_resource,
-        c.compute_resource,
-        c.delete_compute_resource,
-        name,
-        project,
-    )
+    """,
+)
