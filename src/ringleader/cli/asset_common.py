@@ -41,6 +41,17 @@ SCOPE_OPTION = typer.Option(
 OUTPUT_OPTION = typer.Option(
     "table", "-o", "--output", metavar="FORMAT", help="table, json or yaml."
 )
+NEW_NAME_ARGUMENT = typer.Argument(
+    ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
+)
+DESCRIPTION_OPTION = typer.Option(None, "--description", metavar="TEXT", help="One line about it.")
+#: The API's meta fields a validation error names -> the flag that set it (create).
+META_FLAGS = {
+    "name": "NAME",
+    "description": "--description",
+    "scope": "--scope",
+    "projectId": "-p/--project",
+}
 ALL_PROJECTS_OPTION = typer.Option(
     False, "-A", "--all", help="Every project's you can see, not one project's."
 )

@@ -18,6 +18,9 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.asset_common import (
+    DESCRIPTION_OPTION,
+    META_FLAGS,
+    NEW_NAME_ARGUMENT,
     PROJECT_OPTION,
     SCOPE_OPTION,
     AssetKind,
@@ -45,10 +48,7 @@ environment_app = typer.Typer(
 
 # The API field a validation error names -> the flag that set it.
 ENVIRONMENT_FLAGS = {
-    "name": "NAME",
-    "description": "--description",
-    "scope": "--scope",
-    "projectId": "-p/--project",
+    **META_FLAGS,
     "image": "-i/--image",
     "command": "--command",
     "args": "--args",
@@ -74,9 +74,7 @@ def _variables(pairs: list[str]) -> list[dict[str, str]]:
 @environment_app.command("create")
 @reports_errors
 def environment_create(
-    name: str = typer.Argument(
-        ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
-    ),
+    name: str = NEW_NAME_ARGUMENT,
     image: str = typer.Option(
         None, "-i", "--image", metavar="IMAGE", help="Container image, e.g. repo/img:tag."
     ),
@@ -108,9 +106,7 @@ def environment_create(
         metavar="POLICY",
         help="Always, Never or IfNotPresent (recorded).",
     ),
-    description: str = typer.Option(
-        None, "--description", metavar="TEXT", help="One line about it."
-    ),
+    description: str = DESCRIPTION_OPTION,
     project: str = PROJECT_OPTION,
     scope: str = SCOPE_OPTION,
 ) -> None:

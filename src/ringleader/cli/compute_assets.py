@@ -10,6 +10,9 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.asset_common import (
+    DESCRIPTION_OPTION,
+    META_FLAGS,
+    NEW_NAME_ARGUMENT,
     PROJECT_OPTION,
     SCOPE_OPTION,
     AssetKind,
@@ -33,10 +36,7 @@ compute_app = typer.Typer(
 )
 # The API field a validation error names -> the flag that set it.
 COMPUTE_FLAGS = {
-    "name": "NAME",
-    "description": "--description",
-    "scope": "--scope",
-    "projectId": "-p/--project",
+    **META_FLAGS,
     "gpuDevicesRequest": "-g/--gpu",
     "gpuRequestType": "-g/--gpu",
     "gpuPortionRequest": "-g/--gpu",
@@ -70,9 +70,7 @@ def _gpu(gpu: float | None, gpu_memory: str | None) -> dict[str, Any]:
 @compute_app.command("create")
 @reports_errors
 def compute_create(
-    name: str = typer.Argument(
-        ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
-    ),
+    name: str = NEW_NAME_ARGUMENT,
     gpu: float = typer.Option(
         None,
         "-g",
@@ -95,9 +93,7 @@ def compute_create(
     memory_limit: str = typer.Option(
         None, "--memory-limit", metavar="SIZE", help="At most this much memory."
     ),
-    description: str = typer.Option(
-        None, "--description", metavar="TEXT", help="One line about it."
-    ),
+    description: str = DESCRIPTION_OPTION,
     project: str = PROJECT_OPTION,
     scope: str = SCOPE_OPTION,
 ) -> None:
