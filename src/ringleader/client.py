@@ -491,6 +491,12 @@ class Client:
         entries = self.request("GET", path, params=query).json()["entries"]
         return [model.model_validate(entry, context=assets.STORED) for entry in entries]
 
+    def _asset(self, method: str, path: str, model: type[M], request: BaseModel | None = None) -> M:
+        """One asset sent and/or read back (create, get, update), as stored."""
+        body = {} if request is None else {"json": _json(request)}
+        response = self.request(method, path, **body)
+        return model.model_validate(response.json(), context=assets.STORED)
+
     def _asset_named(
         self, path: str, model: type[M], title: str, name: str, project: str | None
     ) -> M:
@@ -506,8 +512,7 @@ class Client:
     def create_environment(
         self, request: assets.EnvironmentCreationRequest
     ) -> assets.EnvironmentAsset:
-        response = self.request("POST", "/api/v1/asset/environment", json=_json(request))
-        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+        return self._asset("POST", "/api/v1/asset/environment", assets.EnvironmentAsset, request)
 
     def environments(
         self, project: str | None = None, name: str | None = None, scope: str | None = None
@@ -522,8 +527,7 @@ class Client:
         )
 
     def environment(self, asset_id: str) -> assets.EnvironmentAsset:
-        response = self.request("GET", f"/api/v1/asset/environment/{asset_id}")
-        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+        return self._asset("GET", f"/api/v1/asset/environment/{asset_id}", assets.EnvironmentAsset)
 
     def find_environment(self, name: str, project: str | None = None) -> assets.EnvironmentAsset:
         return self._asset_named(
@@ -534,8 +538,7 @@ class Client:
         self, asset_id: str, request: assets.EnvironmentUpdateRequest
     ) -> assets.EnvironmentAsset:
         path = f"/api/v1/asset/environment/{asset_id}"
-        response = self.request("PUT", path, json=_json(request))
-        return assets.EnvironmentAsset.model_validate(response.json(), context=assets.STORED)
+        return self._asset("PUT", path, assets.EnvironmentAsset, request)
 
     def delete_environment(self, asset_id: str) -> None:
         self.request("DELETE", f"/api/v1/asset/environment/{asset_id}")
@@ -543,8 +546,7 @@ class Client:
     def create_compute_resource(
         self, request: assets.ComputeCreationRequest
     ) -> assets.ComputeAsset:
-        response = self.request("POST", "/api/v1/asset/compute", json=_json(request))
-        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+        return self._asset("POST", "/api/v1/asset/compute", assets.ComputeAsset, request)
 
     def compute_resources(
         self, project: str | None = None, name: str | None = None, scope: str | None = None
@@ -555,8 +557,7 @@ class Client:
         )
 
     def compute_resource(self, asset_id: str) -> assets.ComputeAsset:
-        response = self.request("GET", f"/api/v1/asset/compute/{asset_id}")
-        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+        return self._asset("GET", f"/api/v1/asset/compute/{asset_id}", assets.ComputeAsset)
 
     def find_compute_resource(self, name: str, project: str | None = None) -> assets.ComputeAsset:
         return self._asset_named(
@@ -567,8 +568,7 @@ class Client:
         self, asset_id: str, request: assets.ComputeUpdateRequest
     ) -> assets.ComputeAsset:
         path = f"/api/v1/asset/compute/{asset_id}"
-        response = self.request("PUT", path, json=_json(request))
-        return assets.ComputeAsset.model_validate(response.json(), context=assets.STORED)
+        return self._asset("PUT", path, assets.ComputeAsset, request)
 
     def delete_compute_resource(self, asset_id: str) -> None:
         self.request("DELETE", f"/api/v1/asset/compute/{asset_id}")

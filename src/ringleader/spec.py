@@ -112,6 +112,19 @@ DirPath = _text(MAX_PATH_CHARS)
 ProjectKey = _text(MAX_ID_CHARS, storable=False)  # never stored: one with NUL finds no project
 
 
+def check_env_size(variables: list[Any]) -> None:
+    """The bounds on one spec's variables (a workload's or an environment asset's): how
+    many, and their names and values together (an asset's value may be None)."""
+    if len(variables) > MAX_ENV_VARS:
+        raise ValueError(f"at most {MAX_ENV_VARS} variables; this spec has {len(variables)}")
+    total = sum(len(v.name) + len(v.value or "") for v in variables)
+    if total > MAX_ENV_TOTAL_CHARS:
+        raise ValueError(
+            f"the variables' names and values add up to {total} characters; "
+            f"at most {MAX_ENV_TOTAL_CHARS}"
+        )
+
+
 def check_env_name(name: str, info: ValidationInfo) -> str:
     if stored(info):
         return name
@@ -337,16 +350,8 @@ class PodSpec(_Wire, runai.RunaiPodFields):
     def _env_size(
         cls, variables: list[EnvironmentVariable], info: ValidationInfo
     ) -> list[EnvironmentVariable]:
-        if stored(info):
-            return variables
-        if len(variables) > MAX_ENV_VARS:
-            raise ValueError(f"at most {MAX_ENV_VARS} variables; this spec has {len(variables)}")
-        total = sum(len(v.name) + len(v.value) for v in variables)
-        if total > MAX_ENV_TOTAL_CHARS:
-            raise ValueError(
-                f"the variables' names and values add up to {total} characters; "
-                f"at most {MAX_ENV_TOTAL_CHARS}"
-            )
+        if not stored(info):
+            check_env_size(variables)
         return variables
 
     @field_validator("node_pools")

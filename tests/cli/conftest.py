@@ -11,19 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import ServerProcess, server, stop_workloads  # noqa: F401
+from tests.server.conftest import ServerProcess, running_server, server  # noqa: F401
 
 
 @pytest.fixture
 def gpu_server(tmp_path: Path) -> Iterator[ServerProcess]:
     """A server whose one node is simulated with 2 GPUs: a gang asking for more waits."""
-    proc = ServerProcess(tmp_path / "home", "--simulate-nodes", "1x2gpu")
-    proc.start()
-    try:
+    with running_server(tmp_path / "home", "--simulate-nodes", "1x2gpu") as proc:
         yield proc
-    finally:
-        proc.kill()
-        stop_workloads(proc.home)
 
 
 def run_cli(

@@ -193,3 +193,54 @@ def test_bad_input_names_the_flag_and_creates_nothing(server: ServerProcess) -> 
     assert unknown.returncode == 2 and "--gpus" in unknown.stderr
     assert json.loads(ok(server.cli("environment", "list", "-A", "-o", "json"))) == []
     assert json.loads(ok(server.cli("compute", "list", "-o", "json"))) == []
+
+
+def test_the_client_creates_reads_updates_finds_and_deletes_both_kinds(
+    server: ServerProcess,
+) -> None:
+    """Every asset method of the Python SDK, against the real server: what comes back
+    is the stored asset, and a deleted one is gone."""
+    from ringleader.errors import NotFound
+    from ringleader.server import asset_schemas as assets
+
+    creds = json.loads((server.home / "credentials.json").read_text())
+    c = Client(server.url, creds["clientId"], creds["clientSecret"])
+    meta = {"scope": "project", "projectId": "default"}
+    env = c.create_environment(
+        assets.EnvironmentCreationRequest.model_validate(
+            {"meta": {"name": "sdk-env", **meta}, "spec": {"image": "img:1"}}
+        )
+    )
+    compute = c.create_compute_resource(
+        assets.ComputeCreationRequest.model_validate(
+            {"meta": {"name": "sdk-cpu", **meta}, "spec": {"cpuCoreRequest": 0.5}}
+        )
+    )
+    assert (env.spec.image, compute.spec.cpu_core_request) == ("img:1", 0.5)
+    assert c.environment(env.meta.id).meta.name == "sdk-env"
+    assert c.compute_resource(compute.meta.id).meta.name == "sdk-cpu"
+    assert [e.meta.id for e in c.environments("default", name="sdk-env")] == [env.meta.id]
+    assert [e.meta.id for e in c.compute_resources("default")] == [compute.meta.id]
+    changed = c.update_environment(
+        env.meta.id,
+        assets.EnvironmentUpdateRequest.model_validate(
+            {"meta": {"name": "sdk-env", "description": "d"}, "spec": {"image": "img:2"}}
+        ),
+    )
+    assert (changed.spec.image, c.find_environment("sdk-env").spec.image) == ("img:2", "img:2")
+    bigger = c.update_compute_resource(
+        compute.meta.id,
+        assets.ComputeUpdateRequest.model_validate(
+            {"meta": {"name": "sdk-cpu"}, "spec": {"cpuCoreRequest": 2}}
+        ),
+    )
+    assert bigger.spec.cpu_core_request == c.find_compute_resource("sdk-cpu").spec.cpu_core_request
+    assert bigger.spec.cpu_core_request == 2
+    c.delete_environment(env.meta.id)
+    c.delete_compute_resource(compute.meta.id)
+    for gone in (lambda: c.environment(env.meta.id), lambda: c.find_compute_resource("sdk-cpu")):
+        try:
+            gone()
+        except NotFound:
+            continue
+        raise AssertionError("a deleted asset is still there")

@@ -13,7 +13,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,20 +22,14 @@ from typer.testing import CliRunner
 
 from ringleader import __version__
 from ringleader.cli.main import COMMANDS, typer_app
+from tests.cli.conftest import run_cli
 
 SUBMITS = ("submit-mpi", "submit-dist pytorch", "submit-dist mpi", "distributed submit")
 PYTHON_TYPE = re.compile(r"<(str|int|float|bool|list\[[^>]*\]|dict\[[^>]*\]|tuple\[[^>]*\])>")
 
 
 def _ringleader(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "80", "TERM": "dumb"}
-    return subprocess.run(
-        [sys.executable, "-m", "ringleader", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    return run_cli(*args, env={**os.environ, "TERM": "dumb"}, columns=80, timeout=60)
 
 
 def _walk(command: Any, path: str) -> Iterator[tuple[str, Any]]:

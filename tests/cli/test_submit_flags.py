@@ -19,19 +19,14 @@ from typing import Any
 import pytest
 
 from ringleader.client import Client
-from tests.server.conftest import ServerProcess, stop_workloads
+from tests.server.conftest import ServerProcess, running_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One real server for this module's submissions (each test uses its own names)."""
-    proc = ServerProcess(tmp_path_factory.mktemp("submit-flags") / "home")
-    proc.start()
-    try:
+    with running_server(tmp_path_factory.mktemp("submit-flags") / "home") as proc:
         yield proc
-    finally:
-        proc.kill()
-        stop_workloads(proc.home)
 
 
 def _typed(server: ServerProcess, line: str) -> subprocess.CompletedProcess[str]:

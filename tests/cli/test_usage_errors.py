@@ -8,25 +8,18 @@ home is an empty directory so that nothing could start one.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli.conftest import home_env, run_cli
+
 
 def _ringleader(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RINGLEADER_")}
-    env |= {"RINGLEADER_HOME": str(home), "COLUMNS": "80", "TERM": "dumb"}
-    env["RINGLEADER_URL"] = "http://127.0.0.1:9"  # a command that got past parsing fails (7)
-    return subprocess.run(
-        [sys.executable, "-m", "ringleader", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    # RINGLEADER_URL: a command that got past parsing fails (7)
+    env = home_env(home, TERM="dumb", RINGLEADER_URL="http://127.0.0.1:9")
+    return run_cli(*args, env=env, columns=80, timeout=60)
 
 
 # argv -> (the error line, what the fix line says, the --help it points to)

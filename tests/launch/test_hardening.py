@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.launch.agent import LineSplitter, piece_text, private_dir
+from ringleader.launch.lines import LineSplitter, piece_text
 from ringleader.launch.protocol import LINE_CAP, SPLIT_MARK, bounded_lines
+from ringleader.launch.rank_process import private_dir
 from tests.conftest import job_pids, launch
 
 # ----- the splitter -------------------------------------------------------------------

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.terminal import Terminal
 from tests.fixtures.testhosts import TestHostNetwork, require_test_hosts
-from tests.seeds.terminal import Terminal
 
 pytestmark = pytest.mark.multihost
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import wait_until
-from tests.seeds.terminal import Terminal
+from tests.fixtures.terminal import Terminal
 from tests.seeds.usershell import UserShell, user_path
 from tests.server.conftest import ServerProcess, stop_workloads
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from tests.seeds.terminal import Terminal
+from tests.fixtures.terminal import Terminal
 from tests.seeds.usershell import UserShell, user_path
 from tests.server.conftest import ServerProcess, stop_workloads
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -220,12 +221,20 @@ def stop_workloads(home: Path) -> None:
         backend.cancel(str(run_dir))
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "home")
+@contextlib.contextmanager
+def running_server(home: Path, *server_args: str) -> Iterator[ServerProcess]:
+    """A started server process on ``home``; afterwards it is killed and the workloads
+    it started (which outlive it by design) are stopped."""
+    proc = ServerProcess(home, *server_args)
     proc.start()
     try:
         yield proc
     finally:
         proc.kill()
         stop_workloads(proc.home)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    with running_server(tmp_path / "home") as proc:
+        yield proc

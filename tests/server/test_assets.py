@@ -193,6 +193,18 @@ BAD_ENVIRONMENTS = [
         environment("x", None, environmentVariables=[{"name": "A", "value": "1"}] * 2),
         ["spec", "environmentVariables"],
     ),
+    (  # the workload spec's bounds (spec.check_env_size): how many, and their size together
+        environment("x", None, environmentVariables=[{"name": f"V{i}"} for i in range(257)]),
+        ["spec", "environmentVariables"],
+    ),
+    (
+        environment(
+            "x",
+            None,
+            environmentVariables=[{"name": f"V{i}", "value": "v" * 32_000} for i in range(9)],
+        ),
+        ["spec", "environmentVariables"],
+    ),
     (
         environment(
             "x", None, environmentVariables=[{"name": "TOKEN", "credential": {"assetId": "a"}}]

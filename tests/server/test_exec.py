@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from ringleader.server.backends.base import ExecTarget
 from ringleader.server.exec_session import RESIZE, STATUS, STDIN, STDOUT, ExecSession, frame
 from tests.conftest import job_pids, wait_until
+from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess
 
 
@@ -80,45 +80,16 @@ def test_bash_reads_a_script_from_piped_input(server: ServerProcess, interactive
 def test_bash_on_a_terminal_is_an_interactive_shell(
     server: ServerProcess, interactive: str
 ) -> None:
-    parent, child = os.openpty()
-    shell = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "bash", interactive],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env={**server.env, "TERM": "dumb"},
-    )
-    os.close(child)
-    seen = b""
-
-    def read_until(marker: bytes) -> bool:
-        nonlocal seen
-        while marker not in seen:
-            if not select.select([parent], [], [], 30)[0]:
-                return False
-            try:
-                chunk = os.read(parent, 4096)
-            except OSError:
-                return False
-            if not chunk:
-                return False
-            seen += chunk
-        return True
-
-    try:
-        assert read_until(b"(dev/master-0) "), seen  # the prompt names the workload and pod
-        assert read_until(b"# ") or read_until(b"$ "), seen  # then the shell's own
-        os.write(parent, b"echo product=$((6*7)) rank=$RANK; tty\r")
-        assert read_until(b"product=42 rank=0"), seen
-        assert read_until(b"/dev/pts/"), seen  # the remote side has a terminal too
-        os.write(parent, b"exit 3\r")
-        assert shell.wait(timeout=30) == 3
-        assert read_until(b"command terminated with exit code 3"), seen
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
-        os.close(parent)
+    argv = [sys.executable, "-m", "ringleader", "bash", interactive]
+    with Terminal(argv, {**server.env, "TERM": "dumb"}) as shell:
+        shell.expect(re.escape("(dev/master-0) "))  # the prompt names the workload and pod
+        shell.expect(r"[#$] ")  # then the shell's own
+        shell.type("echo product=$((6*7)) rank=$RANK; tty\n")
+        shell.expect("product=42 rank=0")
+        shell.expect("/dev/pts/")  # the remote side has a terminal too
+        shell.type("exit 3\n")
+        assert shell.wait(timeout=30) == 3, shell.transcript
+        shell.expect("command terminated with exit code 3")
 
 
 def test_exec_refusals_name_the_problem(server: ServerProcess, interactive: str) -> None:

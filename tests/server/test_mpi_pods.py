@@ -7,9 +7,7 @@ pod's `RUNAI_MPI_NUM_WORKERS` and hostfile.
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
+from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess
 from tests.server.test_run_as import Site, site  # noqa: F401 (the fixture)
 
@@ -27,7 +26,7 @@ MPI_HELLO = """\
 import os
 from mpi4py import MPI
 world = MPI.COMM_WORLD
-line = f"hello {world.Get_rank()} of {world.Get_size()} {os.environ['RUNAI_JOB_NAME']}\n"
+line = f"hello {world.Get_rank()} of {world.Get_size()} {os.environ['RUNAI_JOB_NAME']}\\n"
 os.write(1, line.encode())  # one write: unbuffered print() writes word by word, and ranks interleave
 """
 
@@ -151,43 +150,14 @@ def test_bash_in_the_launcher_names_its_pod_and_says_why_it_ended(
     )  # fmt: skip
     assert sub.returncode == 0, sub.stderr
     _pods_running(server, "dist-int", 3)
-    parent, child = os.openpty()
-    shell = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "bash", "dist-int"],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        env={**server.env, "TERM": "dumb"},
-    )
-    os.close(child)
-    seen = b""
-
-    def read_until(marker: bytes) -> bool:
-        nonlocal seen
-        while marker not in seen:
-            if not select.select([parent], [], [], 60)[0]:
-                return False
-            try:
-                chunk = os.read(parent, 4096)
-            except OSError:
-                return False
-            if not chunk:
-                return False
-            seen += chunk
-        return True
-
-    try:
-        assert read_until(b"(dist-int/launcher) "), seen  # the prompt names workload and pod
-        os.write(parent, b"echo workers=$RUNAI_MPI_NUM_WORKERS\r")
-        assert read_until(b"workers=2"), seen
+    argv = [sys.executable, "-m", "ringleader", "bash", "dist-int"]
+    with Terminal(argv, {**server.env, "TERM": "dumb"}) as shell:
+        shell.expect(re.escape("(dist-int/launcher) "))  # the prompt names workload and pod
+        shell.type("echo workers=$RUNAI_MPI_NUM_WORKERS\n")
+        shell.expect("workers=2")
         assert server.cli("delete", "dist-int").returncode == 0
-        assert read_until(b"workload dist-int was deleted"), seen
-        assert shell.wait(timeout=60) == 137, seen  # 128 + SIGKILL, as a shell reports it
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
-        os.close(parent)
+        shell.expect("workload dist-int was deleted")
+        assert shell.wait() == 137, shell.transcript  # 128 + SIGKILL, as a shell reports it
 
 
 def test_mpi_ranks_follow_their_pods_nodes_and_the_launcher_gets_where_it_is() -> None:
@@ -238,27 +208,6 @@ def test_mpi_ranks_follow_their_pods_nodes_and_the_launcher_gets_where_it_is() -
     assert set(json.loads(exported[RANK_ENV])) == {"0", "1", "2"}  # not mpirun's own
 
 
-def _pty_shell(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
-    parent, child = os.openpty()
-    shell = subprocess.Popen(argv, stdin=child, stdout=child, stderr=child, env=env)
-    os.close(child)
-    return shell, parent
-
-
-def _read_until(fd: int, marker: bytes, seen: bytearray) -> bool:
-    while marker not in seen:
-        if not select.select([fd], [], [], 60)[0]:
-            return False
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            return False
-        if not chunk:
-            return False
-        seen += chunk
-    return True
-
-
 def test_bash_in_the_launcher_of_a_users_workload_runs_mpirun_as_that_user(
     site: Site,  # noqa: F811 (the fixture imported above)
 ) -> None:
@@ -289,18 +238,10 @@ def test_bash_in_the_launcher_of_a_users_workload_runs_mpirun_as_that_user(
     )  # fmt: skip
     assert piped.returncode == 0, piped.stderr
     assert piped.stdout.splitlines().count(f"MPI 2 {uid}") == 2, piped.stdout
-    shell, fd = _pty_shell(
-        [sys.executable, "-m", "ringleader", "bash", "mpiint"], {**env, "TERM": "dumb"}
-    )
-    seen = bytearray()
-    try:
-        assert _read_until(fd, b"(mpiint/launcher) ", seen), seen
-        os.write(fd, b"id -u; exit\r")
-        assert _read_until(fd, f"{uid}".encode(), seen), seen
-        assert shell.wait(timeout=30) == 0
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
-        os.close(fd)
+    argv = [sys.executable, "-m", "ringleader", "bash", "mpiint"]
+    with Terminal(argv, {**env, "TERM": "dumb"}) as shell:
+        shell.expect(re.escape("(mpiint/launcher) "))
+        shell.type("id -u; exit\n")
+        shell.expect(f"{uid}")
+        assert shell.wait(timeout=30) == 0, shell.transcript
     assert set(Path(tempfile.gettempdir()).glob("ringleader-bash-*.rc")) <= rc_files  # read, gone

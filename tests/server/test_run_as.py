@@ -35,6 +35,7 @@ from ringleader.server.accounts import (
     mapped_name,
 )
 from tests.server.conftest import ServerProcess, stop_workloads
+from tests.server.probes import ATTEMPTS, probe_result
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 WORKLOAD_PYTHON = "/usr/bin/python3"
@@ -73,7 +74,7 @@ def test_a_non_root_server_cannot_run_as_users_and_says_which_flag() -> None:
 
 
 def test_an_agent_reads_its_account_strictly() -> None:
-    from ringleader.launch.agent import run_as_ids
+    from ringleader.launch.rank_process import run_as_ids
 
     assert run_as_ids("") is None
     assert run_as_ids("1001:1002") == (1001, 1002)
@@ -260,23 +261,15 @@ def site() -> Iterator[Site]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-ESCALATE = r"""
+ESCALATE = (
+    r"""
 import json, os, subprocess, sys
 paths = json.loads(sys.argv[1])
 out = {"uid": os.getuid(), "id": subprocess.run(["id", "-u"], capture_output=True,
        text=True).stdout.strip()}
-def attempt(key, fn):
-    try:
-        fn()
-        out[key] = "ok"
-    except OSError as exc:
-        out[key] = type(exc).__name__
-attempt("credentials", lambda: open(paths["credentials"]).read())
-attempt("database", lambda: open(paths["database"], "rb").read(16))
-attempt("home_listing", lambda: os.listdir(paths["home"]))
-attempt("other_run", lambda: os.listdir(paths["other_run"]))
-attempt("other_log", lambda: open(paths["other_log"]).read())
-attempt("kill_server", lambda: os.kill(paths["server_pid"], 0))
+"""
+    + ATTEMPTS
+    + r"""attempt("kill_server", lambda: os.kill(paths["server_pid"], 0))
 def join_other():
     with open(paths["other_cgroup"], "w") as f:
         f.write(str(os.getpid()))
@@ -291,12 +284,7 @@ out.update(home=os.environ.get("HOME"), user=os.environ.get("USER"),
            checkpoint_dir=os.environ.get("RINGLEADER_CHECKPOINT_DIR"))
 print("RESULT " + json.dumps(out), flush=True)
 """
-
-
-def _result(logs: str) -> dict[str, object]:
-    found = re.search(r"RESULT (\{.*\})", logs)
-    assert found, logs
-    return json.loads(found.group(1))
+)
 
 
 def test_the_escalation_walk_fails_at_every_step(site: Site) -> None:
@@ -332,7 +320,7 @@ def test_the_escalation_walk_fails_at_every_step(site: Site) -> None:
     # included, it cannot set at all: reserved).
     claims = ("HOME=/root", "USER=root", "LOGNAME=root")
     site.submit(eve, "walk", "python", script, json.dumps(paths), env=claims)
-    result = _result(site.wait_logs("walk", "RESULT"))
+    result = probe_result(site.wait_logs("walk", "RESULT"))
     print("escalation walk:", json.dumps(result, indent=1))
     eve_account = pwd.getpwnam(mapped_name("eve", f"{site.prefix}-{{user}}"))
     assert result["uid"] == eve_account.pw_uid != 0

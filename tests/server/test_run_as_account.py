@@ -15,7 +15,6 @@ import os
 import pwd
 import re
 import secrets
-import select
 import shutil
 import stat
 import subprocess
@@ -33,7 +32,9 @@ from ringleader.errors import InvalidSpec
 from ringleader.launch import account as entry
 from ringleader.server.accounts import account_name, check_run_as
 from tests.conftest import require, wait_until
+from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess, stop_workloads
+from tests.server.probes import ATTEMPTS, probe_result
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -206,22 +207,14 @@ def site() -> Iterator[AccountSite]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-WALK = r"""
+WALK = (
+    r"""
 import json, os, sys
 paths = json.loads(sys.argv[1])
 out = {"uid": os.getuid(), "groups": os.getgroups()}
-def attempt(key, fn):
-    try:
-        fn()
-        out[key] = "ok"
-    except OSError as exc:
-        out[key] = type(exc).__name__
-attempt("credentials", lambda: open(paths["credentials"]).read())
-attempt("database", lambda: open(paths["database"], "rb").read(16))
-attempt("home_listing", lambda: os.listdir(paths["home"]))
-attempt("other_run", lambda: os.listdir(paths["other_run"]))
-attempt("other_log", lambda: open(paths["other_log"]).read())
-attempt("signal_server", lambda: os.kill(paths["server_pid"], 0))
+"""
+    + ATTEMPTS
+    + r"""attempt("signal_server", lambda: os.kill(paths["server_pid"], 0))
 attempt("server_environ", lambda: open(f"/proc/{paths['server_pid']}/environ", "rb").read())
 attempt("supervisor_environ",
         lambda: open(f"/proc/{paths['supervisor_pid']}/environ", "rb").read())
@@ -235,12 +228,7 @@ out["environ"] = dict(os.environ)
 out["cwd"] = os.getcwd()
 print("RESULT " + json.dumps(out), flush=True)
 """
-
-
-def _result(logs: str) -> dict:
-    found = re.search(r"RESULT (\{.*\})", logs)
-    assert found, logs
-    return json.loads(found.group(1))
+)
 
 
 def test_the_walk_from_a_workload_to_the_server_fails_at_every_step(site: AccountSite) -> None:
@@ -260,7 +248,7 @@ def test_the_walk_from_a_workload_to_the_server_fails_at_every_step(site: Accoun
         "supervisor_pid": state["pid"],
     }
     site.submit("walk", "python", site.script("walk.py", WALK), json.dumps(paths))
-    result = _result(site.wait_logs("walk", "RESULT"))
+    result = probe_result(site.wait_logs("walk", "RESULT"))
     account = site.workload_account
     assert result["uid"] == account.pw_uid and result["groups"] == [account.pw_gid], result
     for step in ("credentials", "database", "home_listing", "other_run", "other_log"):
@@ -302,39 +290,13 @@ def test_exec_runs_as_the_account_in_the_pods_directory(site: AccountSite) -> No
 def test_bash_on_a_terminal_runs_as_the_account(site: AccountSite) -> None:
     site.submit("tty", "python", "-c", "print('tty-up')", interactive=True)
     site.wait_logs("tty", "tty-up")
-    parent, child = os.openpty()
-    shell = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "bash", "tty"],
-        stdin=child, stdout=child, stderr=child, env={**site.server.env, "TERM": "dumb"},
-    )  # fmt: skip
-    os.close(child)
-    seen = b""
-
-    def read_until(marker: bytes) -> bool:
-        nonlocal seen
-        while marker not in seen:
-            if not select.select([parent], [], [], 30)[0]:
-                return False
-            try:
-                chunk = os.read(parent, 4096)
-            except OSError:
-                return False
-            if not chunk:
-                return False
-            seen += chunk
-        return True
-
-    try:
-        assert read_until(b"$ "), seen  # the account's shell prompt (not root's #)
-        os.write(parent, b"echo uid=$(id -u) on=$(tty)\r")
-        assert read_until(f"uid={site.workload_account.pw_uid} on=/dev/pts/".encode()), seen
-        os.write(parent, b"exit 3\r")
-        assert shell.wait(timeout=30) == 3
-    finally:
-        if shell.poll() is None:
-            shell.kill()
-            shell.wait()
-        os.close(parent)
+    argv = [sys.executable, "-m", "ringleader", "bash", "tty"]
+    with Terminal(argv, {**site.server.env, "TERM": "dumb"}) as shell:
+        shell.expect(re.escape("$ "))  # the account's shell prompt (not root's #)
+        shell.type("echo uid=$(id -u) on=$(tty)\n")
+        shell.expect(f"uid={site.workload_account.pw_uid} on=/dev/pts/")
+        shell.type("exit 3\n")
+        assert shell.wait(timeout=30) == 3, shell.transcript
 
 
 def _account_processes_with(arg: str, uid: int) -> list[int]:

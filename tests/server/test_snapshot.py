@@ -112,7 +112,7 @@ def test_a_rank_is_pinned_to_its_cores_where_the_os_allows() -> None:
     import subprocess
     import sys
 
-    from ringleader.launch.agent import pin
+    from ringleader.launch.rank_process import pin
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

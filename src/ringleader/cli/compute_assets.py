@@ -1,6 +1,6 @@
 """``ringleader compute create|list|describe|delete``: compute-resource assets (Run:ai's),
-what each pod asks for, named at submit with ``--compute NAME``. Shares its helpers
-with ``cli/assets.py``."""
+what each pod asks for, named at submit with ``--compute NAME``. What it shares
+with ``cli/assets.py`` is in ``cli/asset_common.py``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,21 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from ringleader.cli.assets import (
-    OUTPUT_OPTION,
+from ringleader.cli.asset_common import (
+    DESCRIPTION_OPTION,
+    META_FLAGS,
+    NEW_NAME_ARGUMENT,
     PROJECT_OPTION,
     SCOPE_OPTION,
+    AssetKind,
+    add_read_commands,
+    asset_row,
+    asset_table,
     build_request,
-    find_one,
-    meta_fields,
-    print_assets,
+    create_body,
     where_text,
 )
-from ringleader.cli.common import age, client, console, reports_errors
+from ringleader.cli.common import client, console, reports_errors
 from ringleader.errors import InvalidSpec
 
 if TYPE_CHECKING:
@@ -32,10 +36,7 @@ compute_app = typer.Typer(
 )
 # The API field a validation error names -> the flag that set it.
 COMPUTE_FLAGS = {
-    "name": "NAME",
-    "description": "--description",
-    "scope": "--scope",
-    "projectId": "-p/--project",
+    **META_FLAGS,
     "gpuDevicesRequest": "-g/--gpu",
     "gpuRequestType": "-g/--gpu",
     "gpuPortionRequest": "-g/--gpu",
@@ -69,9 +70,7 @@ def _gpu(gpu: float | None, gpu_memory: str | None) -> dict[str, Any]:
 @compute_app.command("create")
 @reports_errors
 def compute_create(
-    name: str = typer.Argument(
-        ..., metavar="NAME", help="Asset name (DNS-1123: lowercase, digits, '-')."
-    ),
+    name: str = NEW_NAME_ARGUMENT,
     gpu: float = typer.Option(
         None,
         "-g",
@@ -94,9 +93,7 @@ def compute_create(
     memory_limit: str = typer.Option(
         None, "--memory-limit", metavar="SIZE", help="At most this much memory."
     ),
-    description: str = typer.Option(
-        None, "--description", metavar="TEXT", help="One line about it."
-    ),
+    description: str = DESCRIPTION_OPTION,
     project: str = PROJECT_OPTION,
     scope: str = SCOPE_OPTION,
 ) -> None:
@@ -114,10 +111,7 @@ def compute_create(
         "cpuMemoryRequest": memory,
         "cpuMemoryLimit": memory_limit,
     }
-    body = {
-        "meta": meta_fields(name, scope, project, description, c),
-        "spec": {key: value for key, value in spec.items() if value is not None},
-    }
+    body = create_body(name, scope, project, description, c, spec)
     made = c.create_compute_resource(build_request(ComputeCreationRequest, body, COMPUTE_FLAGS))
     console.print(
         f"Compute resource '{made.meta.name}' created for {where_text(made.meta)} "
@@ -136,81 +130,41 @@ def gpu_text(spec: Any) -> str:
 
 
 def _compute_table(entries: list[ComputeAsset]) -> Table:
-    table = Table("NAME", "SCOPE", "PROJECT", "GPU", "CPU", "MEMORY", "AGE", box=None)
-    table.columns[0].no_wrap = True
+    table = asset_table("GPU", "CPU", "MEMORY")
     for e in entries:
         s = e.spec
-        table.add_row(
-            e.meta.name,
-            e.meta.scope,
-            e.meta.project_name or "-",
-            gpu_text(s),
-            "-" if s.cpu_core_request is None else f"{s.cpu_core_request:g}",
-            s.cpu_memory_request or "-",
-            age(e.meta.created_at),
-        )
+        cpu = "-" if s.cpu_core_request is None else f"{s.cpu_core_request:g}"
+        table.add_row(*asset_row(e.meta, gpu_text(s), cpu, s.cpu_memory_request or "-"))
     return table
 
 
-@compute_app.command("list")
-@reports_errors
-def compute_list(
-    project: str = PROJECT_OPTION,
-    all_projects: bool = typer.Option(
-        False, "-A", "--all", help="Every project's you can see, not one project's."
-    ),
-    output: str = OUTPUT_OPTION,
-) -> None:
-    """List the compute resources a project can use: its own and every project's.
+def _compute_rows(e: ComputeAsset) -> list[tuple[str, str]]:
+    stored = e.spec.model_dump(by_alias=True, exclude_none=True)
+    return [("GPU per pod", gpu_text(e.spec))] + [(f, str(v)) for f, v in stored.items()]
+
+
+COMPUTE = AssetKind(
+    label="Compute resource",
+    list_method="compute_resources",
+    get_method="compute_resource",
+    find_method="find_compute_resource",
+    delete_method="delete_compute_resource",
+    table=_compute_table,
+    rows=_compute_rows,
+)
+add_read_commands(
+    compute_app,
+    COMPUTE,
+    list_help="""List the compute resources a project can use: its own and every project's.
 
     Example: ringleader compute list
-    """
-    c = client()
-    entries = c.compute_resources(None if all_projects else (project or c.project or "default"))
-    print_assets(entries, output, lambda: _compute_table(entries))
-
-
-@compute_app.command("describe")
-@reports_errors
-def compute_describe(
-    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
-    project: str = PROJECT_OPTION,
-    output: str = OUTPUT_OPTION,
-) -> None:
-    """Show a compute-resource asset: what each pod asks for.
+    """,
+    describe_help="""Show a compute-resource asset: what each pod asks for.
 
     Example: ringleader compute describe small-fraction
-    """
-    c = client()
-    e = find_one(c, c.find_compute_resource, c.compute_resource, name, project)
-
-    def table() -> Table:
-        rows = Table(box=None, show_header=False)
-        rows.add_row("Name", e.meta.name)
-        rows.add_row("Id", e.meta.id)
-        rows.add_row("Scope", e.meta.scope)
-        rows.add_row("Project", e.meta.project_name or "- (every project sees it)")
-        rows.add_row("Description", e.meta.description or "-")
-        rows.add_row("GPU per pod", gpu_text(e.spec))
-        for field, value in e.spec.model_dump(by_alias=True, exclude_none=True).items():
-            rows.add_row(field, str(value))
-        rows.add_row("Created", f"{age(e.meta.created_at)} ago by {e.meta.created_by}")
-        return rows
-
-    print_assets(e, output, table)
-
-
-@compute_app.command("delete")
-@reports_errors
-def compute_delete(
-    name: str = typer.Argument(..., metavar="NAME", help="Asset name (or id)."),
-    project: str = PROJECT_OPTION,
-) -> None:
-    """Delete a compute-resource asset (workloads submitted with it keep their values).
+    """,
+    delete_help="""Delete a compute-resource asset (workloads submitted with it keep their values).
 
     Example: ringleader compute delete small-fraction
-    """
-    c = client()
-    e = find_one(c, c.find_compute_resource, c.compute_resource, name, project)
-    c.delete_compute_resource(e.meta.id)
-    console.print(f"Compute resource '{e.meta.name}' deleted from {where_text(e.meta)}")
+    """,
+)

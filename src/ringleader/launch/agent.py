@@ -10,10 +10,11 @@ Invariants:
   directly: the supervisor decides;
 - output is forwarded one whole line at a time; a partial line waits for its
   newline or for the stream to close, but never past ``LINE_CAP`` bytes: a
-  longer line goes on in marked pieces (see ``LineSplitter``);
+  longer line goes on in marked pieces (see ``lines.LineSplitter``);
 - an ``exit`` message is sent only after that rank's output was forwarded;
 - its run dir (``rundir`` in ``ready``: error files, hostfile) is a fresh
-  private directory (``private_dir``: random name, 0700), removed at the end;
+  private directory (``rank_process.private_dir``: random name, 0700), removed
+  at the end;
 - when the link to the supervisor breaks (EOF or no heartbeat), every rank of
   the job on this host is stopped and the agent exits.  Nothing outlives it;
 - a rank whose main path raised (its armed Python wrote its marker) and that
@@ -34,201 +35,30 @@ import time
 from subprocess import DEVNULL, PIPE, Popen
 
 from ringleader.launch import mlx, netif, procs, teardown
-from ringleader.launch.protocol import (
-    HEARTBEAT_TIMEOUT_S,
-    LINE_CAP,
-    SPLIT_MARK,
-    MessageWriter,
-    decode,
+from ringleader.launch.lines import forward_lines
+from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
+from ringleader.launch.rank_process import (
+    CPU_AFFINITY,
+    RUN_AS_VAR,
+    RankProcess,
+    as_account,
+    hand_over,
+    pin,
+    private_dir,
+    read_error_file,
+    run_as_ids,
+    temp_dir,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import IO, Any
 
 # Modules are imported where they are first needed, and argparse, dataclasses,
 # pathlib and typing not at all: the agent starts on the path of every launch
-# (bench/launch.py's fixed cost), and each of those costs milliseconds.
-
-#: ringleader.runtime.env.CPU_AFFINITY (the runtime package is not imported here).
-CPU_AFFINITY = "RINGLEADER_CPU_AFFINITY"
+# (bench/launch.py's fixed cost), and each of those costs milliseconds. What runs
+# around one rank's process is in rank_process.py, its line forwarding in lines.py.
 LINK_LOST_GRACE_S = 2.0
-
-
-def pin(pid: int, cores: str) -> bool:
-    """Pin a just-started rank to ``cores`` ("0,1"), where the OS allows it.
-
-    Done right after the spawn, before the interpreter has started any thread
-    (children inherit the mask). Not allowed (no such cores in this cgroup, no
-    sched_setaffinity on this OS): the rank runs unpinned.
-    """
-    if not cores or not hasattr(os, "sched_setaffinity"):
-        return False
-    try:
-        os.sched_setaffinity(pid, {int(c) for c in cores.split(",")})
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-#: Set by the detached supervisor (``launch.json``'s ``run_as``): "UID:GID" ranks run as.
-RUN_AS_VAR = "RINGLEADER_RUN_AS"
-
-
-def run_as_ids(value: str) -> tuple[int, int] | None:
-    """``(uid, gid)`` from ``RINGLEADER_RUN_AS``; None when unset.  A malformed value or
-    uid/gid 0 is refused loudly: ranks are never started as root by mistake."""
-    if not value:
-        return None
-    uid, sep, gid = value.partition(":")
-    if not (sep and uid.isdigit() and gid.isdigit()) or int(uid) == 0 or int(gid) == 0:
-        raise SystemExit(f"ringleader agent: bad {RUN_AS_VAR}={value!r}")
-    return int(uid), int(gid)
-
-
-def _as_account(account: tuple[int, int] | None) -> dict[str, Any]:
-    """Popen's arguments that drop a rank to ``account`` (no supplementary groups)."""
-    if account is None:
-        return {}
-    return {"user": account[0], "group": account[1], "extra_groups": []}
-
-
-def _hand_over(attempt_dir: str, uid: int, gid: int) -> None:
-    """Let the account write its rank's error file: the agent's run dir (root, 0700)
-    becomes 0711 (enter, not list) and the attempt's directory the account's."""
-    os.chmod(os.path.dirname(attempt_dir), 0o711)
-    os.chown(attempt_dir, uid, gid)
-    os.chmod(attempt_dir, 0o700)
-
-
-class RankProcess:
-    """One running rank: its process, output readers and a flag set once reported."""
-
-    __slots__ = ("done", "hung", "marker", "proc", "rank", "readers")
-
-    def __init__(self, rank: int, proc: Popen[bytes], marker: str | None = None) -> None:
-        self.rank = rank
-        self.proc = proc
-        self.readers: list[threading.Thread] = []
-        self.done = threading.Event()
-        self.marker = marker  # the hung-teardown marker of an armed rank
-        self.hung = False  # killed by the hung-teardown rule
-
-
-class LineSplitter:
-    """Bytes in, line pieces out; holds at most ``cap`` bytes of an unfinished line.
-
-    Linear: each input byte is searched for a newline once (plus one byte of
-    look-ahead per piece) and copied a fixed number of times (into the pending
-    buffer, out as its piece), however long the line; nothing rescans what is
-    held, so a line without a newline costs no more per byte than short ones.
-    A piece cut at the cap comes with ``split=True`` and ends on a UTF-8
-    character boundary where the bytes allow it: no character is torn in two.
-    """
-
-    __slots__ = ("cap", "pending")
-
-    def __init__(self, cap: int = LINE_CAP) -> None:
-        if cap < 4:
-            raise ValueError("cap must be at least 4 bytes (one UTF-8 character)")
-        self.cap = cap
-        self.pending = bytearray()
-
-    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
-        """The pieces ``data`` completes, as ``(bytes, split)``; the rest is kept."""
-        out: list[tuple[bytes, bool]] = []
-        pending, cap, view = self.pending, self.cap, memoryview(data)
-        pos, end = 0, len(data)
-        while pos < end:
-            room = cap - len(pending)
-            window = min(end, pos + room + 1)  # a newline right after a full piece: still whole
-            nl = data.find(b"\n", pos, window)
-            if nl >= 0:
-                if pending:
-                    pending += view[pos:nl]
-                    line = bytes(pending)
-                    pending.clear()
-                else:
-                    line = data[pos:nl]
-                out.append((line[:-1] if line.endswith(b"\r") else line, False))
-                pos = nl + 1
-            elif window - pos > room:  # more than a piece's worth without a newline
-                pending += view[pos : pos + room]
-                pos += room
-                out.append(self._cut())
-            else:
-                pending += view[pos:end]
-                pos = end
-        return out
-
-    def _cut(self) -> tuple[bytes, bool]:
-        """The full pending buffer as one split piece, less a torn last character."""
-        pending = self.pending
-        keep = _utf8_boundary(pending)
-        piece = bytes(pending[:keep])
-        del pending[:keep]  # at most 3 bytes stay: the start of the torn character
-        return piece, True
-
-    def close(self) -> list[tuple[bytes, bool]]:
-        """What is left at the end of the stream: a last line without its newline."""
-        if not self.pending:
-            return []
-        line = bytes(self.pending)
-        self.pending.clear()
-        return [(line[:-1] if line.endswith(b"\r") else line, False)]
-
-
-def _utf8_boundary(data: bytearray) -> int:
-    """Where to cut ``data`` so that its last UTF-8 character stays whole (len if it is)."""
-    end = len(data)
-    start = end - 1
-    while start > end - 4 and start > 0 and data[start] & 0xC0 == 0x80:
-        start -= 1  # back over continuation bytes to the character's first byte
-    lead = data[start]
-    if lead < 0xC0:  # ASCII, or a stray continuation byte: nothing to keep whole
-        return end
-    size = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
-    return start if start + size > end and start > 0 else end  # torn: cut before it
-
-
-def piece_text(piece: bytes, split: bool) -> str:
-    """A piece as the text forwarded: decoded, with SPLIT_MARK when the line goes on."""
-    text = piece.decode("utf-8", "replace")
-    return text + SPLIT_MARK if split else text
-
-
-def forward_lines(stream: IO[bytes], emit: Callable[[str], None], cap: int = LINE_CAP) -> None:
-    """Emit whole lines from ``stream`` (a trailing partial one at EOF too).
-
-    A line longer than ``cap`` bytes goes out in pieces of at most ``cap``
-    bytes as it arrives, each but the last marked with SPLIT_MARK: a rank
-    that never writes a newline costs bounded memory and linear work.
-    """
-    splitter = LineSplitter(cap)
-    fd = stream.fileno()
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            break
-        for piece, split in splitter.feed(chunk):
-            emit(piece_text(piece, split))
-    for piece, split in splitter.close():
-        emit(piece_text(piece, split))
-    stream.close()
-
-
-def read_error_file(path: str) -> dict[str, Any] | None:
-    """The traceback a rank recorded, if the runtime helper or torch wrote one."""
-    from ringleader.runtime.errorfile import read_error_file as read
-
-    try:
-        return read(path)
-    except Exception:  # a malformed error file must not hide the exit itself
-        return None
 
 
 class Agent:
@@ -270,7 +100,7 @@ class Agent:
             address = next((a for a, n in netif.local_addresses().items() if n == iface), None)
         elif msg.get("master_addr"):
             iface, address = netif.interface_toward(msg["master_addr"])
-        base = msg.get("tmpdir") or _temp_dir()
+        base = msg.get("tmpdir") or temp_dir()
         try:
             name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.job_id)
             self.rundir = private_dir(base, f"ringleader-{name}-node{msg.get('node_rank', 0)}-")
@@ -331,7 +161,7 @@ class Agent:
         account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
         try:
             if account is not None:
-                _hand_over(os.path.dirname(error_file), *account)
+                hand_over(os.path.dirname(error_file), *account)
             proc = Popen(
                 argv,
                 cwd=cwd,
@@ -340,7 +170,7 @@ class Agent:
                 stdout=PIPE,
                 stderr=PIPE,
                 start_new_session=True,
-                **_as_account(account),
+                **as_account(account),
             )
         except OSError as exc:
             self.writer.send(
@@ -464,34 +294,6 @@ class Agent:
         # EOF: the supervisor is gone (killed, or its SSH connection dropped).
         self.close(LINK_LOST_GRACE_S)
         return 3
-
-
-def private_dir(base: str, prefix: str) -> str:
-    """A new directory in ``base`` that only we can use: tempfile.mkdtemp, without tempfile.
-
-    Its name ends in 16 random hex digits, so no one can plant anything at it
-    beforehand; ``mkdir`` creates it 0700 or fails when the name exists in any
-    form (a directory someone else made, a symlink, a file): it never follows
-    a link or reuses what it did not create.
-    """
-    for _ in range(100):
-        path = os.path.join(base, prefix + os.urandom(8).hex())
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return path
-    raise FileExistsError(f"no free name for {prefix}* in {base}")
-
-
-def _temp_dir() -> str:
-    """Where run dirs go without a ``tmpdir``: what tempfile would pick, found cheaply."""
-    for base in (*(os.environ.get(n, "") for n in ("TMPDIR", "TEMP", "TMP")), "/tmp"):
-        if base and os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
-            return base
-    import tempfile  # the rare rest: /var/tmp, the working directory ...
-
-    return tempfile.gettempdir()
 
 
 USAGE = "usage: python -m ringleader.launch.agent --job-id ID [--heartbeat-timeout SECONDS]"

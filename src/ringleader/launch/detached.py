@@ -71,10 +71,10 @@ from typing import IO, Any, NamedTuple
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch import frameworks
-from ringleader.launch.agent import RUN_AS_VAR
 from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE
 from ringleader.launch.plan import LaunchPlan, LaunchSpec
 from ringleader.launch.procs import pids_with_marker
+from ringleader.launch.rank_process import RUN_AS_VAR
 from ringleader.launch.result import AttemptResult, LaunchResult, render_summary, signal_name
 from ringleader.launch.supervisor import Supervisor
 

@@ -25,8 +25,9 @@ import sys
 import threading
 import time
 
-from ringleader.launch.agent import LINE_CAP, forward_lines, pin
+from ringleader.launch.lines import LINE_CAP, forward_lines
 from ringleader.launch.plan import RANK_ENV
+from ringleader.launch.rank_process import pin
 from ringleader.runtime.env import CPU_AFFINITY
 
 EXIT_MARKER = "RINGLEADER-RANK-EXIT "

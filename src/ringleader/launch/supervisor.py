@@ -13,11 +13,13 @@ Invariants:
   CLI's Ctrl-C and a SIGTERM to a detached supervisor (how the server's local
   and SSH backends stop a workload) stop a launch the same way;
 - every agent is asked to leave and then reaped, whatever happened.
+
+Starting the agents and collecting their answers (and a restart's fresh ports)
+is in ``agent_startup.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import threading
 import time
@@ -27,16 +29,22 @@ from typing import Any
 
 from ringleader.errors import HostUnreachable
 from ringleader.hosts import Host
-from ringleader.launch import netif, prestart
-from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
+from ringleader.launch.agent_startup import (
+    READY_TIMEOUT_S,
+    await_ready,
+    fresh_ports,
+    node_facts,
+    pick_master_addr,
+    start_agents,
+)
+from ringleader.launch.links import AgentLink, Event
 from ringleader.launch.observer import NullObserver, SupervisorObserver
 from ringleader.launch.output import OutputSink
 from ringleader.launch.plan import LaunchPlan, LaunchSpec, NodeFacts, build_plan
 from ringleader.launch.protocol import HEARTBEAT_INTERVAL_S
 from ringleader.launch.result import AttemptResult, LaunchResult, RankFailure
-from ringleader.launch.ssh import SSHOptions, classify_failure
+from ringleader.launch.ssh import SSHOptions
 
-READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_EXTRA_S = 10.0
 STDERR_TAIL_LINES = 20
 # A failure's summary keeps this much of each of those lines (a line may be 1 MiB).
@@ -51,17 +59,6 @@ class SupervisorState:
     attempt: int = 0
     master_addr: str = ""
     master_port: int = 0
-
-
-def pick_master_addr(spec: LaunchSpec) -> str:
-    """Node 0's address as every rank can reach it."""
-    first = spec.hosts[0]
-    remote = [h for h in spec.hosts if not h.is_local]
-    if not first.is_local:
-        return first.address
-    if not remote:
-        return "127.0.0.1"
-    return netif.source_address_toward(remote[0].address) or first.address
 
 
 def _raised_first(msg: dict[str, Any], outcome: AttemptResult, raised_at: float | None) -> bool:
@@ -144,75 +141,24 @@ class Supervisor:
 
     # ----- phases ----------------------------------------------------------
     def _start_agents(self, result: LaunchResult) -> tuple[list[NodeFacts] | None, int]:
-        spec = self.spec
-        master_addr = pick_master_addr(spec)
+        master_addr = pick_master_addr(self.spec)
         self.state.master_addr = master_addr
-        for node, host in enumerate(self.agent_hosts):
-            # As another account (sudo): sudo passes it no variable, so its environment
-            # comes in setup, and it starts from / (the run's directory is not its).
-            sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
-            argv = agent_argv(
-                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=self.ssh, sudo=sudo
-            )
-            started = prestart.take(spec.python, spec.run_id) if host.is_local else None
-            env = prestart.agent_env()
-            cwd = "/" if sudo[0] else None
-            link = start_link(node, host, argv, env, self.events, started, cwd=cwd)
-            self.links.append(link)
-            link.send(
-                "setup",
-                cwd=spec.cwd,
-                master_addr=master_addr,
-                want_port=node == 0,
-                ring_ports=host.slots,  # one per rank: MLX's ring listens there
-                network_interface=spec.network_interface,
-                node_rank=node,
-                grace=spec.grace_s,
-                **({"environ": env} if sudo[0] else {}),
-            )
-        ready: dict[int, dict[str, Any]] = {}
+        start_agents(self.spec, self.agent_hosts, self.ssh, self.events, master_addr, self.links)
         deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s
-        pending = set(range(len(self.agent_hosts)))
-        while pending and self._stop_signal is None:
-            node, msg = self._next_event(deadline)
-            if node is None:
-                for n in pending:
-                    result.setup_errors.append(
-                        f"host {self.agent_hosts[n].name}: no answer from its agent"
-                    )
-                break
-            if node < 0 or node not in pending:
-                continue
-            host = self.agent_hosts[node].name
-            if msg["op"] == "ready":
-                ready[node] = msg
-                pending.discard(node)
-            elif msg["op"] == "fatal":
-                result.setup_errors.append(f"host {host}: {msg['stage']}: {msg['detail']}")
-                pending.discard(node)
-            elif msg["op"] == "eof":
-                stage, detail, fix = classify_failure(host, msg.get("stderr", ""))
-                text = f"host {host}: {stage} failed: {detail}" + (
-                    f"\n    fix: {fix}" if fix else ""
-                )
-                result.setup_errors.append(text)
-                pending.discard(node)
+        ready = await_ready(
+            self.agent_hosts,
+            self._next_event,
+            self._stopping,
+            deadline,
+            result.setup_errors,
+        )
         if (
             result.setup_errors
             or self._stop_signal is not None
             or len(ready) != len(self.agent_hosts)
         ):
             return None, 0
-        facts = [
-            NodeFacts(
-                cores=int(ready[n]["cores"]),
-                rundir=ready[n]["rundir"],
-                interface=ready[n].get("interface"),
-                interface_address=ready[n].get("interface_address"),
-                ring_ports=tuple(ready[n].get("ring_ports") or ()),
-            )
-            for n in range(len(self.agent_hosts))
-        ]
+        facts = node_facts(ready)
         self._banner(facts)
         return facts, int(ready[0]["port"])
 
@@ -234,22 +180,11 @@ class Supervisor:
 
     def _fresh_ports(self, facts: list[NodeFacts]) -> tuple[int | None, list[NodeFacts]]:
         """A new rendezvous: node 0's master port, and every host's ring ports, picked now."""
-        for link, host in zip(self.links, self.agent_hosts, strict=True):
-            link.send("port", ring_ports=host.slots)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        fresh = list(facts)
-        master: int | None = None
-        pending = set(range(len(self.links)))
-        while pending:
-            node, msg = self._next_event(deadline)
-            if node is None or self._stop_signal is not None or msg["op"] == "eof":
-                return None, facts
-            if msg["op"] == "port" and node in pending:
-                pending.discard(node)
-                master = int(msg["port"]) if node == 0 else master
-                ports = tuple(msg.get("ring_ports") or ())
-                fresh[node] = dataclasses.replace(fresh[node], ring_ports=ports)
-        return master, fresh
+        return fresh_ports(self.links, self.agent_hosts, facts, self._next_event, self._stopping)
+
+    def _stopping(self) -> bool:
+        """A stop was requested (by a signal, the CLI or a server backend)."""
+        return self._stop_signal is not None
 
     def _run_attempt(self, attempt: int, facts: list[NodeFacts], port: int) -> AttemptResult:
         plan = self._build_plan(attempt, facts, port)

@@ -40,7 +40,6 @@ from pydantic.alias_generators import to_camel
 
 from ringleader.server.schemas import Wire
 from ringleader.spec import (
-    MAX_ENV_TOTAL_CHARS,
     MAX_ENV_VARS,
     MAX_ID_CHARS,
     Command,
@@ -52,6 +51,7 @@ from ringleader.spec import (
     _text,
     bounded,
     check_env_name,
+    check_env_size,
     check_name,
     check_text,
     parse_quantity,
@@ -277,14 +277,7 @@ class EnvironmentAssetSpec(_AssetWire):
     ) -> list[EnvironmentVariableOfAsset]:
         if stored(info):
             return variables
-        if len(variables) > MAX_ENV_VARS:
-            raise ValueError(f"at most {MAX_ENV_VARS} variables; this spec has {len(variables)}")
-        total = sum(len(v.name) + len(v.value or "") for v in variables)
-        if total > MAX_ENV_TOTAL_CHARS:
-            raise ValueError(
-                f"the variables' names and values add up to {total} characters; "
-                f"at most {MAX_ENV_TOTAL_CHARS}"
-            )
+        check_env_size(variables)
         names = [v.name for v in variables]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
