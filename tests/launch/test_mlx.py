@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.launch import mlx
+from ringleader.launch import mlx, netif
 from tests.conftest import PYTHON, launch, require
 from tests.fixtures.testhosts import (  # noqa: F401  (provides the `test_hosts` fixture)
     TestHostNetwork,
@@ -66,7 +66,7 @@ def sums(stdout: str, world: int) -> set[str]:
 
 
 def test_free_ports_are_distinct_and_the_ring_env_of_a_world_of_one_has_no_hostfile() -> None:
-    ports = mlx.free_ports(16)
+    ports = netif.free_ports(16)
     assert len(set(ports)) == 16 and all(0 < p < 65536 for p in ports)
     assert mlx.ring_env(0, 1, "/r/mlx-hostfile.json") == {"MLX_RANK": "0"}
     assert mlx.ring_env(2, 3, "/r/h.json") == {"MLX_RANK": "2", "MLX_HOSTFILE": "/r/h.json"}

@@ -34,7 +34,7 @@ import threading
 import time
 from subprocess import DEVNULL, PIPE, Popen
 
-from ringleader.launch import mlx, netif, procs, teardown
+from ringleader.launch import netif, procs, teardown
 from ringleader.launch.lines import forward_lines
 from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
 from ringleader.launch.rank_process import (
@@ -109,6 +109,7 @@ class Agent:
             return
         self.grace_s = float(msg.get("grace", self.grace_s))
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        port, ring = _pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
         self.writer.send(
             "ready",
             hostname=os.uname().nodename,
@@ -116,8 +117,8 @@ class Agent:
             rundir=self.rundir,
             interface=iface,
             interface_address=address,
-            port=netif.free_port() if msg.get("want_port") else None,
-            ring_ports=mlx.free_ports(msg.get("ring_ports", 0)),
+            port=port,
+            ring_ports=ring,
             python=sys.executable,
         )
 
@@ -267,8 +268,8 @@ class Agent:
             self.stop(msg.get("grace"))
             self.writer.send("stopped")
         elif op == "port":
-            ring = mlx.free_ports(msg.get("ring_ports", 0))
-            self.writer.send("port", port=netif.free_port(), ring_ports=ring)
+            port, ring = _pick_ports(True, msg.get("ring_ports", 0))
+            self.writer.send("port", port=port, ring_ports=ring)
         elif op == "bye":
             return False
         return True
@@ -294,6 +295,13 @@ class Agent:
         # EOF: the supervisor is gone (killed, or its SSH connection dropped).
         self.close(LINK_LOST_GRACE_S)
         return 3
+
+
+def _pick_ports(master: bool, ring_count: int) -> tuple[int | None, list[int]]:
+    """A master port (when asked) and ``ring_count`` ports for MLX's ring, from one
+    ``netif.free_ports`` call, so the master port is never handed out as a ring port."""
+    ports = netif.free_ports(int(ring_count or 0) + (1 if master else 0))
+    return (ports[0], ports[1:]) if master else (None, ports)
 
 
 USAGE = "usage: python -m ringleader.launch.agent --job-id ID [--heartbeat-timeout SECONDS]"

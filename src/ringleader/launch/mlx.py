@@ -16,7 +16,7 @@ Nomenclature (MLX's own, from ``mlx.launch``'s ``launch_ring`` and
 
 Invariants:
 - each rank's port is picked *on that rank's host* by its agent
-  (:func:`free_ports`), fresh for every attempt, and the complete list
+  (``netif.free_ports``), fresh for every attempt, and the complete list
   reaches every host in its ``start`` message before any rank starts;
 - a world of one gets ``MLX_RANK=0`` and no hostfile: MLX's ring backend
   waits forever on a one-entry hostfile, while without one it is a world of one;
@@ -26,30 +26,9 @@ Invariants:
 from __future__ import annotations
 
 import json
-import socket
 
 RANK = "MLX_RANK"
 HOSTFILE = "MLX_HOSTFILE"
-#: How many ports one agent picks at most (the ranks on one host; bounds a bad request).
-MAX_PORTS = 4096
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports nobody listens on now, picked by the kernel.
-
-    Every socket stays bound until all are picked, so no port comes back twice.
-    """
-    count = max(0, min(int(count), MAX_PORTS))
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sockets.append(sock)
-            sock.bind(("", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def hostfile_text(addresses: list[str]) -> str:

@@ -149,7 +149,7 @@ class MPISupervisor(Supervisor):
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
         stream = "stderr" if msg.get("stream") == "stderr" else "stdout"
-        tagged = self._streams.setdefault(stream, TaggedStream(self.spec.world_size))
+        tagged = self._streams[stream]  # both made with the plan
         for line in tagged.feed(str(msg.get("line", "")), stream):
             self._emit_line(plan, line, tails)
 

@@ -87,8 +87,29 @@ def interface_exists(name: str) -> bool:
     return False
 
 
+#: How many ports one agent picks at most (the ranks on one host; bounds a bad request).
+MAX_PORTS = 4096
+
+
 def free_port() -> int:
     """A TCP port nobody listens on now; the kernel picks it, never 29500 by habit."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports nobody listens on now, picked by the kernel.
+
+    Every socket stays bound until all are picked, so no port comes back twice: ask
+    for a master port and MLX's ring ports in one call, never in two.
+    """
+    count = max(0, min(int(count), MAX_PORTS))
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind(("", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
