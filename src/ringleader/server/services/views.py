@@ -231,7 +231,7 @@ def pods(session: Session, user: User, workload_id: str, *, cluster_id: str = ""
     """A workload's pods, the master or launcher first, then by index."""
     row = get(session, user, workload_id)
     spec = WorkloadSpec.from_stored(row.spec)
-    project_name = workload_names(session, [row]).get(row.project_id, row.project_id)
+    project_name = row.project.name  # one row: its relationship, not the two-query batch
     rows = sorted(row.pods, key=lambda p: (p.role != "master" and p.role != "launcher", p.index))
     return [
         PodOut(
@@ -274,7 +274,7 @@ def events(
     query = select(Event).where(Event.workload_id == row.id).order_by(order).offset(offset)
     if limit is not None:
         query = query.limit(limit)
-    project_name = workload_names(session, [row]).get(row.project_id, row.project_id)
+    project_name = row.project.name  # one row: its relationship, not the two-query batch
     namespace = runai_shapes.namespace(project_name)
     return [
         EventOut(
