@@ -153,7 +153,9 @@ def unreachable_fix(url: str, source: str | None) -> str:
         parts, host, port = None, None, None
     if parts is None or parts.scheme not in ("http", "https") or not host:
         return "give a URL like http://HOST:8470 (RINGLEADER_URL or `ringleader login --url`)"
-    start = "`ringleader server" + (f" --port {port}`" if port and port != 8470 else "`")
+    from ringleader.server.config import DEFAULT_PORT  # here: errors stays a leaf module
+
+    start = "`ringleader server" + (f" --port {port}`" if port and port != DEFAULT_PORT else "`")
     if source == "RINGLEADER_URL":
         if host in ("127.0.0.1", "localhost", "::1"):
             return (

@@ -109,9 +109,7 @@ def status_lines(w: WorkloadOut, width: int | None) -> list[str]:
     if w.attempt:
         limit = (w.spec.get("spec") or {}).get("backoffLimit")
         head += f"   Restarts: {w.attempt}" + (f" (backoff limit {limit})" if limit else "")
-    message = w.pending_reason or w.phase_message
-    if not message and w.actual_phase in WAITING:
-        message = why_waiting(w)
+    message = why_waiting(w) if w.actual_phase in WAITING else (w.pending_reason or w.phase_message)
     return [head, *_indented(message, width)] if message else [head]
 
 
