@@ -132,4 +132,4 @@ def mpirun_available() -> None:
 
 
 # PostgreSQL fixtures (postgres_url, pg_url, db_url) for any test module.
-pytest_plugins = ["tests.fixtures.postgres"]
+pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.slurmcluster"]
