@@ -29,6 +29,7 @@ __all__ = [
     "SlurmError",
     "cancel",
     "hostnames",
+    "is_job_id",
     "job_info",
     "parse_job_record",
     "partitions",
@@ -159,7 +160,13 @@ def run_slurm(argv: list[str], *, input: str | None = None, timeout: float = 30)
         )
     try:
         proc = subprocess.run(
-            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            start_new_session=True,  # a Ctrl-C at the terminal is ours to handle, not theirs
         )
     except FileNotFoundError:
         raise SlurmError(
@@ -260,8 +267,13 @@ def _name(argv: list[str]) -> str:
     return " ".join(argv[:3]) if argv[0] == "scontrol" else argv[0]
 
 
+def is_job_id(text: str) -> bool:
+    """``123``, ``123_4`` (array task) or ``123+1`` (het component)."""
+    return bool(_JOB_ID.fullmatch(text))
+
+
 def _checked_id(job_id: str) -> str:
-    if not _JOB_ID.fullmatch(job_id):
+    if not is_job_id(job_id):
         raise ValueError(f"{job_id!r} is not a Slurm job id")
     return job_id
 
