@@ -96,7 +96,7 @@ SRUN_INPUTS = (
     "SLURM_WAIT",
 )
 #: Job-level names a step overwrites with its own values (one node, one task).
-STEP_OVERWRITES = ("SLURM_NNODES", "SLURM_NODELIST", "SLURM_TASKS_PER_NODE")
+STEP_OVERWRITES = ("SLURM_NNODES", "SLURM_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_JOB_NAME")
 
 
 def is_step_name(name: str) -> bool:
