@@ -169,11 +169,19 @@ def launch(
         help="Follow a Slurm job's output to its end (Ctrl-C stops following only).",
         rich_help_panel=SLURM_PANEL,
     ),
+    no_slurm: bool = typer.Option(
+        False,
+        "--no-slurm",
+        help="Inside a Slurm allocation, ignore it: ranks run here (or on -H/--hostfile hosts).",
+    ),
 ) -> None:
     """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
 
     Launch's options come first; the command starts at its first word (or
     after --), and what follows is its own.
+
+    Inside a Slurm allocation (salloc, an sbatch script) with no hosts given,
+    ranks run on the allocation's nodes, one agent per node started with srun.
 
     Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
     If any rank fails, every rank everywhere is stopped and the first failure is
@@ -196,6 +204,8 @@ def launch(
       ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
 
       ringleader launch --slurm -N 2 --nproc-per-node 2 --time 1:00:00 -- python train.py
+
+      salloc -N 2 ringleader launch --nproc-per-node 2 -- python train.py
     """
     try:
         parse_ranks(ranks)
@@ -230,6 +240,7 @@ def launch(
         detach=detach,
         dry_run=dry_run,
         slurm_attach=slurm_attach,
+        no_slurm=no_slurm,
     )
     raise typer.Exit(run(args))
 
