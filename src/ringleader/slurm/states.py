@@ -8,7 +8,8 @@ Nomenclature:
   in-job supervisor's own record (``state.json``) refines a running job
   (Starting -> Initializing) and explains an ended one (exit codes, root cause);
 - *taken back*: Slurm preempted or requeued the job (PREEMPTED, REQUEUED,
-  REQUEUE_HOLD, REQUEUE_FED, or any state with ``Restarts`` > 0).  It maps to
+  REQUEUE_HOLD, REQUEUE_FED, or a job not ended with ``Restarts`` > 0: ringleader
+  submits each job once, so a restart is Slurm's requeue).  It maps to
   ``Pending``: a polled workload reported Pending goes back to ringleader's
   queue (reason Preempted), the rest of the job is cancelled, and the next
   start resubmits it from its last checkpoint (Slurm's own requeue would wait
@@ -89,9 +90,10 @@ _ENDED_WORDS: Mapping[str, str] = {
 def job_phase(state: str, restarts: int = 0) -> str:
     """Our phase for a Slurm job state (``restarts``: Slurm's requeue count)."""
     word = state.split()[0].upper() if state.strip() else ""
-    if restarts > 0 and JOB_PHASES.get(word) in ("Initializing", "Pending"):
-        return "Pending"  # requeued and pending again: taken back
-    return JOB_PHASES.get(word, UNKNOWN)
+    phase = JOB_PHASES.get(word, UNKNOWN)
+    if restarts > 0 and phase not in ("Completed", "Failed", "Stopped"):
+        return "Pending"  # requeued (ringleader submits each job once): taken back
+    return phase
 
 
 def taken_back(state: str, restarts: int = 0) -> bool:

@@ -271,7 +271,7 @@ def plan_job(
         chdir=run_dir,
         extra_args=(
             "--open-mode=append",  # a resubmission (resume) adds to the same log
-            f"--comment=ringleader workload {request.workload_id} ({request.project})",
+            f"--comment=ringleader:{request.project}/{request.workload_id}",
         ),
         requeue=True,  # a preemption requeues it rather than ending it; the backend resubmits
         command=(python, "-m", JOB_MODULE, run_dir),

@@ -84,8 +84,11 @@ def job_status(
     phase = job_phase(native, job.restarts)
     placed = pods_on(pods, job.nodes)
     if phase == "Pending":  # taken back: the server queues it again and resubmits it
-        what = job_words(native) if job.restarts == 0 or native != "PENDING" else (
-            f"was requeued by Slurm (restart {job.restarts})")  # fmt: skip
+        what = (
+            f"was requeued by Slurm (restart {job.restarts}: preempted, or scontrol requeue)"
+            if job.restarts
+            else job_words(native)
+        )
         return BackendStatus(
             "Pending",
             message=f"Slurm job {job_id} {what}; it is resubmitted from its last checkpoint",
@@ -93,7 +96,7 @@ def job_status(
             pods=waiting_pods(placed, "Stopped"),
         )
     if phase == "Initializing":
-        reason = job.reason or native.title()
+        reason = job.reason or "Queued"
         return BackendStatus(
             "Initializing",
             message=f"Slurm job {job_id} is {native}: {pending_reason(job.reason)}",
@@ -110,6 +113,12 @@ def job_status(
                 pods=waiting_pods(placed),
             )
         status = _supervisor(state, placed, on_rank0_success)
+        if state.get("phase") == "Stopped":
+            # Signalled from outside (scancel, the time limit, a requeue): Slurm's word on
+            # why comes once the job has ended; until then it is still ending.
+            return dataclasses.replace(
+                status, phase="Running", message=f"Slurm job {job_id} is ending ({native})"
+            )
         if phase == "Degraded" and status.phase == "Running":
             return dataclasses.replace(
                 status, phase="Degraded", message=f"Slurm job {job_id} {job_words(native)}"
