@@ -77,8 +77,9 @@ def fold(rows: Iterable[Node]) -> tuple[dict[str, Node], dict[str, Node]]:
     return nodes, alias
 
 
-def is_engine_placed(kind: str) -> bool:
-    return kind in ENGINE_KINDS
+def is_pool_node(name: str) -> bool:
+    """Whether ``name`` is a pool node's (a binding to a pool, not to a machine)."""
+    return ":" in name
 
 
 def sync_engine_nodes(session: Session, kind: str, found: Sequence[NodeDecl]) -> bool:

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, selectinload
 from ringleader.server import phases
 from ringleader.server.backends.base import Backend, BackendStatus, PodStatus
 from ringleader.server.background.pipeline import Pipeline, act
-from ringleader.server.engine_pools import ENGINE_KINDS
+from ringleader.server.engine_pools import ENGINE_KINDS, is_pool_node
 from ringleader.server.models import Node as NodeRow
 from ringleader.server.models import Pod as PodRow
 from ringleader.server.models import Workload
@@ -157,15 +157,19 @@ def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backen
             phases.restart_pod(
                 s, pod, attempt=ps.attempt, reason="GangRestarted", keep_binding=True
             )
-        # Where it runs, as the backend saw it (an engine that places pods itself says so
-        # only once they run; until then the pod keeps the scheduler's binding).
-        pod.node, pod.ranks = ps.node or pod.node, list(ps.ranks)
+        pod.node, pod.ranks = placed_node(pod.node, ps.node), list(ps.ranks)
         record_usage(pod, ps)
         if pod.phase != target:
             phases.transition_pod(s, pod, target, exit_code=ps.exit_code, now=ended)
     if status.reason and status.phase == w.phase:  # why it waits changed (Slurm's Reason)
         phases.note_pending(s, w, status.reason, status.message)
     phases.observe(s, w, status.phase, message=status.message, now=ended)
+
+
+def placed_node(bound: str, seen: str) -> str:
+    """The pod's node: the scheduler's binding, or where the backend saw it when the
+    binding names none (or only a pool whose engine places pods: Slurm's node)."""
+    return seen if seen and (not bound or is_pool_node(bound)) else bound
 
 
 def ended_time(status: BackendStatus) -> datetime | None:
@@ -224,7 +228,7 @@ def status_changes(workload: Workload, status: BackendStatus) -> bool:
         if (
             ps.attempt > pod.attempt
             or pod_phase(ps.phase) != pod.phase
-            or (ps.node and ps.node != pod.node)
+            or placed_node(pod.node, ps.node) != pod.node
             or list(ps.ranks) != list(pod.ranks or [])
             or usage_changes(pod, ps)
         ):
