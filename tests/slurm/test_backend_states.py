@@ -84,6 +84,8 @@ def test_a_pending_job_says_slurms_reason_in_words() -> None:
     assert (status.phase, status.reason) == ("Initializing", "Resources")
     assert "Slurm job 42 is PENDING: Resources: the nodes it asks for are busy" in status.message
     assert {p.phase for p in status.pods} == {"Pending"}
+    config = job_status("42", job("PENDING", "PartitionConfig"), None, PODS).message
+    assert "PartitionConfig: it asks for more than its partition's configuration allows" in config
     odd = job_status("42", job("PENDING", "SomethingNew"), None, PODS)
     assert "SomethingNew" in odd.message  # never dropped
 
