@@ -126,3 +126,12 @@ def test_the_job_places_its_launch_on_the_allocation() -> None:
     assert place(placed, "43", ["rl1"], ["10.0.0.1"]) is placed  # placed already: kept
     with pytest.raises(InvalidSpec, match="1 node"):
         place(plan.launch, "44", ["rl1"], ["10.0.0.1"])
+
+
+def test_one_slurm_backend_per_server() -> None:
+    from ringleader.server.backends import BackendChoice, BackendSet
+
+    choices = [BackendChoice.parse("slurm:debug@cpu"), BackendChoice.parse("slurm:gpu@a100")]
+    with pytest.raises(InvalidSpec, match="given twice with different arguments") as caught:
+        BackendSet(choices)
+    assert caught.value.where == "--backend"

@@ -97,6 +97,14 @@ class BackendSet:
         self.default_name = defaults[-1].name if defaults else DEFAULT
         self.pools = {c.pool: c.name for c in choices if c.pool is not None}
         self._args = {c.name: c.arg for c in choices}
+        for choice in choices:  # one instance per name: its ARG cannot differ by pool
+            if choice.arg != self._args[choice.name]:
+                raise InvalidSpec(
+                    f"{choice.name} is given twice with different arguments "
+                    f"({choice.arg!r} and {self._args[choice.name]!r}): one {choice.name} "
+                    "backend per server",
+                    "--backend",
+                )
         self._made: dict[str, Backend] = dict(made or {})
         for name in {self.default_name, *self.pools.values()}:
             self.named(name)  # a bad choice fails at start-up, not at the first workload

@@ -109,6 +109,7 @@ class SlurmBackend(Backend):
         stop_timeout_s: float | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        poll_interval_s: float = 1.0,
     ) -> None:
         self.settings = settings
         self.pools = pools or (DEFAULT_POOL,)
@@ -121,6 +122,8 @@ class SlurmBackend(Backend):
         self.clock = clock
         self._nodes: list[SlurmNode] = []
         self._nodes_at = -1e9
+        self._jobs: dict[str, tuple[float, commands.JobInfo | None]] = {}  # id -> (when, info)
+        self.poll_interval_s = poll_interval_s
         self._lock = threading.Lock()
 
     @classmethod
@@ -210,7 +213,7 @@ class SlurmBackend(Backend):
     def poll(self, handle: str) -> BackendStatus:
         job_id, run_dir = split_handle(handle)
         try:
-            job = commands.job_info(job_id)
+            job = self._job_info(job_id)
         except SlurmError as exc:
             return BackendStatus("Unknown", message=f"cannot ask Slurm about job {job_id}: {exc}")
         launch = load_launch(run_dir)
@@ -225,6 +228,22 @@ class SlurmBackend(Backend):
             log_tail=tail(run_dir / SUPERVISOR_LOG, 20),
         )
 
+    def _job_info(self, job_id: str) -> commands.JobInfo | None:
+        """``scontrol show job``, at most once per ``poll_interval_s`` per job: the server
+        polls every running workload several times a second, slurmctld need not answer
+        each (the supervisor's own record, a file, is read every time)."""
+        now = self.clock()
+        with self._lock:
+            seen = self._jobs.get(job_id)
+            if seen is not None and now - seen[0] < self.poll_interval_s:
+                return seen[1]
+        job = commands.job_info(job_id)
+        with self._lock:
+            if len(self._jobs) > 10_000:
+                self._jobs.clear()
+            self._jobs[job_id] = (now, job)
+        return job
+
     # ----- cancel (the base class's template: is_live, then stop) ---------------------
     def is_live(self, handle: str) -> bool:
         job_id, _ = split_handle(handle)
@@ -238,15 +257,19 @@ class SlurmBackend(Backend):
         """Ask the supervisor (the batch step) to stop the gang with its grace, so ranks
         get SIGTERM and the run records Stopped; then cancel the job for good."""
         job_id, _ = split_handle(handle)
-        job = commands.job_info(job_id)
+        try:
+            job = commands.job_info(job_id)
+        except SlurmError:
+            job = None  # in doubt: cancel it outright
         if job is not None and not job.state.waiting and not job.state.ended:
             with contextlib.suppress(SlurmError):  # it ended meanwhile: cancelled below
                 commands.run_slurm(["scancel", "--batch", "--signal=TERM", job_id])
             deadline = time.monotonic() + self.stop_timeout_s
             while time.monotonic() < deadline:
-                job = commands.job_info(job_id)
-                if job is None or job.state.ended:
-                    return
+                with contextlib.suppress(SlurmError):
+                    job = commands.job_info(job_id)
+                    if job is None or job.state.ended:
+                        return
                 time.sleep(0.2)
         commands.cancel(job_id)
 
