@@ -98,6 +98,11 @@ def launch(
         metavar="FILE",
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",
     ),
+    no_slurm: bool = typer.Option(
+        False,
+        "--no-slurm",
+        help="Inside a Slurm allocation, ignore it: ranks run here (or on -H/--hostfile hosts).",
+    ),
     slurm: bool = typer.Option(
         False,
         "--slurm",
@@ -175,6 +180,9 @@ def launch(
     Launch's options come first; the command starts at its first word (or
     after --), and what follows is its own.
 
+    Inside a Slurm allocation (salloc, an sbatch script) with no hosts given,
+    ranks run on the allocation's nodes, one agent per node started with srun.
+
     Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
     If any rank fails, every rank everywhere is stopped and the first failure is
     summarised; the exit code is that rank's.
@@ -194,6 +202,8 @@ def launch(
       ringleader launch -H a:2,b:2 --max-restarts 2 --log-dir logs -- python train.py
 
       ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
+
+      salloc -N 2 ringleader launch --nproc-per-node 2 -- python train.py
 
       ringleader launch --slurm -N 2 --nproc-per-node 2 --time 1:00:00 -- python train.py
     """
@@ -219,6 +229,7 @@ def launch(
         env=list(env),
         run_id=run_id,
         ssh_config=ssh_config,
+        no_slurm=no_slurm,
         slurm=slurm,
         nodes=nodes,
         partition=partition,

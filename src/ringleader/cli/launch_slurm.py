@@ -125,7 +125,7 @@ def _refuse_misuse(args: LaunchArgs) -> None:
             if getattr(args, name) not in (None, False, []):
                 raise InvalidSpec("is a Slurm option: add --slurm (or leave it out)", flag)
     for flag, given in (("-H/--hosts", args.hosts), ("--hostfile", args.hostfile),
-                        ("--ssh-config", args.ssh_config)):  # fmt: skip
+                        ("--ssh-config", args.ssh_config), ("--no-slurm", args.no_slurm)):  # fmt: skip
         if given:
             raise InvalidSpec("cannot be combined with --slurm: Slurm picks the nodes", flag)
     if args.nproc is not None:
