@@ -108,7 +108,9 @@ def follow(
     interrupts: Interrupts,
     cancel_on_interrupt: bool,
     output_path: str | None = None,
-    poll_s: float = 0.5,
+    poll_s: float = 0.25,
+    slow_poll_s: float = 1.0,
+    slow_after_s: float = 60.0,
     tail_s: float = 0.1,
     tolerate_s: float = 60.0,
 ) -> FollowEnd:
@@ -116,18 +118,21 @@ def follow(
 
     ``cancel_on_interrupt``: the first interrupt cancels the job and following goes
     on to its end; a second stops following at once.  Otherwise the first interrupt
-    stops following and leaves the job alone.
+    stops following and leaves the job alone.  Slurm is asked every ``poll_s`` for
+    the first ``slow_after_s`` (a short job's end is seen soon), then every
+    ``slow_poll_s`` (a long job costs slurmctld little).
     """
     tail = OutputTail(out)
     tail.path = output_path
     seen = _Seen()
     handled, cancelled = 0, False
     next_poll, failing_since = 0.0, None
+    slow_from = time.monotonic() + slow_after_s
     try:
         while True:
             now = time.monotonic()
             if now >= next_poll:
-                next_poll = now + poll_s
+                next_poll = now + (poll_s if now < slow_from else slow_poll_s)
                 try:
                     info = commands.job_info(job_id)
                     failing_since = None
