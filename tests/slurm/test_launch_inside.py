@@ -110,6 +110,29 @@ def test_a_broken_allocation_is_refused_naming_the_variable(monkeypatch, env, wh
     assert err.value.where == where
 
 
+def test_mpirun_frameworks_are_refused_inside_an_allocation() -> None:
+    allocation.check_framework("pytorch")
+    with pytest.raises(InvalidSpec) as err:
+        allocation.check_framework("mpi")
+    assert err.value.where == "--framework" and "--no-slurm" in str(err.value)
+
+
+def test_a_job_slurm_ended_is_named_once_it_settles() -> None:
+    states = iter(["COMPLETING", "COMPLETING", "TIMEOUT"])
+
+    def run(argv: list[str]) -> str:
+        assert argv == ["scontrol", "show", "job", "-o", "42"]
+        return f"JobId=42 JobName=t JobState={next(states)} Reason=None\n"
+
+    said = allocation.ended_by_slurm("42", run=run)
+    assert (
+        said
+        == "Slurm ended job 42 (TIMEOUT: its time limit was reached); the ranks did not fail on their own"
+    )
+    running = allocation.ended_by_slurm("42", run=lambda argv: "JobId=42 JobState=RUNNING\n")
+    assert running is None
+
+
 def test_srun_argv_runs_one_unbound_overlapping_agent_step() -> None:
     argv = srun.agent_step_argv("42", "gpu02", python="/venv/bin/python", run_id="rl-abc")
     assert argv == [
@@ -398,6 +421,10 @@ def test_no_process_outlives_the_launch(
         if end == "scancel":
             slurm.run("scancel", job)
             assert launcher.wait(timeout=60) != 0
+            said = launcher.stderr.read()
+            assert f"Slurm ended job {job} (CANCELLED: by scancel or an administrator)" in said, (
+                said
+            )
         else:
             launcher.send_signal(signal.SIGKILL)
             launcher.wait(timeout=10)
