@@ -270,7 +270,7 @@ def test_digits_on_two_nodes_inside_salloc(slurm: SlurmCluster, tmp_path: Path) 
         slurm, tmp_path, "-N", "2", *RINGLEADER, "launch", "--nproc-per-node", "1", "--", *DIGITS
     )
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"inside Slurm job \d+: 2 nodes rl\[1-2\]", proc.stderr), proc.stderr
+    assert re.search(r"in Slurm job \d+: 2 nodes rl\[1-2\]", proc.stderr), proc.stderr
     assert "rl1: ranks 0," in proc.stderr and "rl2: ranks 1," in proc.stderr, proc.stderr
     assert re.search(r"^\[0/2 rl1\] epoch 1/1: train loss", proc.stdout, re.M), proc.stdout
     assert re.search(r"^\[0/2 rl1\] final test accuracy", proc.stdout, re.M), proc.stdout
@@ -288,7 +288,7 @@ def test_an_sbatch_script_is_ringleader_launch(slurm: SlurmCluster, tmp_path: Pa
     )
     out = (tmp_path / "out.txt").read_text()
     assert slurm.job_field(job, "JobState") == "COMPLETED", out
-    assert f"inside Slurm job {job}: 2 nodes" in out and "rl2: ranks 1," in out, out
+    assert f"in Slurm job {job}: 2 nodes" in out and "rl2: ranks 1," in out, out
     assert re.search(r"^\[0/2 rl1\] final test accuracy", out, re.M), out
 
 
@@ -323,7 +323,7 @@ def test_each_rank_gets_its_place_and_not_the_steps(
             seen[prefix] = json.loads(data)
     assert sorted(seen) == ["[0/4 rl1]", "[1/4 rl1]", "[2/4 rl2]", "[3/4 rl2]"], proc.stdout
     master = slurm.run("scontrol", "show", "node", "-o", "rl1").split("NodeAddr=")[1].split()[0]
-    job = re.search(r"inside Slurm job (\d+)", proc.stderr).group(1)
+    job = re.search(r"in Slurm job (\d+)", proc.stderr).group(1)
     for prefix, got in seen.items():
         env, rank = got["env"], int(prefix[1])
         assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (

@@ -69,8 +69,8 @@ class Allocation:
         """One short line for stderr: which job and nodes this launch uses."""
         count = len(self.nodes)
         return (
-            f"inside Slurm job {self.job_id}: {count} node{'s' if count != 1 else ''} "
-            f"{self.nodelist}, one agent each through srun (--no-slurm: ignore the allocation)"
+            f"in Slurm job {self.job_id}: {count} node{'s' if count != 1 else ''} "
+            f"{self.nodelist} through srun (--no-slurm: run here)"
         )
 
 
