@@ -43,6 +43,7 @@ Runner = Callable[[list[str]], str]
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 _RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?\s*")
+_NODE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,7 @@ class Allocation:
 
 def job_id(environ: Mapping[str, str]) -> str | None:
     """The allocation's job id when this process runs inside one, else None."""
-    value = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID") or ""
-    return value.strip() or None
+    return environ.get("SLURM_JOB_ID", "").strip() or None
 
 
 def nodelist_of(environ: Mapping[str, str]) -> tuple[str, str]:
@@ -137,9 +137,6 @@ def check_nodelist(name: str, value: str) -> list[str]:
     if bad is not None:
         raise InvalidSpec(f"malformed Slurm node list {value!r}: bad node name {bad!r}", name)
     return nodes
-
-
-_NODE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def run_command(argv: list[str]) -> str:
