@@ -95,11 +95,19 @@ def launch(
         metavar="FILE",
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",
     ),
+    no_slurm: bool = typer.Option(
+        False,
+        "--no-slurm",
+        help="Inside a Slurm allocation, ignore it and run the ranks on this machine.",
+    ),
 ) -> None:
     """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
 
     Launch's options come first; the command starts at its first word (or
     after --), and what follows is its own.
+
+    Inside a Slurm allocation (salloc, an sbatch script) with no hosts given,
+    ranks run on the allocation's nodes, one agent per node started with srun.
 
     Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
     If any rank fails, every rank everywhere is stopped and the first failure is
@@ -116,6 +124,8 @@ def launch(
       ringleader launch -H a:2,b:2 --max-restarts 2 --log-dir logs -- python train.py
 
       ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
+
+      salloc -N 2 ringleader launch --nproc-per-node 2 -- python train.py
     """
     try:
         parse_ranks(ranks)
@@ -139,6 +149,7 @@ def launch(
         env=list(env),
         run_id=run_id,
         ssh_config=ssh_config,
+        no_slurm=no_slurm,
     )
     raise typer.Exit(run(args))
 

@@ -33,6 +33,8 @@ NextEvent = Callable[[float | None], tuple[int | None, dict[str, Any]]]
 def pick_master_addr(spec: LaunchSpec) -> str:
     """Node 0's address as every rank can reach it."""
     first = spec.hosts[0]
+    if spec.slurm_job:  # Slurm's NodeAddr of node 0, where every node reaches it
+        return first.address
     remote = [h for h in spec.hosts if not h.is_local]
     if not first.is_local:
         return first.address
@@ -52,16 +54,23 @@ def start_agents(
     """Start an agent on each of ``hosts`` and send it ``setup``; each link goes into
     ``links`` as soon as it exists, so the caller can close it whatever happens next."""
     for node, host in enumerate(hosts):
-        # As another account (sudo): sudo passes it no variable, so its environment
-        # comes in setup, and it starts from / (the run's directory is not its).
-        sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
-        argv = agent_argv(
-            host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=ssh, sudo=sudo
-        )
-        started = prestart.take(spec.python, spec.run_id) if host.is_local else None
         env = prestart.agent_env()
-        cwd = "/" if sudo[0] else None
-        link = start_link(node, host, argv, env, events, started, cwd=cwd)
+        sudo = ("", "")
+        if spec.slurm_job:  # a job step on that node instead (slurm/srun.py)
+            from ringleader.slurm.srun import SrunLink, agent_step_argv, srun_env
+
+            argv = agent_step_argv(spec.slurm_job, host.ssh, python=spec.python, run_id=spec.run_id)
+            link = start_link(node, host, argv, srun_env(env), events, link_type=SrunLink)
+        else:
+            # As another account (sudo): sudo passes it no variable, so its environment
+            # comes in setup, and it starts from / (the run's directory is not its).
+            sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
+            argv = agent_argv(
+                host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=ssh, sudo=sudo
+            )
+            started = prestart.take(spec.python, spec.run_id) if host.is_local else None
+            cwd = "/" if sudo[0] else None
+            link = start_link(node, host, argv, env, events, started, cwd=cwd)
         links.append(link)
         link.send(
             "setup",

@@ -18,6 +18,7 @@ that ``OPTIONS`` matches the Typer command's options flag for flag).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import signal
 import sys
@@ -29,6 +30,10 @@ from ringleader.launch.options import build_spec, parse_env
 from ringleader.launch.output import ConsoleSink
 from ringleader.launch.result import render_summary
 from ringleader.launch.ssh import SSHOptions
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from ringleader.slurm.allocation import Allocation
 
 
 @dataclass
@@ -50,6 +55,7 @@ class LaunchArgs:
     env: list[str] = field(default_factory=list)
     run_id: str | None = None
     ssh_config: str | None = None
+    no_slurm: bool = False
 
 
 # flag -> (LaunchArgs field, how its value reads): "int", "float", "str", "flag"
@@ -73,6 +79,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--env": ("env", "list"),
     "--run-id": ("run_id", "str"),
     "--ssh-config": ("ssh_config", "str"),
+    "--no-slurm": ("no_slurm", "flag"),
 }
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
@@ -134,12 +141,24 @@ def parse_ranks(value: str | None) -> set[int] | None:
     return {int(part) for part in value.split(",") if part.strip()}
 
 
+def slurm_allocation(args: LaunchArgs) -> Allocation | None:
+    """The Slurm allocation to run in: inside one (``SLURM_JOB_ID``) unless hosts are
+    given or ``--no-slurm``; InvalidSpec when its environment or commands are broken."""
+    if args.no_slurm or args.hosts or args.hostfile or "SLURM_JOB_ID" not in os.environ:
+        return None
+    from ringleader.slurm import allocation
+
+    allocation.check_framework(args.framework)
+    return allocation.detect(os.environ, args.nproc_per_node)
+
+
 def run(args: LaunchArgs) -> int:
     """Launch, supervise to the end, print the root cause; the exit code.
 
     ``--ranks`` was checked by the caller (``parse_ranks``).
     """
     try:
+        allocation = slurm_allocation(args)
         spec = build_spec(
             args.command,
             nproc=args.nproc,
@@ -152,12 +171,15 @@ def run(args: LaunchArgs) -> int:
             network_interface=args.network_interface,
             env=parse_env(args.env),
             run_id=args.run_id or prestart.run_id(),
+            allocation=allocation,
         )
         supervisor_cls = frameworks.get(spec.framework).load_supervisor()
     except RingleaderError as exc:
         prestart.discard()
         print(f"ringleader: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    if allocation is not None:
+        print(f"ringleader: {allocation.describe()}", file=sys.stderr)
     sink = ConsoleSink(
         show_ranks=parse_ranks(args.ranks), with_prefix=not args.no_prefix, log_dir=args.log_dir
     )
@@ -173,4 +195,10 @@ def run(args: LaunchArgs) -> int:
         print(
             "ringleader: " + render_summary(result).replace("\n", "\nringleader: "), file=sys.stderr
         )
+        if spec.slurm_job:
+            from ringleader.slurm.allocation import ended_by_slurm
+
+            ended = ended_by_slurm(spec.slurm_job)
+            if ended:
+                print(f"ringleader: {ended}", file=sys.stderr)
     return result.exit_code

@@ -1,4 +1,5 @@
-"""The supervisor's end of each agent: a child process (local) or an ``ssh`` one.
+"""The supervisor's end of each agent: a child process (local), an ``ssh`` one, or an
+``srun`` one (a Slurm job step, ``slurm/srun.py``).
 
 Every message an agent sends lands on one shared queue as ``(node, msg)``;
 when an agent's stdout closes, an ``eof`` message carries the tail of its
@@ -123,13 +124,14 @@ def start_link(
     events: queue.Queue[Event],
     started: Popen[bytes] | None = None,
     cwd: str | None = None,
+    link_type: type[AgentLink] = AgentLink,
 ) -> AgentLink:
     """Start ``argv`` as ``host``'s agent, or adopt ``started``, one started ahead."""
     proc = started or Popen(
         argv, stdin=PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd, start_new_session=True
     )
     assert proc.stdin is not None
-    link = AgentLink(node, host, proc, MessageWriter(proc.stdin))
+    link = link_type(node, host, proc, MessageWriter(proc.stdin))
     err = threading.Thread(target=_read_stderr, args=(link,), daemon=True)
     out = threading.Thread(target=_read_messages, args=(link, events), daemon=True)
     link.threads = [out, err]

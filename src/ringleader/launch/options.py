@@ -16,11 +16,21 @@ from ringleader.launch import frameworks
 from ringleader.launch.plan import LaunchSpec
 from ringleader.launch.prestart import new_run_id
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from ringleader.slurm.allocation import Allocation
+
 
 def resolve_hosts(
-    *, nproc: int | None, hostfile: str | None, hosts_flag: str | None, nproc_per_node: int | None
+    *,
+    nproc: int | None,
+    hostfile: str | None,
+    hosts_flag: str | None,
+    nproc_per_node: int | None,
+    allocation: Allocation | None = None,
 ) -> list[Host]:
-    """The gang's hosts: a hostfile, ``-H``, or ``-n`` ranks on this machine."""
+    """The gang's hosts: a hostfile, ``-H``, a Slurm allocation's nodes, or ``-n`` ranks
+    on this machine."""
     if hostfile and hosts_flag:
         raise InvalidSpec("give either --hostfile or -H, not both", "--hostfile")
     if nproc is not None and nproc < 1:
@@ -29,6 +39,8 @@ def resolve_hosts(
         hosts = load_hostfile(hostfile)
     elif hosts_flag:
         hosts = parse_host_list(hosts_flag)
+    elif allocation is not None:
+        hosts = allocation.hosts()
     else:
         hosts = [Host("localhost", "127.0.0.1", nproc_per_node or nproc or 1)]
         return hosts
@@ -95,15 +107,24 @@ def build_spec(
     run_id: str | None = None,
     cwd: str | None = None,
     python: str | None = None,
+    allocation: Allocation | None = None,
 ) -> LaunchSpec:
+    """The launch, checked; ``allocation``: the Slurm allocation whose nodes run the ranks
+    (explicit hosts win over it)."""
     frameworks.get(framework)  # an unknown name: InvalidSpec naming --framework and the choices
     if max_restarts < 0:
         raise InvalidSpec("must be 0 or more", "--max-restarts")
     if grace_s < 0:
         raise InvalidSpec("must be 0 or more seconds", "--grace")
     python = python or sys.executable
+    if hostfile or hosts_flag:
+        allocation = None
     hosts = resolve_hosts(
-        nproc=nproc, hostfile=hostfile, hosts_flag=hosts_flag, nproc_per_node=nproc_per_node
+        nproc=nproc,
+        hostfile=hostfile,
+        hosts_flag=hosts_flag,
+        nproc_per_node=nproc_per_node,
+        allocation=allocation,
     )
     return LaunchSpec(
         command=resolve_command(command, python),
@@ -116,4 +137,5 @@ def build_spec(
         grace_s=grace_s,
         network_interface=network_interface,
         env=env or {},
+        slurm_job=allocation.job_id if allocation is not None else "",
     )

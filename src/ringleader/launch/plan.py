@@ -60,6 +60,9 @@ class LaunchSpec:
     # the sudo binary ``sudo`` (``launch/account.py``); empty: as the supervisor.
     sudo: str = ""
     sudo_user: str = ""
+    # Inside a Slurm allocation: its job id; every host is one of its nodes and runs its
+    # agent as a job step (``srun``, slurm/srun.py) instead of here or over SSH.
+    slurm_job: str = ""
 
     @property
     def world_size(self) -> int:

@@ -49,6 +49,8 @@ def agent_env() -> dict[str, str]:
 def wants_local_agent(launch_argv: list[str]) -> bool:
     """True when ``launch``'s options (before ``--``) run ranks on this host only."""
     options = launch_argv[: launch_argv.index("--")] if "--" in launch_argv else launch_argv
+    if os.environ.get("SLURM_JOB_ID") and "--no-slurm" not in options:
+        return False  # inside a Slurm allocation: agents start on its nodes through srun
     for arg in options:
         flag = arg.split("=", 1)[0]
         if flag in REMOTE_FLAGS or flag in ("--help", "-h") or arg.startswith("-H"):
