@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +41,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-import ringleader.server.asset_schemas as assets
+from ringleader.client_assets import AssetCalls, request_json
+from ringleader.client_errors import raise_for, retry_after, unreachable_detail
 from ringleader.connection import (
     LOCAL_URL,
     configured_url,
@@ -55,12 +55,8 @@ from ringleader.connection import (
     url_source,
 )
 from ringleader.errors import (
-    HTTP_STATUS,
-    ApiError,
     Conflict,
-    InvalidSpec,
     NotFound,
-    RingleaderError,
     ServerUnreachable,
     Unauthorized,
 )
@@ -97,62 +93,6 @@ M = TypeVar("M", bound=BaseModel)
 # How long ``token`` waits in all, as the server's Retry-After asks, before a 429 is raised.
 TOKEN_RETRY_BUDGET_S = 30.0
 
-# Each status the API answers with, as the typed error the server raised; any other is ApiError.
-ERRORS: dict[int, type[RingleaderError]] = {status: kind for kind, status in HTTP_STATUS.items()}
-
-
-def error_for(response: httpx.Response) -> RingleaderError:
-    """The typed error an HTTP error response stands for, with the server's message.
-
-    A 422 names the field: its ``where`` is the first ``loc`` of FastAPI's
-    ``detail`` (``spec.numWorkers``), and ``fields`` lists every (field, problem).
-    """
-    status = response.status_code
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        body = {"message": response.text.strip() or response.reason_phrase}
-    detail = body.get("detail")
-    fields = _fields(detail) if isinstance(detail, list) else []
-    listed = "; ".join(f"{where}: {problem}" if where else problem for where, problem in fields)
-    message = str(body.get("message") or listed or detail or response.reason_phrase)
-    kind = ERRORS.get(status)
-    if kind is None:
-        return ApiError(status, f"HTTP {status}: {message}")
-    error = kind.from_server(message, status)
-    if isinstance(error, InvalidSpec):
-        error.where, error.problem = fields[0] if fields else (None, message)
-        error.fields = fields or [(None, message)]
-    return error
-
-
-def _fields(detail: list[Any]) -> list[tuple[str | None, str]]:
-    """(dotted field path, message) of each entry of FastAPI's validation ``detail``."""
-    out = []
-    for entry in detail:
-        if not isinstance(entry, dict):
-            continue
-        loc = [str(part) for part in entry.get("loc") or [] if part != "body"]
-        out.append((".".join(loc) or None, str(entry.get("msg", ""))))
-    return out
-
-
-def unreachable_detail(exc: Exception) -> str:
-    """What went wrong reaching a server, in words: httpx's and the OS's messages
-    without their class names and errno numbers."""
-    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
-        return f"not a usable URL ({exc})"
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "it did not accept the connection in time"
-    if isinstance(exc, httpx.TimeoutException):
-        return "it did not answer in time"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "the connection closed without a complete answer (the server stopped?)"
-    text = re.sub(r"\[Errno -?\d+\]\s*", "", str(exc)).strip() or type(exc).__name__
-    return text[:1].lower() + text[1:]
-
 
 def _listens(url: str) -> bool:
     """Something answers at ``url`` (a server, healthy or busy); False for a bad URL."""
@@ -162,28 +102,7 @@ def _listens(url: str) -> bool:
         return False
 
 
-def _raise_for(response: httpx.Response) -> None:
-    if response.status_code >= 400:
-        raise error_for(response)
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """The seconds a 429 asks to wait (its Retry-After), else None."""
-    if response.status_code != 429:
-        return None
-    try:
-        return max(0.0, float(response.headers.get("Retry-After", "")))
-    except ValueError:
-        return None
-
-
-def _json(model: BaseModel) -> Any:
-    """A request body: camelCase, and only the fields that were given (the server fills
-    in the defaults, as it does for any other client's JSON)."""
-    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
-
-
-class Client:
+class Client(AssetCalls):
     """One user's session with one server: a bearer token, renewed once when it expires."""
 
     def __init__(
@@ -269,7 +188,7 @@ class Client:
             while True:
                 with self._reaching():
                     response = self.http.post("/api/v1/token", json=body)
-                delay = _retry_after(response)
+                delay = retry_after(response)
                 if delay is None or waited + delay > TOKEN_RETRY_BUDGET_S:
                     break
                 time.sleep(delay)  # the server said when; nothing to poll meanwhile
@@ -281,7 +200,7 @@ class Client:
                     "to /api/v1/token)",
                     self.source,
                 )
-            _raise_for(response)
+            raise_for(response)
             self._token = response.json()["accessToken"]
         return self._token
 
@@ -304,7 +223,7 @@ class Client:
                     "RINGLEADER_TOKEN was refused: a pod's token ends with its workload "
                     "(or was revoked); outside a pod, unset it and log in"
                 )
-        _raise_for(response)
+        raise_for(response)
         return response
 
     def _get(self, model: type[M], path: str, **kwargs: Any) -> M:
@@ -323,7 +242,7 @@ class Client:
 
     def submit_distributed(self, spec: WorkloadSpec) -> Accepted:
         """Record the intent to run ``spec``; the server's loops place and start it."""
-        response = self.request("POST", "/api/v1/workloads/distributed", json=_json(spec))
+        response = self.request("POST", "/api/v1/workloads/distributed", json=request_json(spec))
         return Accepted.model_validate(response.json())
 
     def list_workloads(self, filters: list[str] | None = None, **params: Any) -> WorkloadList:
@@ -385,7 +304,7 @@ class Client:
         ):
             if response.status_code >= 400:
                 response.read()
-                _raise_for(response)
+                raise_for(response)
             yield from response.iter_lines()
 
     def exec_socket(
@@ -414,11 +333,11 @@ class Client:
         return self._get(ProjectOut, f"/api/v1/org-unit/projects/{key}")
 
     def create_project(self, project: ProjectIn) -> ProjectOut:
-        response = self.request("POST", "/api/v1/org-unit/projects", json=_json(project))
+        response = self.request("POST", "/api/v1/org-unit/projects", json=request_json(project))
         return ProjectOut.model_validate(response.json())
 
     def update_project(self, key: str, resources: list[NodePoolResources]) -> ProjectOut:
-        body = {"resources": [_json(r) for r in resources]}
+        body = {"resources": [request_json(r) for r in resources]}
         response = self.request("PUT", f"/api/v1/org-unit/projects/{key}", json=body)
         return ProjectOut.model_validate(response.json())
 
@@ -430,7 +349,7 @@ class Client:
 
     def add_node(self, node: NodeIn) -> NodeOut:
         """Register an SSH host; the server probes it first (up to ~30 s)."""
-        response = self.request("POST", "/api/v1/nodes", json=_json(node), timeout=60.0)
+        response = self.request("POST", "/api/v1/nodes", json=request_json(node), timeout=60.0)
         return NodeOut.model_validate(response.json())
 
     def remove_node(self, name: str) -> None:
@@ -446,11 +365,11 @@ class Client:
 
     def create_user(self, user: UserIn) -> UserCreated:
         """A new user with its first access key; the secret is in this answer only."""
-        response = self.request("POST", "/api/v1/users", json=_json(user))
+        response = self.request("POST", "/api/v1/users", json=request_json(user))
         return UserCreated.model_validate(response.json())
 
     def update_user(self, key: str, change: UserUpdate) -> UserOut:
-        response = self.request("PUT", f"/api/v1/users/{key}", json=_json(change))
+        response = self.request("PUT", f"/api/v1/users/{key}", json=request_json(change))
         return UserOut.model_validate(response.json())
 
     def delete_user(self, key: str) -> None:
@@ -465,7 +384,7 @@ class Client:
 
     def set_member(self, project: str, user: str, role: str) -> MemberOut:
         """Add ``user`` to ``project`` with ``role`` (admin, researcher, viewer), or change it."""
-        body = _json(MemberIn.model_validate({"role": role}))
+        body = request_json(MemberIn.model_validate({"role": role}))
         path = f"/api/v1/org-unit/projects/{project}/members/{user}"
         return MemberOut.model_validate(self.request("PUT", path, json=body).json())
 
@@ -477,98 +396,10 @@ class Client:
 
     def create_access_key(self, name: str) -> AccessKeyCreated:
         """A new key of this user's; the secret is in this answer only."""
-        body = _json(AccessKeyIn(name=name))
+        body = request_json(AccessKeyIn(name=name))
         response = self.request("POST", "/api/v1/access-keys", json=body)
         return AccessKeyCreated.model_validate(response.json())
 
     def revoke_access_key(self, key_id: str) -> None:
         """Revoke a key (by id or client id): its tokens end now."""
         self.request("DELETE", f"/api/v1/access-keys/{key_id}")
-
-    # ----- workload assets: environments and compute resources ---------------------
-    def _asset_list(self, path: str, model: type[M], **params: Any) -> list[M]:
-        query = {key: value for key, value in params.items() if value is not None}
-        entries = self.request("GET", path, params=query).json()["entries"]
-        return [model.model_validate(entry, context=assets.STORED) for entry in entries]
-
-    def _asset(self, method: str, path: str, model: type[M], request: BaseModel | None = None) -> M:
-        """One asset sent and/or read back (create, get, update), as stored."""
-        body = {} if request is None else {"json": _json(request)}
-        response = self.request(method, path, **body)
-        return model.model_validate(response.json(), context=assets.STORED)
-
-    def _asset_named(
-        self, path: str, model: type[M], title: str, name: str, project: str | None
-    ) -> M:
-        """The asset ``name`` that ``project`` (else the current one) sees: its own
-        before everyone's, as a workload submitted there would get it."""
-        project = project or self.project or "default"
-        found = self._asset_list(path, model, name=name, projectId=project)
-        own = [a for a in found if getattr(a, "meta").project_id is not None]  # noqa: B009
-        if not (own or found):
-            raise NotFound(title, name)
-        return (own or found)[0]
-
-    def create_environment(
-        self, request: assets.EnvironmentCreationRequest
-    ) -> assets.EnvironmentAsset:
-        return self._asset("POST", "/api/v1/asset/environment", assets.EnvironmentAsset, request)
-
-    def environments(
-        self, project: str | None = None, name: str | None = None, scope: str | None = None
-    ) -> list[assets.EnvironmentAsset]:
-        """Environment assets: with ``project``, its own and everyone's; else all visible."""
-        return self._asset_list(
-            "/api/v1/asset/environment",
-            assets.EnvironmentAsset,
-            projectId=project,
-            name=name,
-            scope=scope,
-        )
-
-    def environment(self, asset_id: str) -> assets.EnvironmentAsset:
-        return self._asset("GET", f"/api/v1/asset/environment/{asset_id}", assets.EnvironmentAsset)
-
-    def find_environment(self, name: str, project: str | None = None) -> assets.EnvironmentAsset:
-        return self._asset_named(
-            "/api/v1/asset/environment", assets.EnvironmentAsset, "environment", name, project
-        )
-
-    def update_environment(
-        self, asset_id: str, request: assets.EnvironmentUpdateRequest
-    ) -> assets.EnvironmentAsset:
-        path = f"/api/v1/asset/environment/{asset_id}"
-        return self._asset("PUT", path, assets.EnvironmentAsset, request)
-
-    def delete_environment(self, asset_id: str) -> None:
-        self.request("DELETE", f"/api/v1/asset/environment/{asset_id}")
-
-    def create_compute_resource(
-        self, request: assets.ComputeCreationRequest
-    ) -> assets.ComputeAsset:
-        return self._asset("POST", "/api/v1/asset/compute", assets.ComputeAsset, request)
-
-    def compute_resources(
-        self, project: str | None = None, name: str | None = None, scope: str | None = None
-    ) -> list[assets.ComputeAsset]:
-        """Compute-resource assets: with ``project``, its own and everyone's; else all."""
-        return self._asset_list(
-            "/api/v1/asset/compute", assets.ComputeAsset, projectId=project, name=name, scope=scope
-        )
-
-    def compute_resource(self, asset_id: str) -> assets.ComputeAsset:
-        return self._asset("GET", f"/api/v1/asset/compute/{asset_id}", assets.ComputeAsset)
-
-    def find_compute_resource(self, name: str, project: str | None = None) -> assets.ComputeAsset:
-        return self._asset_named(
-            "/api/v1/asset/compute", assets.ComputeAsset, "compute resource", name, project
-        )
-
-    def update_compute_resource(
-        self, asset_id: str, request: assets.ComputeUpdateRequest
-    ) -> assets.ComputeAsset:
-        path = f"/api/v1/asset/compute/{asset_id}"
-        return self._asset("PUT", path, assets.ComputeAsset, request)
-
-    def delete_compute_resource(self, asset_id: str) -> None:
-        self.request("DELETE", f"/api/v1/asset/compute/{asset_id}")

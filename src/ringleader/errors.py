@@ -4,7 +4,7 @@ Each error carries enough to tell the user what is wrong and where: a field
 name, a ``file:line``, a host.  The CLI maps them to exit codes once
 (``exit_code``), so no caller invents its own; the server maps them to HTTP
 statuses once (``server/app.py``), and the client maps statuses back
-(``client.error_for``), so the same class is raised on both sides of the wire.
+(``client_errors.error_for``), so the same class is raised on both sides of the wire.
 
 Exit codes by kind (the README's table is this one): 1 any other error, 2
 bad input or usage, 3 an SSH host unusable, 4 not found, 5 conflict, 6 not

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from ringleader.cli.submit_options import SubmitOptions
-from ringleader.client import error_for
+from ringleader.client_errors import error_for
 from ringleader.connection import LOCAL_URL, server_url
 from ringleader.errors import (
     ApiError,

@@ -25,7 +25,7 @@ from typing import Any
 import typer
 
 from ringleader.cli.common import client, reports_errors
-from ringleader.client import ERRORS
+from ringleader.client_errors import ERRORS
 from ringleader.errors import RingleaderError
 from ringleader.server.exec_session import (
     MAX_WINDOW,

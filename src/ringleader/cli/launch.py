@@ -101,7 +101,7 @@ def launch(
     no_slurm: bool = typer.Option(
         False,
         "--no-slurm",
-        help="Inside a Slurm allocation, ignore it: ranks run here (or on -H/--hostfile hosts).",
+        help="Inside a Slurm allocation, ignore it and run the ranks on this machine.",
     ),
     slurm: bool = typer.Option(
         False,

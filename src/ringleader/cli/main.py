@@ -179,7 +179,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "server's node inventory.",
     ),
     "doctor": LazyCommand(
-        "ringleader.cli.cluster:doctor",
+        "ringleader.cli.doctor:doctor",
         "Check every host before a run: one table, a row per host, the fix for each failure.",
     ),
     "sync": LazyCommand(

@@ -181,6 +181,7 @@ def slurm_allocation(args: LaunchArgs) -> Allocation | None:
         return None
     from ringleader.slurm import allocation
 
+    allocation.check_framework(args.framework)
     return allocation.detect(os.environ, args.nproc_per_node)
 
 
@@ -232,4 +233,10 @@ def run(args: LaunchArgs) -> int:
         print(
             "ringleader: " + render_summary(result).replace("\n", "\nringleader: "), file=sys.stderr
         )
+        if spec.slurm_job:
+            from ringleader.slurm.allocation import ended_by_slurm
+
+            ended = ended_by_slurm(spec.slurm_job)
+            if ended:
+                print(f"ringleader: {ended}", file=sys.stderr)
     return result.exit_code
