@@ -104,6 +104,25 @@ def test_ctrl_c_cancels_the_job_and_leaves_no_process(
     wait_until(lambda: not job_pids("rl-ctrlc"), 30, "every rank and agent gone")
 
 
+def test_scancel_from_outside_ends_the_launch_with_a_clear_message(
+    slurm: SlurmCluster, tmp_path: Path, script
+) -> None:
+    path = script("import time\nprint('ready', flush=True)\ntime.sleep(600)\n")
+    proc = start_slurm_launch(slurm, tmp_path, "--slurm", "-N", "2", "--", "python", path)
+    try:
+        wait_for_ready(proc, 2)
+        (job_id,) = slurm.jobs()
+        slurm.run("scancel", job_id)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert err.splitlines()[-1] == (
+        f"ringleader: Slurm job {job_id} was cancelled (scancel, or an administrator)"
+    )
+
+
 def test_detach_then_attach(slurm: SlurmCluster, tmp_path: Path, script) -> None:
     path = script("print('hello from the job', flush=True)\nraise SystemExit(4)\n")
     out = slurm_launch(slurm, tmp_path, "--slurm", "--detach", "--", "python", path)

@@ -20,6 +20,7 @@ Ctrl-C stops following and leaves the job alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -273,4 +274,5 @@ def _count(n: int, word: str) -> str:
 
 
 def _say(line: str) -> None:
-    print(f"ringleader: {line}", file=sys.stderr, flush=True)
+    with contextlib.suppress(BrokenPipeError, ValueError):  # its reader gone: follow on
+        print(f"ringleader: {line}", file=sys.stderr, flush=True)

@@ -6,8 +6,9 @@ stdout and stderr to (``--output``; on the shared filesystem, so readable here);
 has ended.  An *interrupt* is a Ctrl-C (or SIGTERM/SIGHUP) the caller counted.
 
 Invariants:
-- the job's bytes reach ``out`` unchanged and in order; ringleader's own words go
-  to ``say`` (stderr), one line each;
+- the job's bytes reach ``out`` unchanged and in order (until its reader goes away,
+  as ``| head`` does: following goes on, so the exit code stays the job's);
+  ringleader's own words go to ``say`` (stderr), one line each;
 - a pending job's reason is said once per distinct reason, in words;
 - a file that shrinks or is replaced (a requeued job starts its output again) is
   read again from its start, and the requeue is said;
@@ -58,6 +59,7 @@ class OutputTail:
         self._file: BinaryIO | None = None
         self._inode: int | None = None
         self.restarted = False  # the file started again (truncated or replaced)
+        self.out_closed = False  # the reader of ``out`` went away (a closed pipe)
 
     def pump(self) -> int:
         """Copy what is new to ``out``; the number of bytes copied."""
@@ -80,9 +82,12 @@ class OutputTail:
                 return 0
             self._inode = stat.st_ino
         data = self._file.read()
-        if data:
-            self.out.write(data)
-            self.out.flush()
+        if data and not self.out_closed:
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except (BrokenPipeError, ValueError):  # `| head` is done: follow on, unshown
+                self.out_closed = True
         return len(data)
 
     def close(self) -> None:
