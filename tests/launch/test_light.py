@@ -80,6 +80,8 @@ def _typer_reading(argv: list[str]) -> LaunchArgs:
         ["--log-dir", "logs", "--ranks", "0,2", "--no-prefix", "--", "t", "--", "u"],
         ["-e", "A=1", "--env", "B=2", "--env=C=3", "--run-id", "rl-x", "--ssh-config", "c", "--"],
         ["--nproc", "2", "--hosts=h:1", "--", "python"],
+        ["--slurm", "-N", "2", "--partition", "p", "--time=1:00:00", "--detach", "--", "x"],
+        ["--slurm", "--sbatch-arg", "x", "--sbatch-arg=y", "--dry-run", "--", "x"],
     ],
 )
 def test_quick_reading_agrees_with_typer(argv: list[str]) -> None:

@@ -23,6 +23,9 @@ def framework_help() -> str:
     return (", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else parts[0]) + "."
 
 
+SLURM_PANEL = "Slurm (with --slurm: the launch runs as an sbatch job)"
+
+
 class LaunchCommand(TyperCommand):
     """launch's usage line names the command it runs: ``[--] COMMAND [ARGS]...``."""
 
@@ -100,6 +103,77 @@ def launch(
         "--no-slurm",
         help="Inside a Slurm allocation, ignore it and run the ranks on this machine.",
     ),
+    slurm: bool = typer.Option(
+        False,
+        "--slurm",
+        help="Submit as a Slurm batch job and follow its output to its end.",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    nodes: int = typer.Option(
+        None,
+        "-N",
+        "--nodes",
+        metavar="N",
+        help="Nodes to allocate (default 1).",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    partition: str = typer.Option(
+        None,
+        "--partition",
+        metavar="P",
+        help="Partition (checked with sinfo).",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    time: str = typer.Option(
+        None,
+        "--time",
+        metavar="T",
+        help="Time limit, e.g. 1:00:00 or 2-0.",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    gpus_per_node: int = typer.Option(
+        None,
+        "--gpus-per-node",
+        metavar="G",
+        help="GPUs per node (ranks per node default to it).",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    account: str = typer.Option(
+        None, "--account", metavar="A", help="Account to charge.", rich_help_panel=SLURM_PANEL
+    ),
+    sbatch_arg: list[str] = typer.Option(
+        [],
+        "--sbatch-arg",
+        metavar="--OPT[=V]",
+        help="One more sbatch option, as --sbatch-arg=--exclusive (repeatable).",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    output: str = typer.Option(
+        None,
+        "--output",
+        metavar="FILE",
+        help="The job's merged output file (default ./ringleader-slurm-%j.out).",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    detach: bool = typer.Option(
+        False,
+        "--detach",
+        help="Submit, print the job id and how to follow it, and exit.",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the sbatch script; submit nothing.",
+        rich_help_panel=SLURM_PANEL,
+    ),
+    slurm_attach: str = typer.Option(
+        None,
+        "--slurm-attach",
+        metavar="JOBID",
+        help="Follow a Slurm job's output to its end (Ctrl-C stops following only).",
+        rich_help_panel=SLURM_PANEL,
+    ),
 ) -> None:
     """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
 
@@ -112,6 +186,10 @@ def launch(
     Every rank gets torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR ...).
     If any rank fails, every rank everywhere is stopped and the first failure is
     summarised; the exit code is that rank's.
+
+    With --slurm the same launch runs as a Slurm batch job on -N nodes: its
+    output is followed here until it ends, the exit code is the job's, and
+    Ctrl-C cancels the job.
 
     Examples:
 
@@ -126,6 +204,8 @@ def launch(
       ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
 
       salloc -N 2 ringleader launch --nproc-per-node 2 -- python train.py
+
+      ringleader launch --slurm -N 2 --nproc-per-node 2 --time 1:00:00 -- python train.py
     """
     try:
         parse_ranks(ranks)
@@ -150,6 +230,17 @@ def launch(
         run_id=run_id,
         ssh_config=ssh_config,
         no_slurm=no_slurm,
+        slurm=slurm,
+        nodes=nodes,
+        partition=partition,
+        time=time,
+        gpus_per_node=gpus_per_node,
+        account=account,
+        sbatch_arg=list(sbatch_arg),
+        output=output,
+        detach=detach,
+        dry_run=dry_run,
+        slurm_attach=slurm_attach,
     )
     raise typer.Exit(run(args))
 

@@ -56,6 +56,27 @@ class LaunchArgs:
     run_id: str | None = None
     ssh_config: str | None = None
     no_slurm: bool = False
+    # launch --slurm (cli/launch_slurm.py): submit the launch as an sbatch job
+    slurm: bool = False
+    nodes: int | None = None
+    partition: str | None = None
+    time: str | None = None
+    gpus_per_node: int | None = None
+    account: str | None = None
+    sbatch_arg: list[str] = field(default_factory=list)
+    output: str | None = None
+    detach: bool = False
+    dry_run: bool = False
+    slurm_attach: str | None = None
+
+    def wants_slurm(self) -> bool:
+        """Any Slurm option given: cli/launch_slurm.py reads (or refuses) these args."""
+        return any(getattr(self, name) != getattr(_DEFAULTS, name) for name in _SLURM_FIELDS)
+
+
+_SLURM_FIELDS = ("slurm", "nodes", "partition", "time", "gpus_per_node", "account",
+                 "sbatch_arg", "output", "detach", "dry_run", "slurm_attach")  # fmt: skip
+_DEFAULTS = LaunchArgs()
 
 
 # flag -> (LaunchArgs field, how its value reads): "int", "float", "str", "flag"
@@ -80,6 +101,18 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--run-id": ("run_id", "str"),
     "--ssh-config": ("ssh_config", "str"),
     "--no-slurm": ("no_slurm", "flag"),
+    "--slurm": ("slurm", "flag"),
+    "-N": ("nodes", "int"),
+    "--nodes": ("nodes", "int"),
+    "--partition": ("partition", "str"),
+    "--time": ("time", "str"),
+    "--gpus-per-node": ("gpus_per_node", "int"),
+    "--account": ("account", "str"),
+    "--sbatch-arg": ("sbatch_arg", "list"),
+    "--output": ("output", "str"),
+    "--detach": ("detach", "flag"),
+    "--dry-run": ("dry_run", "flag"),
+    "--slurm-attach": ("slurm_attach", "str"),
 }
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
@@ -96,7 +129,7 @@ def parse_quick(argv: list[str]) -> LaunchArgs | None:
     split = argv.index("--")
     options, command = argv[:split], argv[split + 1 :]
     values: dict[str, object] = {}
-    env: list[str] = []
+    lists: dict[str, list[str]] = {}
     i = 0
     while i < len(options):
         flag, eq, value = options[i].partition("=")
@@ -117,7 +150,7 @@ def parse_quick(argv: list[str]) -> LaunchArgs | None:
         if value.startswith("-"):
             return None  # an option where a value should be: Typer decides
         if kind == "list":
-            env.append(value)
+            lists.setdefault(name, []).append(value)
             continue
         if name in values:
             return None
@@ -126,7 +159,7 @@ def parse_quick(argv: list[str]) -> LaunchArgs | None:
         if kind == "float" and not _FLOAT.fullmatch(value):
             return None
         values[name] = int(value) if kind == "int" else float(value) if kind == "float" else value
-    args = dataclasses.replace(LaunchArgs(command=command, env=env), **values)
+    args = dataclasses.replace(LaunchArgs(command=command), **values, **lists)
     try:
         parse_ranks(args.ranks)
     except ValueError:
@@ -157,6 +190,11 @@ def run(args: LaunchArgs) -> int:
 
     ``--ranks`` was checked by the caller (``parse_ranks``).
     """
+    if args.wants_slurm():
+        prestart.discard()
+        from ringleader.cli.launch_slurm import run_slurm
+
+        return run_slurm(args)
     try:
         allocation = slurm_allocation(args)
         spec = build_spec(

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from subprocess import Popen
 
 #: Options that put ranks on other hosts: no local agent is started ahead for them.
-REMOTE_FLAGS = ("--hostfile", "-H", "--hosts")
+REMOTE_FLAGS = ("--hostfile", "-H", "--hosts", "--slurm")
 _prestarted: Popen[bytes] | None = None
 _run_id: str | None = None  # the job the agent started ahead is for
 
