@@ -39,6 +39,7 @@ BENCHMARKS = [
     ("netbench.py", [], "| size | each rank moves"),
     # --quick for launch.py comes with the `launch starts light` work (issue 11, item 9).
     ("launch.py", [], "| metric | ringleader |"),
+    ("slurm.py", [], ("| submit -> first step (s) |", "| whole job (s) |")),  # its own cluster
 ]
 
 
@@ -46,6 +47,11 @@ BENCHMARKS = [
 def test_benchmark_runs_quick_and_prints_its_table(
     script: str, extra: list[str], table: str | tuple[str, ...], tmp_path: Path
 ) -> None:
+    if script == "slurm.py":
+        from tests.conftest import require
+        from tests.fixtures.slurmcluster import missing_binaries
+
+        require(os.geteuid() == 0 and not missing_binaries(), "root and Slurm's daemons")
     results = sorted((BENCH / "results").glob("*"))
     stamps = {p: p.stat().st_mtime_ns for p in results}
     env = {**os.environ, "TMPDIR": str(tmp_path)}

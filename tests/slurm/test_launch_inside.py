@@ -110,6 +110,29 @@ def test_a_broken_allocation_is_refused_naming_the_variable(monkeypatch, env, wh
     assert err.value.where == where
 
 
+def test_mpirun_frameworks_are_refused_inside_an_allocation() -> None:
+    allocation.check_framework("pytorch")
+    with pytest.raises(InvalidSpec) as err:
+        allocation.check_framework("mpi")
+    assert err.value.where == "--framework" and "--no-slurm" in str(err.value)
+
+
+def test_a_job_slurm_ended_is_named_once_it_settles() -> None:
+    states = iter(["COMPLETING", "COMPLETING", "TIMEOUT"])
+
+    def run(argv: list[str]) -> str:
+        assert argv == ["scontrol", "show", "job", "-o", "42"]
+        return f"JobId=42 JobName=t JobState={next(states)} Reason=None\n"
+
+    said = allocation.ended_by_slurm("42", run=run)
+    assert (
+        said
+        == "Slurm ended job 42 (TIMEOUT: its time limit was reached); the ranks did not fail on their own"
+    )
+    running = allocation.ended_by_slurm("42", run=lambda argv: "JobId=42 JobState=RUNNING\n")
+    assert running is None
+
+
 def test_srun_argv_runs_one_unbound_overlapping_agent_step() -> None:
     argv = srun.agent_step_argv("42", "gpu02", python="/venv/bin/python", run_id="rl-abc")
     assert argv == [
@@ -247,7 +270,7 @@ def test_digits_on_two_nodes_inside_salloc(slurm: SlurmCluster, tmp_path: Path) 
         slurm, tmp_path, "-N", "2", *RINGLEADER, "launch", "--nproc-per-node", "1", "--", *DIGITS
     )
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"inside Slurm job \d+: 2 nodes rl\[1-2\]", proc.stderr), proc.stderr
+    assert re.search(r"in Slurm job \d+: 2 nodes rl\[1-2\]", proc.stderr), proc.stderr
     assert "rl1: ranks 0," in proc.stderr and "rl2: ranks 1," in proc.stderr, proc.stderr
     assert re.search(r"^\[0/2 rl1\] epoch 1/1: train loss", proc.stdout, re.M), proc.stdout
     assert re.search(r"^\[0/2 rl1\] final test accuracy", proc.stdout, re.M), proc.stdout
@@ -265,7 +288,7 @@ def test_an_sbatch_script_is_ringleader_launch(slurm: SlurmCluster, tmp_path: Pa
     )
     out = (tmp_path / "out.txt").read_text()
     assert slurm.job_field(job, "JobState") == "COMPLETED", out
-    assert f"inside Slurm job {job}: 2 nodes" in out and "rl2: ranks 1," in out, out
+    assert f"in Slurm job {job}: 2 nodes" in out and "rl2: ranks 1," in out, out
     assert re.search(r"^\[0/2 rl1\] final test accuracy", out, re.M), out
 
 
@@ -300,7 +323,7 @@ def test_each_rank_gets_its_place_and_not_the_steps(
             seen[prefix] = json.loads(data)
     assert sorted(seen) == ["[0/4 rl1]", "[1/4 rl1]", "[2/4 rl2]", "[3/4 rl2]"], proc.stdout
     master = slurm.run("scontrol", "show", "node", "-o", "rl1").split("NodeAddr=")[1].split()[0]
-    job = re.search(r"inside Slurm job (\d+)", proc.stderr).group(1)
+    job = re.search(r"in Slurm job (\d+)", proc.stderr).group(1)
     for prefix, got in seen.items():
         env, rank = got["env"], int(prefix[1])
         assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == (
@@ -398,6 +421,10 @@ def test_no_process_outlives_the_launch(
         if end == "scancel":
             slurm.run("scancel", job)
             assert launcher.wait(timeout=60) != 0
+            said = launcher.stderr.read()
+            assert f"Slurm ended job {job} (CANCELLED: by scancel or an administrator)" in said, (
+                said
+            )
         else:
             launcher.send_signal(signal.SIGKILL)
             launcher.wait(timeout=10)

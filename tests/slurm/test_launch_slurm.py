@@ -51,14 +51,15 @@ def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
 
 def test_digits_through_launch_slurm(slurm: SlurmCluster, tmp_path: Path) -> None:
     out = slurm_launch(
-        slurm, tmp_path, "--slurm", "-N", "1", "--nproc-per-node", "2", "--", *DIGITS
+        slurm, tmp_path, "--slurm", "-N", "2", "--nproc-per-node", "2", "--", *DIGITS
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "[0/2 localhost] epoch 2/2: train loss" in out.stdout
-    assert "final test accuracy" in out.stdout
-    assert "2 ranks on 1 host(s)" in out.stdout  # the job's own launch, merged in
+    assert "[0/4 rl1] epoch 2/2: train loss" in out.stdout
+    assert "[0/4 rl1] final test accuracy" in out.stdout
+    # the job's own launch, merged in: one agent per node through srun
+    assert "4 ranks on 2 host(s)" in out.stdout and "rl2: ranks 2-3" in out.stdout
     job_id = out.stderr.split("submitted Slurm job ")[1].split()[0]
-    assert "is running on rl" in out.stderr
+    assert "is running on rl1, rl2" in out.stderr
     assert slurm.job_field(job_id, "JobState") == "COMPLETED"
     assert (tmp_path / f"ringleader-slurm-{job_id}.out").read_text() == out.stdout
 
@@ -68,14 +69,15 @@ def test_a_failing_rank_ends_the_job_with_its_code_and_traceback(
 ) -> None:
     path = script(
         "import os, sys, traceback\n"
-        "if os.environ['RANK'] == '1':\n"
-        "    try:\n        raise ValueError('boom on rank 1')\n"
+        "if os.environ['RANK'] == '3':\n"
+        "    try:\n        raise ValueError('boom on rank 3')\n"
         "    except ValueError:\n        traceback.print_exc(); sys.exit(3)\n"
         "import time; time.sleep(600)\n"
     )
-    out = slurm_launch(slurm, tmp_path, "--slurm", "--nproc-per-node", "2", "--", "python", path)
+    out = slurm_launch(slurm, tmp_path, "--slurm", "-N", "2", "--nproc-per-node", "2",
+                       "--", "python", path)  # fmt: skip
     assert out.returncode == 3, out.stdout + out.stderr
-    assert "ValueError: boom on rank 1" in out.stdout
+    assert "[3/4 rl2] ValueError: boom on rank 3" in out.stdout
     assert "Traceback (most recent call last)" in out.stdout
     job_id = out.stderr.split("submitted Slurm job ")[1].split()[0]
     assert slurm.job_field(job_id, "ExitCode") == "3:0"
@@ -85,10 +87,10 @@ def test_ctrl_c_cancels_the_job_and_leaves_no_process(
     slurm: SlurmCluster, tmp_path: Path, script
 ) -> None:
     path = script("import time\nprint('ready', flush=True)\ntime.sleep(600)\n")
-    proc = start_slurm_launch(slurm, tmp_path, "--slurm", "--nproc-per-node", "2",
+    proc = start_slurm_launch(slurm, tmp_path, "--slurm", "-N", "2", "--nproc-per-node", "2",
                               "--run-id", "rl-ctrlc", "--", "python", path)  # fmt: skip
     try:
-        wait_for_ready(proc, 2)
+        wait_for_ready(proc, 4)
         wait_until(lambda: job_pids("rl-ctrlc"), 30, "the ranks")
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
@@ -100,6 +102,25 @@ def test_ctrl_c_cancels_the_job_and_leaves_no_process(
     job_id = err.split("submitted Slurm job ")[1].split()[0]
     assert slurm.job_field(job_id, "JobState") == "CANCELLED"
     wait_until(lambda: not job_pids("rl-ctrlc"), 30, "every rank and agent gone")
+
+
+def test_scancel_from_outside_ends_the_launch_with_a_clear_message(
+    slurm: SlurmCluster, tmp_path: Path, script
+) -> None:
+    path = script("import time\nprint('ready', flush=True)\ntime.sleep(600)\n")
+    proc = start_slurm_launch(slurm, tmp_path, "--slurm", "-N", "2", "--", "python", path)
+    try:
+        wait_for_ready(proc, 2)
+        (job_id,) = slurm.jobs()
+        slurm.run("scancel", job_id)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert err.splitlines()[-1] == (
+        f"ringleader: Slurm job {job_id} was cancelled (scancel, or an administrator)"
+    )
 
 
 def test_detach_then_attach(slurm: SlurmCluster, tmp_path: Path, script) -> None:
@@ -145,6 +166,7 @@ def test_a_pending_job_says_why_once(slurm: SlurmCluster, tmp_path: Path) -> Non
         (["--slurm", "--sbatch-arg=--wrap=id"], "--sbatch-arg: --wrap is not allowed"),
         (["--slurm", "-H", "a:2"], "-H/--hosts: cannot be combined with --slurm"),
         (["--slurm", "-n", "4"], "-n/--nproc: with --slurm give -N"),
+        (["--slurm", "--no-slurm"], "--no-slurm: cannot be combined with --slurm"),
         (["-N", "2"], "-N/--nodes: is a Slurm option: add --slurm"),
         (["--slurm", "--output", "/no/such/dir/x.out"], "--output: folder /no/such/dir"),
         (["--slurm", "--framework", "nope"], "--framework"),

@@ -98,6 +98,11 @@ def launch(
         metavar="FILE",
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",
     ),
+    no_slurm: bool = typer.Option(
+        False,
+        "--no-slurm",
+        help="Inside a Slurm allocation, ignore it and run the ranks on this machine.",
+    ),
     slurm: bool = typer.Option(
         False,
         "--slurm",
@@ -169,11 +174,6 @@ def launch(
         help="Follow a Slurm job's output to its end (Ctrl-C stops following only).",
         rich_help_panel=SLURM_PANEL,
     ),
-    no_slurm: bool = typer.Option(
-        False,
-        "--no-slurm",
-        help="Inside a Slurm allocation, ignore it: ranks run here (or on -H/--hostfile hosts).",
-    ),
 ) -> None:
     """Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.
 
@@ -203,9 +203,9 @@ def launch(
 
       ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
 
-      ringleader launch --slurm -N 2 --nproc-per-node 2 --time 1:00:00 -- python train.py
-
       salloc -N 2 ringleader launch --nproc-per-node 2 -- python train.py
+
+      ringleader launch --slurm -N 2 --nproc-per-node 2 --time 1:00:00 -- python train.py
     """
     try:
         parse_ranks(ranks)
@@ -229,6 +229,7 @@ def launch(
         env=list(env),
         run_id=run_id,
         ssh_config=ssh_config,
+        no_slurm=no_slurm,
         slurm=slurm,
         nodes=nodes,
         partition=partition,
@@ -240,7 +241,6 @@ def launch(
         detach=detach,
         dry_run=dry_run,
         slurm_attach=slurm_attach,
-        no_slurm=no_slurm,
     )
     raise typer.Exit(run(args))
 

@@ -20,6 +20,7 @@ Ctrl-C stops following and leaves the job alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -125,7 +126,8 @@ def _refuse_misuse(args: LaunchArgs) -> None:
             if getattr(args, name) not in (None, False, []):
                 raise InvalidSpec("is a Slurm option: add --slurm (or leave it out)", flag)
     for flag, given in (("-H/--hosts", args.hosts), ("--hostfile", args.hostfile),
-                        ("--ssh-config", args.ssh_config)):  # fmt: skip
+                        ("--ssh-config", args.ssh_config),
+                        ("--no-slurm", args.no_slurm)):  # fmt: skip
         if given:
             raise InvalidSpec("cannot be combined with --slurm: Slurm picks the nodes", flag)
     if args.nproc is not None:
@@ -194,7 +196,7 @@ def _submit_and_follow(args: LaunchArgs, request: SbatchRequest, script: str) ->
     if args.detach:
         _print_detached(job_id, request)
         return 0
-    ranks = f"{request.nodes} node(s) x {request.ntasks_per_node} rank(s)"
+    ranks = f"{_count(request.nodes, 'node')}, {_count(request.ntasks_per_node, 'rank')} each"
     _say(f"submitted Slurm job {job_id} ({ranks}); Ctrl-C cancels it")
     _say(f"output: {request.output.replace('%j', job_id) if request.output else '?'}")
     end = follow(
@@ -267,5 +269,10 @@ def _new_run_id() -> str:
     return new_run_id()
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def _say(line: str) -> None:
-    print(f"ringleader: {line}", file=sys.stderr, flush=True)
+    with contextlib.suppress(BrokenPipeError, ValueError):  # its reader gone: follow on
+        print(f"ringleader: {line}", file=sys.stderr, flush=True)

@@ -54,16 +54,17 @@ def start_agents(
     """Start an agent on each of ``hosts`` and send it ``setup``; each link goes into
     ``links`` as soon as it exists, so the caller can close it whatever happens next."""
     for node, host in enumerate(hosts):
-        # As another account (sudo): sudo passes it no variable, so its environment
-        # comes in setup, and it starts from / (the run's directory is not its).
-        sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
         env = prestart.agent_env()
+        sudo = ("", "")
         if spec.slurm_job:  # a job step on that node instead (slurm/srun.py)
             from ringleader.slurm.srun import SrunLink, agent_step_argv, srun_env
 
             argv = agent_step_argv(spec.slurm_job, host.ssh, python=spec.python, run_id=spec.run_id)
             link = start_link(node, host, argv, srun_env(env), events, link_type=SrunLink)
         else:
+            # As another account (sudo): sudo passes it no variable, so its environment
+            # comes in setup, and it starts from / (the run's directory is not its).
+            sudo = (spec.sudo, spec.sudo_user) if host.is_local and spec.sudo else ("", "")
             argv = agent_argv(
                 host, python=spec.python, cwd=spec.cwd, job_id=spec.run_id, ssh=ssh, sudo=sudo
             )

@@ -100,6 +100,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--env": ("env", "list"),
     "--run-id": ("run_id", "str"),
     "--ssh-config": ("ssh_config", "str"),
+    "--no-slurm": ("no_slurm", "flag"),
     "--slurm": ("slurm", "flag"),
     "-N": ("nodes", "int"),
     "--nodes": ("nodes", "int"),
@@ -112,7 +113,6 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--detach": ("detach", "flag"),
     "--dry-run": ("dry_run", "flag"),
     "--slurm-attach": ("slurm_attach", "str"),
-    "--no-slurm": ("no_slurm", "flag"),
 }
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
@@ -181,6 +181,7 @@ def slurm_allocation(args: LaunchArgs) -> Allocation | None:
         return None
     from ringleader.slurm import allocation
 
+    allocation.check_framework(args.framework)
     return allocation.detect(os.environ, args.nproc_per_node)
 
 
@@ -232,4 +233,10 @@ def run(args: LaunchArgs) -> int:
         print(
             "ringleader: " + render_summary(result).replace("\n", "\nringleader: "), file=sys.stderr
         )
+        if spec.slurm_job:
+            from ringleader.slurm.allocation import ended_by_slurm
+
+            ended = ended_by_slurm(spec.slurm_job)
+            if ended:
+                print(f"ringleader: {ended}", file=sys.stderr)
     return result.exit_code

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -35,11 +36,14 @@ from ringleader.runtime.nodelist import expand_nodelist, expand_tasks_per_node
 MAX_NODELIST_CHARS = 64 * 1024
 MAX_NODES = 10_000
 SCONTROL_TIMEOUT_S = 30.0
+#: How long a failed launch waits for a COMPLETING job's final state (``ended_by_slurm``).
+COMPLETING_SETTLE_S = 5.0
 #: argv -> stdout; raises InvalidSpec naming the command when it fails.
 Runner = Callable[[list[str]], str]
 
 _BRACKET = re.compile(r"\[([^\]]*)\]")
 _RANGE = re.compile(r"\s*(\d+)(?:-(\d+))?\s*")
+_NODE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -66,15 +70,14 @@ class Allocation:
         """One short line for stderr: which job and nodes this launch uses."""
         count = len(self.nodes)
         return (
-            f"inside Slurm job {self.job_id}: {count} node{'s' if count != 1 else ''} "
-            f"{self.nodelist}, one agent each through srun (--no-slurm: ignore the allocation)"
+            f"in Slurm job {self.job_id}: {count} node{'s' if count != 1 else ''} "
+            f"{self.nodelist} through srun (--no-slurm: run here)"
         )
 
 
 def job_id(environ: Mapping[str, str]) -> str | None:
     """The allocation's job id when this process runs inside one, else None."""
-    value = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID") or ""
-    return value.strip() or None
+    return environ.get("SLURM_JOB_ID", "").strip() or None
 
 
 def nodelist_of(environ: Mapping[str, str]) -> tuple[str, str]:
@@ -134,9 +137,6 @@ def check_nodelist(name: str, value: str) -> list[str]:
     if bad is not None:
         raise InvalidSpec(f"malformed Slurm node list {value!r}: bad node name {bad!r}", name)
     return nodes
-
-
-_NODE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def run_command(argv: list[str]) -> str:
@@ -200,6 +200,20 @@ def tasks_per_node(
     return [1] * node_count, "default"
 
 
+def check_framework(name: str) -> None:
+    """Refuse a framework whose gang does not start with one agent per node (mpirun's)."""
+    from ringleader.launch import frameworks
+
+    framework = frameworks.get(name)  # an unknown name: InvalidSpec naming --framework
+    if framework.supervisor != frameworks.get(frameworks.DEFAULT).supervisor:
+        raise InvalidSpec(
+            f"{name} starts its ranks with its own launcher, which ringleader does not run "
+            "inside a Slurm allocation; pass --no-slurm with -H/--hostfile, or start it "
+            "with srun yourself",
+            "--framework",
+        )
+
+
 def detect(
     environ: Mapping[str, str], nproc_per_node: int | None = None, run: Runner = run_command
 ) -> Allocation | None:
@@ -233,3 +247,46 @@ def detect(
         tasks_per_node=tuple(counts),
         tasks_from=source,
     )
+
+
+#: Job states in which Slurm, not the ranks, ended the job, and what each means.
+ENDED_BY_SLURM = {
+    "CANCELLED": "by scancel or an administrator",
+    "TIMEOUT": "its time limit was reached",
+    "PREEMPTED": "preempted by another job",
+    "NODE_FAIL": "a node failed",
+    "DEADLINE": "its deadline passed",
+    "OUT_OF_MEMORY": "out of memory",
+    "BOOT_FAIL": "a node failed to boot",
+}
+
+
+def job_state(job: str, run: Runner = run_command) -> str:
+    """``scontrol show job``'s JobState (empty when Slurm cannot say; never raises)."""
+    try:
+        out = run(["scontrol", "show", "job", "-o", job])
+    except InvalidSpec:
+        return ""
+    fields = dict(word.partition("=")[::2] for word in out.split() if "=" in word)
+    return fields.get("JobState", "")
+
+
+def ended_by_slurm(
+    job: str, run: Runner = run_command, settle_s: float = COMPLETING_SETTLE_S
+) -> str | None:
+    """A line saying Slurm ended ``job`` (so a rank's SIGTERM was not its own failure),
+    or None when it did not or Slurm cannot say; never raises.
+
+    A job Slurm is ending shows COMPLETING until its last process is gone on every
+    node (its final state hides behind that), so that state is read again for up to
+    ``settle_s`` seconds; a job still RUNNING is answered at once.
+    """
+    deadline = time.monotonic() + settle_s
+    state = job_state(job, run)
+    while state == "COMPLETING" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = job_state(job, run)
+    why = ENDED_BY_SLURM.get(state)
+    if why is None:
+        return None
+    return f"Slurm ended job {job} ({state}: {why}); the ranks did not fail on their own"

@@ -6,8 +6,9 @@ stdout and stderr to (``--output``; on the shared filesystem, so readable here);
 has ended.  An *interrupt* is a Ctrl-C (or SIGTERM/SIGHUP) the caller counted.
 
 Invariants:
-- the job's bytes reach ``out`` unchanged and in order; ringleader's own words go
-  to ``say`` (stderr), one line each;
+- the job's bytes reach ``out`` unchanged and in order (until its reader goes away,
+  as ``| head`` does: following goes on, so the exit code stays the job's);
+  ringleader's own words go to ``say`` (stderr), one line each;
 - a pending job's reason is said once per distinct reason, in words;
 - a file that shrinks or is replaced (a requeued job starts its output again) is
   read again from its start, and the requeue is said;
@@ -58,6 +59,7 @@ class OutputTail:
         self._file: BinaryIO | None = None
         self._inode: int | None = None
         self.restarted = False  # the file started again (truncated or replaced)
+        self.out_closed = False  # the reader of ``out`` went away (a closed pipe)
 
     def pump(self) -> int:
         """Copy what is new to ``out``; the number of bytes copied."""
@@ -80,9 +82,12 @@ class OutputTail:
                 return 0
             self._inode = stat.st_ino
         data = self._file.read()
-        if data:
-            self.out.write(data)
-            self.out.flush()
+        if data and not self.out_closed:
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except (BrokenPipeError, ValueError):  # `| head` is done: follow on, unshown
+                self.out_closed = True
         return len(data)
 
     def close(self) -> None:
@@ -108,7 +113,9 @@ def follow(
     interrupts: Interrupts,
     cancel_on_interrupt: bool,
     output_path: str | None = None,
-    poll_s: float = 0.5,
+    poll_s: float = 0.25,
+    slow_poll_s: float = 1.0,
+    slow_after_s: float = 60.0,
     tail_s: float = 0.1,
     tolerate_s: float = 60.0,
 ) -> FollowEnd:
@@ -116,18 +123,21 @@ def follow(
 
     ``cancel_on_interrupt``: the first interrupt cancels the job and following goes
     on to its end; a second stops following at once.  Otherwise the first interrupt
-    stops following and leaves the job alone.
+    stops following and leaves the job alone.  Slurm is asked every ``poll_s`` for
+    the first ``slow_after_s`` (a short job's end is seen soon), then every
+    ``slow_poll_s`` (a long job costs slurmctld little).
     """
     tail = OutputTail(out)
     tail.path = output_path
     seen = _Seen()
     handled, cancelled = 0, False
     next_poll, failing_since = 0.0, None
+    slow_from = time.monotonic() + slow_after_s
     try:
         while True:
             now = time.monotonic()
             if now >= next_poll:
-                next_poll = now + poll_s
+                next_poll = now + (poll_s if now < slow_from else slow_poll_s)
                 try:
                     info = commands.job_info(job_id)
                     failing_since = None
