@@ -90,9 +90,10 @@ def server(
         "--backend",
         metavar="BACKEND",
         rich_help_panel=NODES_PANEL,
-        help="NAME[:ARG]\\[@POOL]: the backend that runs a node pool's work (repeatable): local"
-        " or ssh, or a backend class's dotted path; without @POOL, the default for pools not"
-        " named. Default: local (and ssh for gangs on SSH nodes).",
+        help="NAME[:ARG]\\[@POOL]: the backend that runs a node pool's work (repeatable): local,"
+        " ssh, slurm:PARTITION (a Slurm partition's nodes and sbatch jobs), or a backend class's"
+        " dotted path; without @POOL, the default for pools not named. Default: local (and ssh"
+        " for gangs on SSH nodes).",
     ),
     max_body_bytes: int = typer.Option(
         4 * 1024 * 1024,
@@ -147,6 +148,8 @@ def server(
       ringleader server --no-local-node          # then: ringleader nodes import hosts.json
 
       ringleader server --backend local --backend mypkg.engines.MyBackend@big
+
+      ringleader server --backend slurm:gpu,account=ml   # Slurm partition gpu
 
       sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
     """

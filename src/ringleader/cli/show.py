@@ -195,6 +195,8 @@ def print_describe(
     say = lambda text: console.print(text, markup=False, highlight=False, soft_wrap=not wrap)  # noqa: E731
     say(f"Name: {w.name}   Id: {w.workload_id}")
     say(f"Project: {w.project_name}   Type: {w.framework} distributed   User: {w.created_by}")
+    if w.backend:
+        say(f"Backend: {w.backend}" + (f"   {w.backend_ref}" if w.backend_ref else ""))
     for line in status_lines(w, console.width if wrap else None):  # wrapped already
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     say(_times(w))

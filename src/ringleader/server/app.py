@@ -38,6 +38,7 @@ from ringleader.server.background import Background, World
 from ringleader.server.background.heartbeats import NodeMonitor
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import Database, open_database
+from ringleader.server.engine_pools import EngineNodes
 from ringleader.server.limits import BodyLimit
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
@@ -199,7 +200,9 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             declared = config.nodes
             if declared is None:
                 here = inventory.local_node(getattr(app.state.backend, "node", "localhost"))
-                declared = [here] if config.local_node else []
+                # A default backend with nodes of its own (Slurm's) makes this a head node.
+                own = app.state.backend.capabilities.engine_nodes
+                declared = [here] if config.local_node and not own else []
             inventory.sync_nodes(session, declared)
         book.load_with(ssh_nodes(database))
         world = World(
@@ -212,6 +215,8 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             accounts=accounts_for(config),
         )
         background = app.state.background = Background(world, interval_s=config.loop_interval_s)
+        engine_nodes = EngineNodes(database, app.state.backends.all, background.wake)
+        engine_nodes.refresh()  # a Slurm partition's nodes are there before the first cycle
         monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, background.wake)
 
         def nodes_changed() -> None:
@@ -223,6 +228,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         if config.background:
             background.start()
             monitor.start()
+            engine_nodes.start()
         # Everything made so far (the app, its routes, SQLAlchemy's mappers) lives as
         # long as the server: out of the collector's sight, a full collection no longer
         # walks it, which made every ~75th request wait ~90 ms.
@@ -232,6 +238,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             yield
         finally:
             app.state.stopping.set()
+            engine_nodes.stop()
             monitor.stop()
             background.stop()
             app.state.key_checks.shutdown()

@@ -56,6 +56,7 @@ class NodeDecl:
     labels: dict[str, str] = field(default_factory=dict)
     address: str = "127.0.0.1"
     message: str = ""
+    ready: bool = True
 
 
 def declared_nodes(simulate: str | None, nodes_file: Path | None) -> list[NodeDecl] | None:
@@ -289,4 +290,4 @@ def sync_nodes(session: Session, declared: list[NodeDecl]) -> None:
         row.kind, row.pool, row.address = decl.kind, decl.pool, decl.address
         row.cpu_cores, row.memory_bytes = decl.cpu_cores, decl.memory_bytes
         row.gpus, row.labels = [dict(g) for g in decl.gpus], dict(decl.labels)
-        row.ready, row.message = True, decl.message
+        row.ready, row.message = decl.ready, decl.message

@@ -364,9 +364,10 @@ def end_attempt(
 
 
 def note_pending(session: Session, workload: Workload, reason: str, message: str) -> None:
-    """Why a Pending workload waits.  The message is kept current (its counts
-    change); an event marks only the first time for a reason."""
-    if workload.phase != "Pending":
+    """Why a Pending workload waits (or an Initializing one, placed and queued by its
+    engine: Slurm's reason).  The message is kept current (its counts change); an
+    event marks only the first time for a reason."""
+    if workload.phase not in ("Pending", "Initializing"):
         return
     if workload.phase_reason != reason:
         record_event(session, workload, reason, reason=reason, message=message)

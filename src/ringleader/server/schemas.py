@@ -235,6 +235,8 @@ class WorkloadOut(Wire):
     nodes: list[str] = Field(default_factory=list)  # where its running pods are
     pending_reason: str | None = None  # why the scheduler has not placed it
     attempt: int
+    backend: str | None = None  # the backend that runs it (local, ssh, slurm ...)
+    backend_ref: str = ""  # what it runs as there, when it says (``Slurm job 42``)
     spec: dict[str, Any]
     # Run:ai's Workload
     id: str = ""

@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session, selectinload
 from ringleader import sched
 from ringleader.sched.model import UNMANAGED, Strategy
 from ringleader.server import models
+from ringleader.server.engine_pools import fold
 from ringleader.server.phases import HOLDING, LINGERING
 from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
@@ -181,18 +182,20 @@ def holds(workload: models.Workload, pod: models.Pod) -> bool:
 
 
 def bindings(workload: models.Workload, nodes: dict[str, models.Node]) -> list[sched.PodBinding]:
-    """The bindings its pods hold, on nodes that still exist."""
+    """The bindings its pods hold, on nodes that still exist (``nodes`` by any name the
+    binding may use: a pod on an engine's node counts against its pool node)."""
     out = []
     for pod in workload.pods:
         if not holds(workload, pod) or pod.node not in nodes:
             continue
-        indices = {int(g["index"]) for g in nodes[pod.node].gpus}
+        node = nodes[pod.node]
+        indices = {int(g["index"]) for g in node.gpus}
         shares = tuple(
             sched.GpuShare(int(g["index"]), float(g.get("share", 1.0)), g.get("memoryBytes"))
             for g in pod.gpus or []
             if int(g["index"]) in indices
         )
-        out.append(sched.PodBinding(pod.name, pod.node, shares))
+        out.append(sched.PodBinding(pod.name, node.name, shares))
     return out
 
 
@@ -257,7 +260,9 @@ def to_sched_workload(
 
 def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
     """Read nodes, projects and the holding and waiting workloads in one session."""
-    nodes = {n.name: n for n in session.scalars(select(models.Node))}
+    # A pool whose engine places pods (Slurm) is one node here: admission, not placement.
+    nodes, alias = fold(session.scalars(select(models.Node)))
+    by_name = {**alias, **nodes}
     projects = list(session.scalars(select(models.Project)))
     project_names = {p.id: p.name for p in projects}
     waiting = models.Workload.deleted_at.is_(None) & (models.Workload.phase == "Pending")
@@ -272,7 +277,7 @@ def load_snapshot(session: Session, strategy: Strategy = "binpack") -> Loaded:
         if row.phase == "Pending" and row.desired_phase != "Running":
             continue
         try:
-            workload = to_sched_workload(row, project_names[row.project_id], nodes)
+            workload = to_sched_workload(row, project_names[row.project_id], by_name)
         except (ValueError, KeyError) as exc:  # one bad row must not stop every placement
             log.error("workload %s (%s) left out of scheduling: %r", row.name, row.id, exc)
             continue

@@ -19,6 +19,7 @@ import enum
 import os
 import re
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ringleader.errors import RingleaderError
@@ -144,8 +145,15 @@ class JobInfo:
     raw: dict[str, str] = field(default_factory=dict)
 
 
-def run_slurm(argv: list[str], *, input: str | None = None, timeout: float = 30) -> str:
-    """Run one Slurm client command and return its stdout.
+def run_slurm(
+    argv: list[str],
+    *,
+    input: str | None = None,
+    timeout: float = 30,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """Run one Slurm client command and return its stdout (``env``: its whole
+    environment, e.g. what a job of sbatch's ``--export=ALL`` may see; None: ours).
 
     Raises SlurmError: the client missing, a timeout, or a non-zero exit (with
     Slurm's last error line and a fix when one is known).
@@ -166,6 +174,7 @@ def run_slurm(argv: list[str], *, input: str | None = None, timeout: float = 30)
             text=True,
             timeout=timeout,
             check=False,
+            env=None if env is None else dict(env),
             start_new_session=True,  # a Ctrl-C at the terminal is ours to handle, not theirs
         )
     except FileNotFoundError:
@@ -188,9 +197,10 @@ def run_slurm(argv: list[str], *, input: str | None = None, timeout: float = 30)
     return proc.stdout
 
 
-def submit(script: str) -> str:
-    """``sbatch --parsable`` with the script on stdin; returns the new job's id."""
-    out = run_slurm(["sbatch", "--parsable"], input=script).strip()
+def submit(script: str, env: Mapping[str, str] | None = None) -> str:
+    """``sbatch --parsable`` with the script on stdin; returns the new job's id.
+    ``env``: sbatch's environment, which the job gets (None: ours)."""
+    out = run_slurm(["sbatch", "--parsable"], input=script, env=env).strip()
     job_id = out.splitlines()[-1].split(";")[0].strip() if out else ""
     if not _JOB_ID.fullmatch(job_id):
         raise SlurmError("sbatch", f"answered {out[:200]!r} instead of a job id")

@@ -21,6 +21,7 @@ _WORDS = {
     "PartitionInactive": "its partition is inactive",
     "PartitionNodeLimit": "it asks for more nodes than its partition allows",
     "PartitionTimeLimit": "its --time is over its partition's limit",
+    "PartitionConfig": "it asks for more than its partition's configuration allows",
     "ReqNodeNotAvail": "a node it needs is not available (down, drained or reserved)",
     "NodeDown": "a node it needs is down",
     "Reservation": "it waits for its reservation to start",

@@ -17,6 +17,7 @@ SSH nodes on ``ssh`` (the same supervisor with agents over SSH).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -24,15 +25,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ringleader.errors import InvalidSpec
+from ringleader.sched import DEFAULT_POOL
 from ringleader.server.backends.base import Backend, PodPlacement
 
 REGISTRY: dict[str, str] = {
     "local": "ringleader.server.backends.local.LocalBackend",
     "ssh": "ringleader.server.backends.ssh.SSHBackend",
+    "slurm": "ringleader.server.backends.slurm.SlurmBackend",
 }
 DEFAULT = "local"
 # A node of this kind runs on this backend unless its pool names another.
-BY_NODE_KIND = {"ssh": "ssh"}
+BY_NODE_KIND = {"ssh": "ssh", "slurm": "slurm"}
 _CHOICE = re.compile(
     r"^(?P<name>[A-Za-z_][\w.]*)(?::(?P<arg>[^@]*))?(?:@(?P<pool>[a-z0-9]([-a-z0-9]*[a-z0-9])?))?$"
 )
@@ -64,6 +67,7 @@ class BackendContext:
 
     python: str = sys.executable
     options: Mapping[str, object] = field(default_factory=dict)  # per-backend extras (node book)
+    pools: tuple[str, ...] = ()  # the node pools the backend serves (its nodes' pool)
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -93,6 +97,14 @@ class BackendSet:
         self.default_name = defaults[-1].name if defaults else DEFAULT
         self.pools = {c.pool: c.name for c in choices if c.pool is not None}
         self._args = {c.name: c.arg for c in choices}
+        for choice in choices:  # one instance per name: its ARG cannot differ by pool
+            if choice.arg != self._args[choice.name]:
+                raise InvalidSpec(
+                    f"{choice.name} is given twice with different arguments "
+                    f"({choice.arg!r} and {self._args[choice.name]!r}): one {choice.name} "
+                    "backend per server",
+                    "--backend",
+                )
         self._made: dict[str, Backend] = dict(made or {})
         for name in {self.default_name, *self.pools.values()}:
             self.named(name)  # a bad choice fails at start-up, not at the first workload
@@ -117,10 +129,17 @@ class BackendSet:
         name = name or DEFAULT
         if name not in self._made:
             cls = backend_class(name)
-            made = cls.configured(self.context, self._args.get(name, ""))
+            context = dataclasses.replace(self.context, pools=self.pools_of(name))
+            made = cls.configured(context, self._args.get(name, ""))
             # Rows record the backend's own short name: a dotted path may be long.
             self._made[name] = self._made.setdefault(made.name, made)
         return self._made[name]
+
+    def pools_of(self, name: str) -> tuple[str, ...]:
+        """The pools ``name`` serves: those named for it, and ``default`` if it is the
+        default (a backend with nodes of its own puts them there)."""
+        named = sorted(pool for pool, backend in self.pools.items() if backend == name)
+        return (*named, *((DEFAULT_POOL,) if name == self.default_name else ()))
 
     def all(self) -> list[Backend]:
         return list(self._made.values())

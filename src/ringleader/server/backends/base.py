@@ -26,12 +26,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ringleader.errors import Conflict, InvalidSpec
 from ringleader.sched import GpuShare
 from ringleader.server.phases import UNKNOWN
 from ringleader.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from ringleader.server.inventory import NodeDecl
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class Capabilities:
     exec: bool = False  # exec/bash into a pod, and so interactive pods
     container_images: bool = False  # runs any image, not only ringleader's stand-ins
     restarts_in_place: bool = True
+    # Its engine has nodes of its own (``Backend.inventory``, e.g. a Slurm partition's)
+    # and places pods on them itself: ringleader's scheduler only admits its workloads.
+    engine_nodes: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,11 @@ class BackendStatus:
     # When the run ended (unix seconds), by the run's own record; None while it runs or
     # when the backend cannot tell. A server that was down when it ended stamps this.
     ended_at: float | None = None
+    # The engine's own short word for why (Slurm's Reason: Resources, Priority ...), kept
+    # raw beside the message's plain words; the server shows it as the phase's reason.
+    # A poll's phase Pending means the engine took the run back (a Slurm preemption or
+    # requeue): the server cancels what is left and queues the workload again.
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -223,6 +234,24 @@ class Backend(ABC):
         """Where to run a command inside ``pod``; Conflict when it has no live process."""
         raise Conflict(f"the {self.name} backend cannot exec into pods")
 
+    # ----- optional: an engine with nodes and limits of its own (Slurm) ----------------
+    def check_fits(self, spec: WorkloadSpec) -> None:
+        """Refuse, naming the field, what this backend's engine could never run (more
+        nodes than its partition has, say); called at submit.  Default: nothing."""
+        return None
+
+    def inventory(self) -> list[NodeDecl] | None:
+        """The nodes the backend's engine has, read now (I/O), for the pools it serves:
+        the server keeps its nodes table of their kind equal to this.  None: the backend
+        has no nodes of its own (they come from the server's flags and ``nodes add``)."""
+        return None
+
+    @classmethod
+    def describe_handle(cls, handle: str) -> str:
+        """How ``describe`` names what a handle points at (Slurm: ``Slurm job 42``);
+        "": nothing worth showing."""
+        return ""
+
 
 def check_supported(backend: Backend, spec: WorkloadSpec) -> None:
     """Refuse, naming the field, what ``backend`` cannot do for ``spec`` (at submit,
@@ -241,6 +270,7 @@ def check_supported(backend: Backend, spec: WorkloadSpec) -> None:
             f"gang of {pods} pods: submit it to a node pool whose backend runs gangs",
             "spec.numWorkers",
         )
+    backend.check_fits(spec)
 
 
 def check_suspendable(backend: Backend) -> None:

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, selectinload
 from ringleader.server import phases
 from ringleader.server.backends.base import Backend, BackendStatus, PodStatus
 from ringleader.server.background.pipeline import Pipeline, act
+from ringleader.server.engine_pools import ENGINE_KINDS, is_pool_node
 from ringleader.server.models import Node as NodeRow
 from ringleader.server.models import Pod as PodRow
 from ringleader.server.models import Workload
@@ -46,9 +47,11 @@ class Reconciling(Pipeline):
 
     def run_once(self) -> None:
         with self.world.readers() as s:
-            not_ready = dict(
+            not_ready = dict(  # an engine's own nodes (Slurm's) are the engine's to handle
                 s.execute(
-                    select(NodeRow.name, NodeRow.message).where(NodeRow.ready.is_(False))
+                    select(NodeRow.name, NodeRow.message).where(
+                        NodeRow.ready.is_(False), NodeRow.kind.not_in(ENGINE_KINDS)
+                    )
                 ).all()
             )
             workloads = s.scalars(
@@ -75,10 +78,32 @@ class Reconciling(Pipeline):
     def _poll(self, backend: Backend, w: Workload) -> bool:
         """Poll and write what changed; False when nothing did (most polls)."""
         status = backend.poll(w.handle or "")
+        if status.phase == "Pending" and w.phase in phases.POLLED:
+            self._taken_back(backend, w, status)
+            return True
         if not status_changes(w, status):
             return False
         act(self.world, w.id, lambda s, row: apply_status(s, row, status, backend))
         return True
+
+    def _taken_back(self, backend: Backend, w: Workload, status: BackendStatus) -> None:
+        """The engine took the run back (a Slurm preemption or requeue): end what is left
+        of it, and queue the workload again, as a preemption by ringleader's scheduler
+        does; its next start resumes from its checkpoint."""
+        if w.handle:
+            backend.cancel(w.handle)
+        reason = status.reason or "Preempted"
+
+        def requeue(s: Session, w: Workload) -> None:
+            if w.phase not in phases.POLLED:
+                return  # the user acted meanwhile
+            for pod in w.pods:
+                if pod.phase in phases.POD_LIVE:
+                    phases.transition_pod(s, pod, "Stopped", reason=reason)
+            phases.record_event(s, w, reason, reason=reason, message=status.message)
+            phases.transition(s, w, "Pending", reason=reason, message=status.message)
+
+        act(self.world, w.id, requeue)
 
     def _node_lost(self, backend: Backend, w: Workload, lost: dict[str, str]) -> None:
         """Its pods on ``lost`` nodes (name -> why NotReady) cannot be reached: stop the
@@ -132,11 +157,19 @@ def apply_status(s: Session, w: Workload, status: BackendStatus, backend: Backen
             phases.restart_pod(
                 s, pod, attempt=ps.attempt, reason="GangRestarted", keep_binding=True
             )
-        pod.node, pod.ranks = pod.node or ps.node, list(ps.ranks)
+        pod.node, pod.ranks = placed_node(pod.node, ps.node), list(ps.ranks)
         record_usage(pod, ps)
         if pod.phase != target:
             phases.transition_pod(s, pod, target, exit_code=ps.exit_code, now=ended)
+    if status.reason and status.phase == w.phase:  # why it waits changed (Slurm's Reason)
+        phases.note_pending(s, w, status.reason, status.message)
     phases.observe(s, w, status.phase, message=status.message, now=ended)
+
+
+def placed_node(bound: str, seen: str) -> str:
+    """The pod's node: the scheduler's binding, or where the backend saw it when the
+    binding names none (or only a pool whose engine places pods: Slurm's node)."""
+    return seen if seen and (not bound or is_pool_node(bound)) else bound
 
 
 def ended_time(status: BackendStatus) -> datetime | None:
@@ -181,6 +214,12 @@ def status_changes(workload: Workload, status: BackendStatus) -> bool:
     """
     if status.attempt > workload.attempt or phases.would_observe(workload, status.phase):
         return True
+    if (
+        status.reason
+        and status.phase == workload.phase
+        and (status.reason, status.message) != (workload.phase_reason, workload.phase_message)
+    ):
+        return True
     pods = {p.name: p for p in workload.pods}
     for ps in status.pods:
         pod = pods.get(ps.name)
@@ -189,7 +228,7 @@ def status_changes(workload: Workload, status: BackendStatus) -> bool:
         if (
             ps.attempt > pod.attempt
             or pod_phase(ps.phase) != pod.phase
-            or (ps.node and not pod.node)
+            or placed_node(pod.node, ps.node) != pod.node
             or list(ps.ranks) != list(pod.ranks or [])
             or usage_changes(pod, ps)
         ):

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from ringleader.errors import NotFound
+from ringleader.errors import NotFound, RingleaderError
 from ringleader.server.models import (
     Event,
     Node,
@@ -222,9 +222,23 @@ def workload_out(
         nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
         pending_reason=row.phase_message if pending else None,
         attempt=row.attempt,
+        backend=row.backend,
+        backend_ref=backend_ref(row.backend, row.handle),
         spec=row.spec if full else spec_summary(row.spec),
         **runai,
     )
+
+
+def backend_ref(name: str | None, handle: str | None) -> str:
+    """What the backend ``name`` says its ``handle`` is (``Slurm job 42``), or ""."""
+    if not name or not handle:
+        return ""
+    from ringleader.server.backends import backend_class
+
+    try:
+        return backend_class(name).describe_handle(handle)
+    except RingleaderError:  # a plug-in backend no longer installed
+        return ""
 
 
 def pods(session: Session, user: User, workload_id: str, *, cluster_id: str = "") -> list[PodOut]:
