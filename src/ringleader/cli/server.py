@@ -331,6 +331,12 @@ def banner(config: ServerConfig, url: str) -> str:
         from sqlalchemy.engine import make_url
 
         lines.append(f"  database:       {make_url(database).render_as_string(hide_password=True)}")
+    if config.backends:
+        choices = ", ".join(
+            f"{c.name}{':' + c.arg if c.arg else ''}" + (f" for pool {c.pool}" if c.pool else "")
+            for c in config.backends
+        )
+        lines.append(f"  backends:       {choices}  (--backend)")
     lines.append(
         "  workloads run:  as "
         + ("each user's OS account" if config.run_as == "user" else "this server's user")
