@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge
 STAMP := $(VENV)/.ringleader-installed
 
-.PHONY: setup system demo demo-stop test test-gpu lint bench clean
+.PHONY: setup system demo demo-stop test test-gpu lint bench bench-slurm clean
 
 setup: system $(STAMP)
 
@@ -51,6 +51,10 @@ test-gpu: setup
 
 bench: setup
 	$(VENV)/bin/python bench/launch.py
+
+# srun torchrun vs launch --slurm vs the server's Slurm backend, on a throw-away cluster (root).
+bench-slurm: setup
+	$(VENV)/bin/python bench/slurm.py --runs 5 --epochs 3
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench
