@@ -125,3 +125,23 @@ def test_a_waiting_job_carries_slurm_reason(cluster: SlurmCluster, tmp_path: Pat
     assert info.state is JobState.PENDING and info.state.waiting and not info.state.ended
     assert pending_reason(info.reason).startswith("Resources: the nodes it asks for are busy")
     assert pending_reason("SomethingNew") == "SomethingNew (Slurm's reason)"
+
+
+def test_a_job_only_accounting_remembers_is_read_from_sacct_lines() -> None:
+    """slurmctld forgets a job after MinJobAge; sacct's record then tells how it ended."""
+    line = "42|CANCELLED by 0|0:15|None|rl[1-2]|2026-11-24T05:00:00|2026-11-24T05:01:00"
+    info = commands.parse_accounting_line(line)
+    assert info is not None
+    assert (info.job_id, info.state, info.exit_code) == ("42", JobState.CANCELLED, 128 + 15)
+    assert info.nodes == ["rl1", "rl2"] and info.reason is None
+    waiting = commands.parse_accounting_line(
+        "43|PENDING|0:0|Resources|None assigned|Unknown|Unknown"
+    )
+    assert waiting is not None and waiting.state is JobState.PENDING
+    assert waiting.nodes == [] and waiting.reason == "Resources" and waiting.start_time is None
+    assert commands.parse_accounting_line("garbage") is None
+
+
+def test_without_accounting_a_forgotten_job_is_unknown(cluster: SlurmCluster) -> None:
+    """This cluster has no accounting database: sacct says so, and that is no error."""
+    assert commands.accounted_job("999998") is None

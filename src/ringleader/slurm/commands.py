@@ -10,7 +10,8 @@ Invariants:
 - every failure is a ``SlurmError`` naming the command and Slurm's own words, with a
   fix where one is known (client not installed, no ``SLURM_CONF``, controller down);
 - ``cancel`` is idempotent: a job that ended or that Slurm forgot is not an error;
-- ``job_info`` returns None when Slurm no longer knows the job (past ``MinJobAge``).
+- ``job_info`` falls back to accounting (``sacct``) for a job slurmctld forgot (past
+  ``MinJobAge``), and returns None when neither knows it.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ __all__ = [
     "JobInfo",
     "JobState",
     "SlurmError",
+    "accounted_job",
     "cancel",
     "hostnames",
     "is_job_id",
     "job_info",
+    "parse_accounting_line",
     "parse_job_record",
     "partitions",
     "run_slurm",
@@ -223,12 +226,13 @@ def cancel(job_id: str, *, signal: str | None = None) -> None:
 
 
 def job_info(job_id: str) -> JobInfo | None:
-    """The job as ``scontrol show job -o`` tells it; None when Slurm no longer knows it."""
+    """The job as ``scontrol show job -o`` tells it; once slurmctld has forgotten it
+    (past ``MinJobAge``), as accounting (``sacct``) recorded it; None when neither knows it."""
     try:
         out = run_slurm(["scontrol", "show", "job", "-o", _checked_id(job_id)])
     except SlurmError as error:
         if any(words in error.detail for words in _GONE):
-            return None
+            return accounted_job(job_id)
         raise
     for line in out.splitlines():
         if line.startswith("JobId="):
@@ -254,6 +258,52 @@ def parse_job_record(line: str) -> JobInfo:
         start_time=_known(raw.get("StartTime")),
         end_time=_known(raw.get("EndTime")),
         restarts=int(raw["Restarts"]) if raw.get("Restarts", "").isdigit() else 0,
+        raw=raw,
+    )
+
+
+# sacct's fields for ``accounted_job``, in this order (``-P``: separated by "|").
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "Reason", "NodeList", "Start", "End")
+
+
+def accounted_job(job_id: str) -> JobInfo | None:
+    """The job's allocation as Slurm's accounting recorded it (``sacct -X``); None
+    without accounting (``accounting_storage/none``: sacct says it is disabled) or
+    when it holds no such job.  Only a job slurmctld no longer knows is asked here."""
+    argv = ["sacct", "-X", "-n", "-P", "-j", _checked_id(job_id)]
+    try:
+        out = run_slurm([*argv, f"--format={','.join(SACCT_FIELDS)}"])
+    except SlurmError:
+        return None
+    for line in out.splitlines():
+        info = parse_accounting_line(line)
+        if info is not None and info.job_id == job_id:
+            return info
+    return None
+
+
+def parse_accounting_line(line: str) -> JobInfo | None:
+    """One ``sacct -P`` line of ``SACCT_FIELDS`` -> JobInfo (pure); None if malformed.
+
+    sacct writes ``CANCELLED by 0`` where scontrol writes ``CANCELLED``, and
+    ``Unknown``/``None`` for a time or reason it lacks."""
+    values = line.strip().split("|")
+    if len(values) != len(SACCT_FIELDS):
+        return None
+    raw = dict(zip(SACCT_FIELDS, values, strict=True))
+    node_list = "" if raw["NodeList"] == "None assigned" else _known(raw["NodeList"]) or ""
+    state_word = raw["State"].split(" ", 1)[0]
+    return JobInfo(
+        job_id=raw["JobID"],
+        state=JobState.parse(state_word),
+        reason=_known(raw["Reason"]),
+        exit_code=_exit_code(raw["ExitCode"]),
+        nodes=_expand(node_list),
+        node_list=node_list,
+        stdout_path=None,
+        start_time=_known(raw["Start"]),
+        end_time=_known(raw["End"]),
+        restarts=0,
         raw=raw,
     )
 
