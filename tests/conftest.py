@@ -88,13 +88,16 @@ def launch(
     )
 
 
-def start_launch(*args: str, cwd: str | Path | None = None) -> subprocess.Popen[str]:
+def start_launch(
+    *args: str, cwd: str | Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*RINGLEADER, "launch", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        env=env,
     )
 
 

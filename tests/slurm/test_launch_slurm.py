@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RINGLEADER, job_pids, launch, wait_for_ready, wait_until
+from tests.conftest import job_pids, launch, start_launch, wait_for_ready, wait_until
 from tests.fixtures.slurmcluster import SlurmCluster
 from tests.slurm.test_sbatch_script import check_golden
 
@@ -27,14 +27,7 @@ def slurm_launch(
 
 
 def start_slurm_launch(cluster: SlurmCluster, cwd: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*RINGLEADER, "launch", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=cluster.env,
-    )
+    return start_launch(*args, cwd=cwd, env=cluster.env)
 
 
 def test_dry_run_prints_the_script_and_submits_nothing(tmp_path: Path) -> None:
