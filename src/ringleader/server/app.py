@@ -244,7 +244,8 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             app.state.key_checks.shutdown()
             database.dispose()
 
-    # The documents are served by routers/docs.py, to authenticated callers only.
+    # The documents are served by routers/docs.py, to authenticated callers only;
+    # their scripts and styles (public code, no token) from /docs-assets/, no CDN.
     app = FastAPI(
         title="ringleader",
         version=__version__,
@@ -288,4 +289,5 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(users.router)
     app.include_router(asset_routes.router)
     app.include_router(docs.router)
+    app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
     return app
