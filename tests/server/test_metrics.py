@@ -88,5 +88,7 @@ def test_digits_ranks_report_a_falling_loss(served: ServerProcess) -> None:
     mallory = _login(served, made.json()["clientId"], made.json()["clientSecret"])
     refused = httpx.get(f"{served.url}{path}", headers=mallory)
     assert refused.status_code == 404
-    assert httpx.get(f"{served.url}/api/v1/workloads/{wid}/logs", headers=mallory).status_code == 404
+    assert (
+        httpx.get(f"{served.url}/api/v1/workloads/{wid}/logs", headers=mallory).status_code == 404
+    )
     assert httpx.get(f"{served.url}{path}").status_code == 401
