@@ -3,9 +3,10 @@
 The ranks write them with ``ringleader.runtime.report`` (format: that module's
 docstring) into the run's metrics directory, ``RINGLEADER_METRICS_DIR`` in the
 run's ``launch.json`` (set by the local backend's planning, never by a spec):
-``rank-R.attempt-A.jsonl``.  Local and SSH runs are read (an SSH node's ranks
-write there only when the run dir is on a filesystem they share with the
-server); other backends report ``collected: false``.
+``rank-R.attempt-A.jsonl``.  Local, SSH and Slurm runs are read (an SSH
+node's ranks write there only when the run dir is on a filesystem they share
+with the server; Slurm's run dir is shared by design); other backends report
+``collected: false``.
 
 Derived here, from consecutive records of one rank and attempt: step time
 (seconds per step) and samples/s (the ``samples`` since the previous record
@@ -35,6 +36,7 @@ from ringleader.runtime.metrics import MAX_FILE_BYTES, METRICS_DIR
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.planning import pods_from_launch
+from ringleader.server.backends.slurm import SlurmBackend, split_handle
 from ringleader.server.models import User
 from ringleader.server.services.workloads import get
 
@@ -103,9 +105,14 @@ def workload_metrics(
     empty = WorkloadMetrics(workload_id=wid, collected=True, series=[])
     if not handle:  # not admitted yet: nothing ran
         return empty
-    if not isinstance(backends.named(backend_name), LocalBackend):
+    backend = backends.named(backend_name)
+    if isinstance(backend, SlurmBackend):  # JOBID:RUN_DIR, the run dir on shared storage
+        run_dir = split_handle(handle)[1]
+    elif isinstance(backend, LocalBackend):  # local and SSH: the handle is the run dir
+        run_dir = Path(handle)
+    else:
         return WorkloadMetrics(workload_id=wid, collected=False, series=[])
-    launch = load_launch(Path(handle))
+    launch = load_launch(run_dir)
     folder = launch.spec.env.get(METRICS_DIR) if launch is not None else None
     if launch is None or not folder or not Path(folder).is_dir():
         return empty
