@@ -39,3 +39,11 @@ def test_buckets_bound_the_points_and_keep_the_last_step(tmp_path: Path) -> None
     assert len(points) <= 7 and points[-1].step == 1000
     assert all(p.samples_per_second == 2.0 for p in points[1:])
     assert all(p.step_time == 1.0 for p in points[1:])
+
+
+def test_a_link_is_not_followed(tmp_path: Path) -> None:
+    """A workload's account could point its file at another workload's records."""
+    other = _write(tmp_path / "other.jsonl", [json.dumps({"step": 1, "time": 1.0})])
+    link = tmp_path / "rank-0.attempt-0.jsonl"
+    link.symlink_to(other)
+    assert _read(link, 0) == ([], False)

@@ -14,8 +14,8 @@ over the time between them).  Bounds: at most ``MAX_POINTS`` points per
 series (consecutive records are merged into buckets: the last step, loss and
 scalars, the mean step time, the bucket's samples over its time), at most
 ``READ_CAP`` bytes read per file (a rank's file is capped smaller by
-``report``), and ``since`` (a UNIX time) returns only later records, for
-cheap live updates.
+``report``), never through a symbolic link, and ``since`` (a UNIX time)
+returns only later records, for cheap live updates.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,11 +118,15 @@ def workload_metrics(
     folder = launch.spec.env.get(METRICS_DIR) if launch is not None else None
     if launch is None or not folder or not Path(folder).is_dir():
         return empty
+    if os.path.realpath(folder) != os.path.normpath(folder):
+        # A workload run as its account owns its directory: a link there must not
+        # lead the server to another workload's records.
+        return empty
     owner = {r: p.name for p in pods_from_launch(launch) for r in p.ranks}
     files: dict[int, list[tuple[int, Path]]] = {}
     for path in Path(folder).iterdir():
         match = _FILE.fullmatch(path.name)
-        if match and path.is_file():
+        if match:
             rank, attempt = int(match.group(1)), int(match.group(2))
             files.setdefault(rank, []).append((attempt, path))
     series: list[RankSeries] = []
@@ -166,8 +172,11 @@ def _read(path: Path, attempt: int) -> tuple[list[_Raw], bool]:
     """One file's well-formed records (a torn last line or a stray one is skipped)."""
     records: list[_Raw] = []
     capped = False
-    try:
-        with path.open("rb") as handle:
+    try:  # never through a link (see above); a FIFO would block: regular files only
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return records, capped
             data = handle.read(READ_CAP)
     except OSError:
         return records, capped
