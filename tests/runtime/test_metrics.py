@@ -116,3 +116,23 @@ def test_unwritable_place_warns_once_and_never_raises(
     err = capsys.readouterr().err
     assert err.count("metrics are not recorded") == 1
     assert not (tmp_path / "absent").exists()
+
+
+def test_a_directory_made_meanwhile_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every rank makes the metrics dir on its first report: the losers of that race record."""
+    folder = tmp_path / "metrics"
+    monkeypatch.setenv(METRICS_FILE, str(folder / "rank-1.attempt-0.jsonl"))
+    real_isdir = metrics.os.path.isdir
+
+    def made_by_another_rank(path: str) -> bool:
+        if path == str(folder):
+            folder.mkdir(exist_ok=True)  # another rank made it after we looked
+            return False
+        return real_isdir(path)
+
+    monkeypatch.setattr(metrics.os.path, "isdir", made_by_another_rank)
+    runtime.report(1, loss=1.0)
+    monkeypatch.undo()
+    assert _records(folder / "rank-1.attempt-0.jsonl")[0]["step"] == 1

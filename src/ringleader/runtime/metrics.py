@@ -28,6 +28,7 @@ are the caller's bug and raise ``ValueError`` naming the argument.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -80,8 +81,10 @@ class _Sink:
             folder = os.path.dirname(path)
             if folder and not os.path.isdir(folder):
                 # Only the last directory: its parent (the run dir) must exist here, so a
-                # remote host without the server's run dir reports nothing.
-                os.mkdir(folder, 0o755)
+                # remote host without the server's run dir reports nothing.  Every rank
+                # of a run may try at once: one makes it.
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, 0o755)
             self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
             self.size = self.file.tell()
         except OSError as exc:
