@@ -35,7 +35,8 @@ with ``--bench``, which ``bench/`` passes: a user's log shows the training alone
 launch-to-first-step latency).  ``steady_steps_per_s`` is ``steps`` divided by the
 time from the end of step 2 (warm-up) to the end of the last step, ``steps`` being
 the total minus the 2 warm-up steps (``nan`` with ``steps=0`` when there were none).
-The epoch loss is the sample-weighted mean over all ranks.
+The epoch loss is the sample-weighted mean over all ranks.  Every rank reports each
+step's loss and samples with ``runtime.report`` (the server's metrics; no output).
 """
 
 from __future__ import annotations
@@ -178,7 +179,10 @@ def train(cfg: Config, ctx: runtime.DistContext, out: Callable[[str], None] = pr
             loss.backward()
             optimizer.step()
             result.steps += 1
-            loss_sum, seen = loss_sum + loss.item() * len(y), seen + len(y)
+            step_loss = loss.item()
+            loss_sum, seen = loss_sum + step_loss * len(y), seen + len(y)
+            # Charted by the server (GET .../metrics); a no-op outside ringleader.
+            runtime.report(result.steps, loss=step_loss, samples=len(y), epoch=epoch + 1)
             if result.steps == 1:
                 result.first_step_unix = time.time()
                 if main and cfg.bench:

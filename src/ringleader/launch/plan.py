@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from ringleader.hosts import Host, to_mpi_hostfile
 from ringleader.launch import frameworks, mlx, teardown
 from ringleader.launch.frameworks import RankPlace
+from ringleader.runtime.metrics import METRICS_DIR, METRICS_FILE
 
 # Under mpirun, the JSON of ``LaunchSpec.rank_env``: each rank applies its entry.
 RANK_ENV = "RINGLEADER_RANK_ENV"
@@ -175,6 +176,11 @@ def rank_env(
             teardown.ENDED_FILE: teardown.ended_file(error_file),
         }
     )
+    # runtime.report's file, where a reader outlives the run (the server's run dir);
+    # without a metrics dir (a plain ``ringleader launch``) report() is a no-op.
+    metrics_dir = spec.env.get(METRICS_DIR)
+    if metrics_dir:
+        env[METRICS_FILE] = f"{metrics_dir.rstrip('/')}/rank-{rank}.attempt-{attempt}.jsonl"
     return env
 
 

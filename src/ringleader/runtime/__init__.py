@@ -1,4 +1,4 @@
-"""What training code imports: join the job, log per rank, record fatal errors.
+"""What training code imports: join the job, log per rank, report metrics, record fatal errors.
 
 Typical use::
 
@@ -8,6 +8,7 @@ Typical use::
     model = runtime.prepare(model)    # DDP on ctx.device
     sampler = runtime.shard(dataset)  # DistributedSampler for this rank
     ...
+    runtime.report(step, loss=loss, samples=n)  # charted by the server; a no-op elsewhere
     runtime.shutdown()
 
 Works under ringleader, torchrun, Slurm (srun), OpenMPI (mpirun), a Kubeflow
@@ -44,6 +45,7 @@ _EXPORTS = {
     "read_error_file": "errorfile",
     "record": "errorfile",
     "get_logger": "log",
+    "report": "metrics",
 }
 
 
@@ -77,6 +79,7 @@ __all__ = [
     "prepare",
     "read_error_file",
     "record",
+    "report",
     "save_checkpoint",
     "shard",
     "shutdown",

@@ -27,6 +27,7 @@ from ringleader.server.schemas import (
 from ringleader.server.services import views
 from ringleader.server.services import workloads as svc
 from ringleader.server.services.logs import log_text
+from ringleader.server.services.metrics import MAX_POINTS, WorkloadMetrics, workload_metrics
 from ringleader.spec import WorkloadSpec
 
 router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
@@ -201,3 +202,25 @@ def logs(
         stopping=request.app.state.stopping,
     )
     return StreamingResponse(lines, media_type="text/plain")
+
+
+@router.get("/{workload_id}/metrics", response_model=WorkloadMetrics, response_model_by_alias=True)
+def metrics(
+    workload_id: str,
+    request: Request,
+    since: float | None = Query(None, ge=0, le=1e11),
+    max_points: int = Query(MAX_POINTS, alias="maxPoints", ge=2, le=MAX_POINTS),
+    user: User = Depends(current_user),
+    s: Session = Depends(get_session),
+) -> WorkloadMetrics:
+    """What the ranks reported with ``runtime.report``, per pod and rank (ringleader's own
+    route, not Run:ai's); ``since`` (a UNIX time, the last answer's ``until``) returns
+    only newer records, for live charts."""
+    return workload_metrics(
+        s,
+        user,
+        workload_id,
+        backends=request.app.state.backends,
+        since=since,
+        max_points=max_points,
+    )

@@ -42,6 +42,7 @@ from ringleader.launch.keepalive import keepalive_argv
 from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
+from ringleader.runtime.metrics import METRICS_DIR
 from ringleader.server.backends.base import BackendRequest, RunAs
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
 from ringleader.spec import Compute, parse_quantity
@@ -230,6 +231,8 @@ def plan_launch(
     run_as = request.run_as
     own_dir = account_dir(run_as, request.workload_id) if run_as is not None else run_dir
     env.setdefault(CHECKPOINT_DIR, f"{own_dir}/checkpoints")
+    # runtime.report's records (read by services.metrics): always ours, never the spec's.
+    env[METRICS_DIR] = f"{own_dir}/metrics"
     if run_as is not None:  # its own identity, never the server's (set last: not the spec's)
         env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
     layout = spec.pod_layout(request.name)

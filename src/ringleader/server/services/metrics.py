@@ -1,0 +1,265 @@
+"""A workload's training metrics, per pod and rank: what ``GET .../metrics`` returns.
+
+The ranks write them with ``ringleader.runtime.report`` (format: that module's
+docstring) into the run's metrics directory, ``RINGLEADER_METRICS_DIR`` in the
+run's ``launch.json`` (set by the local backend's planning, never by a spec):
+``rank-R.attempt-A.jsonl``.  Local, SSH and Slurm runs are read (an SSH
+node's ranks write there only when the run dir is on a filesystem they share
+with the server; Slurm's run dir is shared by design); other backends report
+``collected: false``.
+
+Derived here, from consecutive records of one rank and attempt: step time
+(seconds per step) and samples/s (the ``samples`` since the previous record
+over the time between them).  Bounds: at most ``MAX_POINTS`` points per
+series (consecutive records are merged into buckets: the last step, loss and
+scalars, the mean step time, the bucket's samples over its time), at most
+``READ_CAP`` bytes read per file (a rank's file is capped smaller by
+``report``), never through a symbolic link, and ``since`` (a UNIX time)
+returns only later records, for cheap live updates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+from sqlalchemy.orm import Session
+
+from ringleader.launch.detached import load_launch
+from ringleader.runtime.metrics import MAX_FILE_BYTES, METRICS_DIR
+from ringleader.server.backends import BackendSet
+from ringleader.server.backends.local import LocalBackend
+from ringleader.server.backends.local.planning import pods_from_launch
+from ringleader.server.backends.slurm import SlurmBackend, split_handle
+from ringleader.server.models import User
+from ringleader.server.services.workloads import get
+
+MAX_POINTS = 500
+READ_CAP = MAX_FILE_BYTES + 1024 * 1024
+_FILE = re.compile(r"rank-(\d{1,6})\.attempt-(\d{1,6})\.jsonl")
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class MetricPoint(_Camel):
+    attempt: int
+    step: int
+    time: float
+    loss: float | None = None
+    samples: int | None = None
+    samples_per_second: float | None = None
+    step_time: float | None = None
+    scalars: dict[str, float] = Field(default_factory=dict)
+
+
+class RankSeries(_Camel):
+    pod: str
+    rank: int
+    points: list[MetricPoint]
+    records: int  # after ``since``, before merging into ``points``
+    capped: bool = False  # report() stopped writing: its file reached its size cap
+
+
+class WorkloadMetrics(_Camel):
+    workload_id: str
+    collected: bool  # False: this backend does not collect runtime.report's records
+    series: list[RankSeries]
+    total_samples_per_second: float | None = None  # the latest rate of every rank, summed
+    until: float | None = None  # the latest record's time: the next call's ``since``
+
+
+@dataclass
+class _Raw:
+    attempt: int
+    step: int
+    time: float
+    loss: float | None
+    samples: int | None
+    scalars: dict[str, float]
+    rate: float | None = None
+    step_time: float | None = None
+    dt: float | None = None
+
+
+def workload_metrics(
+    session: Session,
+    user: User,
+    workload_id: str,
+    *,
+    backends: BackendSet,
+    since: float | None = None,
+    max_points: int = MAX_POINTS,
+) -> WorkloadMetrics:
+    """Check the caller may see the workload (404 as for its logs), then read its files."""
+    workload = get(session, user, workload_id)
+    wid, handle, backend_name = workload.id, workload.handle, workload.backend
+    session.close()  # files are read with no transaction open
+    empty = WorkloadMetrics(workload_id=wid, collected=True, series=[])
+    if not handle:  # not admitted yet: nothing ran
+        return empty
+    backend = backends.named(backend_name)
+    if isinstance(backend, SlurmBackend):  # JOBID:RUN_DIR, the run dir on shared storage
+        run_dir = split_handle(handle)[1]
+    elif isinstance(backend, LocalBackend):  # local and SSH: the handle is the run dir
+        run_dir = Path(handle)
+    else:
+        return WorkloadMetrics(workload_id=wid, collected=False, series=[])
+    launch = load_launch(run_dir)
+    folder = launch.spec.env.get(METRICS_DIR) if launch is not None else None
+    if launch is None or not folder or not Path(folder).is_dir():
+        return empty
+    if os.path.realpath(folder) != os.path.normpath(folder):
+        # A workload run as its account owns its directory: a link there must not
+        # lead the server to another workload's records.
+        return empty
+    owner = {r: p.name for p in pods_from_launch(launch) for r in p.ranks}
+    files: dict[int, list[tuple[int, Path]]] = {}
+    for path in Path(folder).iterdir():
+        match = _FILE.fullmatch(path.name)
+        if match:
+            rank, attempt = int(match.group(1)), int(match.group(2))
+            files.setdefault(rank, []).append((attempt, path))
+    series: list[RankSeries] = []
+    latest_rates: dict[int, tuple[int, float]] = {}
+    until: float | None = None
+    for rank in sorted(files):
+        raw: list[_Raw] = []
+        capped = False
+        for attempt, path in sorted(files[rank]):
+            records, was_capped = _read(path, attempt)
+            capped = capped or was_capped
+            _derive(records)
+            raw.extend(records)
+        if raw:
+            last = raw[-1]
+            until = max(until or last.time, last.time)
+            if last.rate is not None:
+                latest_rates[rank] = (last.attempt, last.rate)
+        fresh = [r for r in raw if since is None or r.time > since]
+        if not fresh and since is not None:
+            continue
+        series.append(
+            RankSeries(
+                pod=owner.get(rank, f"rank-{rank}"),
+                rank=rank,
+                points=_downsample(fresh, max_points),
+                records=len(fresh),
+                capped=capped,
+            )
+        )
+    newest = max((a for a, _ in latest_rates.values()), default=None)
+    rates = [rate for a, rate in latest_rates.values() if a == newest]
+    return WorkloadMetrics(
+        workload_id=wid,
+        collected=True,
+        series=series,
+        total_samples_per_second=sum(rates) if rates else None,
+        until=until,
+    )
+
+
+def _read(path: Path, attempt: int) -> tuple[list[_Raw], bool]:
+    """One file's well-formed records (a torn last line or a stray one is skipped)."""
+    records: list[_Raw] = []
+    capped = False
+    try:  # never through a link (see above); a FIFO would block: regular files only
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return records, capped
+            data = handle.read(READ_CAP)
+    except OSError:
+        return records, capped
+    for line in data.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(item, dict):
+            continue
+        if item.get("capped") is True:
+            capped = True
+            continue
+        step, moment = item.get("step"), item.get("time")
+        if not isinstance(step, int) or not _finite(moment):
+            continue
+        loss = item.get("loss")
+        samples = item.get("samples")
+        scalars = item.get("scalars")
+        records.append(
+            _Raw(
+                attempt=attempt,
+                step=step,
+                time=float(moment),
+                loss=float(loss) if _finite(loss) else None,
+                samples=samples if isinstance(samples, int) and samples >= 0 else None,
+                scalars={
+                    str(k): float(v) for k, v in scalars.items() if _finite(v) and len(k) <= 64
+                }
+                if isinstance(scalars, dict)
+                else {},
+            )
+        )
+    return records, capped
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _derive(records: list[_Raw]) -> None:
+    """Step time and samples/s from each record and the one before it (same attempt)."""
+    for before, now in itertools.pairwise(records):
+        dt = now.time - before.time
+        if dt <= 0:
+            continue
+        now.dt = dt
+        if now.step > before.step:
+            now.step_time = dt / (now.step - before.step)
+        if now.samples is not None:
+            now.rate = now.samples / dt
+
+
+def _downsample(records: list[_Raw], max_points: int) -> list[MetricPoint]:
+    """At most ``max_points`` points: buckets of consecutive records of one attempt."""
+    size = max(1, math.ceil(len(records) / max_points))
+    points: list[MetricPoint] = []
+    bucket: list[_Raw] = []
+    for record in records:
+        if bucket and (len(bucket) == size or bucket[-1].attempt != record.attempt):
+            points.append(_point(bucket))
+            bucket = []
+        bucket.append(record)
+    if bucket:
+        points.append(_point(bucket))
+    if len(points) > max_points:  # attempts split buckets: keep the newest
+        points = points[-max_points:]
+    return points
+
+
+def _point(bucket: list[_Raw]) -> MetricPoint:
+    last = bucket[-1]
+    step_times = [r.step_time for r in bucket if r.step_time is not None]
+    timed = [r for r in bucket if r.dt is not None and r.samples is not None]
+    seconds = sum(r.dt or 0.0 for r in timed)
+    counted = [r for r in bucket if r.samples is not None]
+    return MetricPoint(
+        attempt=last.attempt,
+        step=last.step,
+        time=last.time,
+        loss=last.loss,
+        samples=sum(r.samples for r in counted) if counted else None,
+        samples_per_second=sum(r.samples or 0 for r in timed) / seconds if seconds > 0 else None,
+        step_time=sum(step_times) / len(step_times) if step_times else None,
+        scalars=last.scalars,
+    )

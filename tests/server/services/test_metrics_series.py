@@ -1,0 +1,49 @@
+"""services.metrics' reading of report() files: derived rates, bad lines, buckets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ringleader.server.services.metrics import _derive, _downsample, _read
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def test_rates_from_consecutive_records_and_bad_lines_skipped(tmp_path: Path) -> None:
+    records = [
+        json.dumps({"step": 1, "time": 100.0, "loss": 2.0, "samples": 10}),
+        "not json",
+        json.dumps({"step": "2", "time": 101.0}),  # a step that is no int
+        json.dumps({"step": 3, "time": 102.0, "loss": 1.0, "samples": 40, "scalars": {"lr": 1}}),
+        '{"capped": true}',
+        '{"step": 4, "ti',  # torn by a crash
+    ]
+    raw, capped = _read(_write(tmp_path / "rank-0.attempt-0.jsonl", records), 0)
+    assert capped and [r.step for r in raw] == [1, 3]
+    _derive(raw)
+    assert raw[0].rate is None and raw[1].rate == 20.0 and raw[1].step_time == 1.0
+    (first, second) = _downsample(raw, 10)
+    assert first.loss == 2.0 and first.samples_per_second is None
+    assert second.samples_per_second == 20.0 and second.scalars == {"lr": 1.0}
+
+
+def test_buckets_bound_the_points_and_keep_the_last_step(tmp_path: Path) -> None:
+    lines = [json.dumps({"step": s, "time": float(s), "samples": 2}) for s in range(1, 1001)]
+    raw, _ = _read(_write(tmp_path / "f.jsonl", lines), 0)
+    _derive(raw)
+    points = _downsample(raw, 7)
+    assert len(points) <= 7 and points[-1].step == 1000
+    assert all(p.samples_per_second == 2.0 for p in points[1:])
+    assert all(p.step_time == 1.0 for p in points[1:])
+
+
+def test_a_link_is_not_followed(tmp_path: Path) -> None:
+    """A workload's account could point its file at another workload's records."""
+    other = _write(tmp_path / "other.jsonl", [json.dumps({"step": 1, "time": 1.0})])
+    link = tmp_path / "rank-0.attempt-0.jsonl"
+    link.symlink_to(other)
+    assert _read(link, 0) == ([], False)

@@ -1,0 +1,94 @@
+"""GET .../metrics against a real server: the digits example's ranks report, the server charts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from statistics import mean
+
+import httpx
+import pytest
+
+from tests.conftest import wait_until
+from tests.server.conftest import ServerProcess, running_server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with running_server(tmp_path_factory.mktemp("metrics") / "home") as proc:
+        yield proc
+
+
+def _login(server: ServerProcess, client_id: str, secret: str) -> dict[str, str]:
+    body = {"grantType": "client_credentials", "clientID": client_id, "clientSecret": secret}
+    response = httpx.post(f"{server.url}/api/v1/token", json=body)
+    assert response.status_code == 200, response.text
+    return {"Authorization": f"Bearer {response.json()['accessToken']}"}
+
+
+def _admin(server: ServerProcess) -> httpx.Client:
+    creds = json.loads((Path(server.home) / "credentials.json").read_text())
+    headers = _login(server, creds["clientId"], creds["clientSecret"])
+    return httpx.Client(base_url=server.url, headers=headers, timeout=30)
+
+
+def test_digits_ranks_report_a_falling_loss(served: ServerProcess) -> None:
+    admin = _admin(served)
+    project = admin.get("/api/v1/org-unit/projects/default").json()["id"]
+    body = {
+        "name": "digits",
+        "projectId": project,
+        "spec": {
+            "command": "python -m ringleader.examples.digits --epochs 3 --no-checkpoint",
+            "numWorkers": 2,
+        },
+    }
+    submitted = admin.post("/api/v1/workloads/distributed", json=body)
+    assert submitted.status_code == 202, submitted.text
+    wid = submitted.json()["workloadId"]
+    path = f"/api/v1/workloads/{wid}/metrics"
+
+    def ended() -> str | None:
+        phase = admin.get(f"/api/v1/workloads/{wid}").json()["actualPhase"]
+        return phase if phase in {"Completed", "Failed"} else None
+
+    assert wait_until(ended, 300, "the run to end") == "Completed"
+    got = admin.get(path)
+    assert got.status_code == 200, got.text
+    metrics = got.json()
+    assert metrics["collected"] is True
+    series = {s["pod"]: s for s in metrics["series"]}
+    pods = {p["name"] for p in admin.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]}
+    assert len(pods) == 3 and set(series) == pods  # the master and both workers
+    for one in series.values():
+        points = one["points"]
+        assert len(points) >= 20 and one["records"] == len(points)
+        assert [p["step"] for p in points] == sorted(p["step"] for p in points)
+        losses = [p["loss"] for p in points]
+        assert mean(losses[-5:]) < mean(losses[:5])  # it learns
+        later = points[1:]
+        assert all(p["stepTime"] > 0 and p["samplesPerSecond"] > 0 for p in later)
+        assert all(p["samples"] == 32 and p["scalars"]["epoch"] >= 1 for p in points)
+    assert metrics["totalSamplesPerSecond"] > 0
+    assert metrics["until"] == max(p["time"] for s in series.values() for p in s["points"])
+
+    # Live updates: nothing newer than ``until``; a bounded number of points.
+    nothing = admin.get(path, params={"since": metrics["until"]}).json()
+    assert nothing["series"] == [] and nothing["until"] == metrics["until"]
+    few = admin.get(path, params={"maxPoints": 5}).json()
+    for one in few["series"]:
+        assert len(one["points"]) <= 5 and one["points"][-1]["step"] == one["records"]
+    assert admin.get(path, params={"since": "yesterday"}).status_code == 422
+    assert admin.get(path, params={"maxPoints": 100000}).status_code == 422
+
+    # Another user, in no project of this workload's: as for its logs, no such workload.
+    made = admin.post("/api/v1/users", json={"username": "mallory"})
+    assert made.status_code == 201, made.text
+    mallory = _login(served, made.json()["clientId"], made.json()["clientSecret"])
+    refused = httpx.get(f"{served.url}{path}", headers=mallory)
+    assert refused.status_code == 404
+    assert (
+        httpx.get(f"{served.url}/api/v1/workloads/{wid}/logs", headers=mallory).status_code == 404
+    )
+    assert httpx.get(f"{served.url}{path}").status_code == 401
