@@ -114,6 +114,7 @@ def test_pytorch_plan_is_a_master_and_n_workers_on_localhost() -> None:
                 "JOB_NAME": "mnist",
                 "JOB_UUID": "w1",
                 "RINGLEADER_CHECKPOINT_DIR": "/runs/w1/checkpoints",
+                "RINGLEADER_METRICS_DIR": "/runs/w1/metrics",
             },
             on_rank0_success="stop-rest",  # cleanPodPolicy Running (the default)
         ),
@@ -267,6 +268,7 @@ def test_mpi_plan_is_a_launcher_and_workers_with_slots() -> None:
                 "JOB_NAME": "dist",
                 "JOB_UUID": "w2",
                 "RINGLEADER_CHECKPOINT_DIR": "/runs/w2/checkpoints",
+                "RINGLEADER_METRICS_DIR": "/runs/w2/metrics",
             },
         ),
         framework="mpi",
