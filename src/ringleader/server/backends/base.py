@@ -26,6 +26,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ringleader.errors import Conflict, InvalidSpec
@@ -229,6 +230,11 @@ class Backend(ABC):
         self, handle: str, pod: str | None = None, tail: int | None = None
     ) -> Iterator[LogLine]:
         """Log lines, oldest first; one pod or all merged."""
+
+    def run_dir_of(self, handle: str) -> Path | None:
+        """The run directory on the server's machine that ``handle``'s ranks write to
+        (logs, state, ``runtime.report``'s metrics); None: this backend keeps none."""
+        return None
 
     def exec_target(self, handle: str, pod: str) -> ExecTarget:
         """Where to run a command inside ``pod``; Conflict when it has no live process."""

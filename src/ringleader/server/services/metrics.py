@@ -29,17 +29,15 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 from sqlalchemy.orm import Session
 
 from ringleader.launch.detached import load_launch
 from ringleader.runtime.metrics import MAX_FILE_BYTES, METRICS_DIR
 from ringleader.server.backends import BackendSet
-from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.planning import pods_from_launch
-from ringleader.server.backends.slurm import SlurmBackend, split_handle
 from ringleader.server.models import User
+from ringleader.server.schemas import Wire
 from ringleader.server.services.workloads import get
 
 MAX_POINTS = 500
@@ -47,11 +45,7 @@ READ_CAP = MAX_FILE_BYTES + 1024 * 1024
 _FILE = re.compile(r"rank-(\d{1,6})\.attempt-(\d{1,6})\.jsonl")
 
 
-class _Camel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class MetricPoint(_Camel):
+class MetricPoint(Wire):
     attempt: int
     step: int
     time: float
@@ -62,7 +56,7 @@ class MetricPoint(_Camel):
     scalars: dict[str, float] = Field(default_factory=dict)
 
 
-class RankSeries(_Camel):
+class RankSeries(Wire):
     pod: str
     rank: int
     points: list[MetricPoint]
@@ -70,7 +64,7 @@ class RankSeries(_Camel):
     capped: bool = False  # report() stopped writing: its file reached its size cap
 
 
-class WorkloadMetrics(_Camel):
+class WorkloadMetrics(Wire):
     workload_id: str
     collected: bool  # False: this backend does not collect runtime.report's records
     series: list[RankSeries]
@@ -107,12 +101,8 @@ def workload_metrics(
     empty = WorkloadMetrics(workload_id=wid, collected=True, series=[])
     if not handle:  # not admitted yet: nothing ran
         return empty
-    backend = backends.named(backend_name)
-    if isinstance(backend, SlurmBackend):  # JOBID:RUN_DIR, the run dir on shared storage
-        run_dir = split_handle(handle)[1]
-    elif isinstance(backend, LocalBackend):  # local and SSH: the handle is the run dir
-        run_dir = Path(handle)
-    else:
+    run_dir = backends.named(backend_name).run_dir_of(handle)
+    if run_dir is None:
         return WorkloadMetrics(workload_id=wid, collected=False, series=[])
     launch = load_launch(run_dir)
     folder = launch.spec.env.get(METRICS_DIR) if launch is not None else None

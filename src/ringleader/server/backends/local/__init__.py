@@ -63,7 +63,6 @@ from ringleader.launch.detached import (
     is_detached_supervisor,
     load_launch,
     read_json,
-    read_logs,
     scoped_environ,
     write_json_atomic,
 )
@@ -80,7 +79,7 @@ from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.homes import prepare_account_dirs, through_sudo
-from ringleader.server.backends.local.logtail import run_logs, tail_logs
+from ringleader.server.backends.local.logtail import run_dir_logs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
     LocalPlan,
@@ -360,13 +359,10 @@ class LocalBackend(Backend):
     def logs(
         self, handle: str, pod: str | None = None, tail: int | None = None
     ) -> Iterator[LogLine]:
-        if tail is not None:  # read from the files' ends: a tail costs its own size
-            return tail_logs(handle, pod, tail)
-        log_dir, owner, ranks = run_logs(handle, pod)
-        return (
-            LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
-            for r in read_logs(log_dir, ranks)
-        )
+        return run_dir_logs(handle, pod, tail)
+
+    def run_dir_of(self, handle: str) -> Path:
+        return Path(handle)  # the handle is the run directory
 
     # ----- exec ----------------------------------------------------------------------
     def exec_target(self, handle: str, pod: str) -> ExecTarget:

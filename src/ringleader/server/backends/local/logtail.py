@@ -26,6 +26,7 @@ from ringleader.launch.detached import (
     load_launch,
     parse_log_file_name,
     parse_log_line,
+    read_logs,
 )
 from ringleader.server.backends.base import LogLine
 from ringleader.server.backends.local.planning import pods_from_launch
@@ -106,3 +107,15 @@ def tail_logs(handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
         for r in merged
     )
     return iter(deque(lines, maxlen=count))
+
+
+def run_dir_logs(run_dir: str, pod: str | None, tail: int | None) -> Iterator[LogLine]:
+    """A run directory's log lines, oldest first (one pod's or all merged); with
+    ``tail``, only the last ``tail`` lines, read from the files' ends."""
+    if tail is not None:  # a tail costs its own size, not the files'
+        return tail_logs(run_dir, pod, tail)
+    log_dir, owner, ranks = run_logs(run_dir, pod)
+    return (
+        LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
+        for r in read_logs(log_dir, ranks)
+    )

@@ -45,7 +45,6 @@ from ringleader.launch.detached import (
     SUPERVISOR_LOG,
     load_launch,
     read_json,
-    read_logs,
     scoped_environ,
     write_json_atomic,
 )
@@ -58,7 +57,7 @@ from ringleader.server.backends.base import (
     LogLine,
 )
 from ringleader.server.backends.local.homes import prepare_account_dirs
-from ringleader.server.backends.local.logtail import run_logs, tail_logs
+from ringleader.server.backends.local.logtail import run_dir_logs
 from ringleader.server.backends.local.planning import pods_from_launch
 from ringleader.server.backends.local.processes import tail
 from ringleader.server.backends.slurm.planning import SlurmPlan, SlurmSettings, plan_job
@@ -277,14 +276,10 @@ class SlurmBackend(Backend):
     def logs(
         self, handle: str, pod: str | None = None, tail: int | None = None
     ) -> Iterator[LogLine]:
-        _, run_dir = split_handle(handle)
-        if tail is not None:
-            return tail_logs(str(run_dir), pod, tail)
-        log_dir, owner, ranks = run_logs(str(run_dir), pod)
-        return (
-            LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
-            for r in read_logs(log_dir, ranks)
-        )
+        return run_dir_logs(str(self.run_dir_of(handle)), pod, tail)
+
+    def run_dir_of(self, handle: str) -> Path:
+        return split_handle(handle)[1]  # JOBID:RUN_DIR, the run dir on shared storage
 
 
 def gpu_entry(index: int, model: str) -> dict[str, Any]:
