@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from ringleader import __version__
 from ringleader.errors import HTTP_STATUS, InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
-from ringleader.server import auth, inventory
+from ringleader.server import auth, inventory, ui
 from ringleader.server.accounts import accounts_for
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
@@ -67,6 +67,8 @@ def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
         # document declares for every route: loc, msg and type are all required.
         loc = exc.where.split(".") if exc.where else []
         body["detail"] = [{"loc": loc, "msg": exc.problem, "type": "value_error"}]
+    if ui.is_page_request(request):
+        return ui.error_page(request, status, str(exc))  # a page's error is a page
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
     if isinstance(exc, RateLimited):
         headers["Retry-After"] = str(exc.retry_after_s)
@@ -290,4 +292,5 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(asset_routes.router)
     app.include_router(docs.router)
     app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
+    ui.install(app)  # the web UI at /: pages, its static files, login redirects
     return app

@@ -40,6 +40,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     token_ttl_s: int = 12 * 3600
+    # A web UI session (its cookie holds a token of its own): ends after this.
+    ui_session_ttl_s: int = 8 * 3600
     # A pod's token (the submitting user's, for the CLI inside it): revoked when its
     # workload ends, expired after this at the latest.
     pod_token_ttl_s: int = 24 * 3600

@@ -30,9 +30,10 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
 
-from ringleader.server.deps import current_user
+from ringleader.server.ui.session import bearer_or_session_user
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(current_user)])
+# A bearer token, or the web UI's session cookie (its footer links here; GET only).
+router = APIRouter(include_in_schema=False, dependencies=[Depends(bearer_or_session_user)])
 
 ASSETS_PATH = "/docs-assets"
 ASSETS_DIR = Path(str(files("fastapi_offline") / "static"))

@@ -1,0 +1,53 @@
+// ringleader's web UI: small, own, no framework. Pages work without it; it adds
+// times in the browser's zone, confirmations and live updates.
+"use strict";
+
+const ringleader = (() => {
+  const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
+
+  // <time datetime="...Z" title="... UTC">: shown in the browser's zone, UTC on hover.
+  function localTimes(root = document) {
+    for (const el of root.querySelectorAll("time[datetime]")) {
+      const when = new Date(el.getAttribute("datetime"));
+      if (!isNaN(when)) el.textContent = when.toLocaleString();
+    }
+  }
+
+  // A same-origin fetch that carries the CSRF token; a lost session goes to login.
+  async function request(url, options = {}) {
+    const headers = { "X-Requested-With": "fetch", "X-CSRF-Token": csrf(), ...(options.headers || {}) };
+    const response = await fetch(url, { credentials: "same-origin", ...options, headers });
+    if (response.status === 401) {
+      const body = await response.json().catch(() => ({}));
+      window.location.assign(body.login || "/login");
+      throw new Error("logged out");
+    }
+    return response;
+  }
+
+  // Poll ``url`` every ``everyMs`` while the tab is visible; ``apply`` gets the JSON.
+  function poll(url, everyMs, apply) {
+    let timer = null;
+    const tick = async () => {
+      timer = null;
+      if (!document.hidden) {
+        try {
+          const response = await request(typeof url === "function" ? url() : url);
+          if (response.ok) await apply(await response.json());
+        } catch (err) { /* the next tick tries again */ }
+      }
+      timer = setTimeout(tick, everyMs);
+    };
+    timer = setTimeout(tick, everyMs);
+    return () => timer && clearTimeout(timer);
+  }
+
+  // <form data-confirm="Delete x?">: asks first.
+  document.addEventListener("submit", (event) => {
+    const message = event.target.getAttribute("data-confirm");
+    if (message && !window.confirm(message)) event.preventDefault();
+  });
+
+  document.addEventListener("DOMContentLoaded", () => localTimes());
+  return { csrf, request, poll, localTimes };
+})();
