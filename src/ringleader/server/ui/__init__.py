@@ -12,11 +12,28 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from ringleader.server.ui import auth_pages, workloads_page
+from ringleader.server.ui import (
+    admin_pages,
+    auth_pages,
+    nodes_page,
+    projects_page,
+    wizard,
+    workload_page,
+    workloads_page,
+)
 from ringleader.server.ui.render import STATIC, STATIC_PATH, page
 from ringleader.server.ui.session import CSRFRefused, LoginRequired, login_url
 
-PAGES = [auth_pages.router, workloads_page.router]
+# Order matters where paths overlap: /workloads/new before /workloads/{id}.
+PAGES = [
+    auth_pages.router,
+    workloads_page.router,
+    wizard.router,
+    workload_page.router,
+    projects_page.router,
+    nodes_page.router,
+    admin_pages.router,
+]
 
 
 def _wants_html(request: Request) -> bool:

@@ -1,0 +1,7 @@
+"""Admin pages: users and their access keys."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(include_in_schema=False)
