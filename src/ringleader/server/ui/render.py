@@ -54,6 +54,27 @@ def time_tag(value: datetime | str | None, empty: str = "-") -> Markup:
     return Markup(f'<time datetime="{escape(iso)}" title="{escape(text)}">{escape(text)}</time>')
 
 
+# A phase's colour class (status-ok, -bad ...): colour only adds to the word shown.
+_STATUS_CLASSES = {
+    "Running": "run",
+    "Completed": "ok",
+    "Succeeded": "ok",
+    "Ready": "ok",
+    "Failed": "bad",
+    "Degraded": "bad",
+    "NotReady": "bad",
+    "Unknown": "bad",
+    "Stopped": "idle",
+    "Deleted": "idle",
+}
+
+
+def status_class(phase: str | None) -> str:
+    """``status status-KIND`` for a phase: run, ok, bad, idle, else wait
+    (Pending, Creating, Initializing, Stopping, Resuming, Deleting)."""
+    return f"status status-{_STATUS_CLASSES.get(phase or '', 'wait')}"
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -63,6 +84,7 @@ def _environment() -> Environment:
     )
     env.globals.update(static=STATIC_PATH, version=__version__, csrf_field=CSRF_FIELD)
     env.filters["time"] = time_tag
+    env.filters["status_class"] = status_class
     return env
 
 
