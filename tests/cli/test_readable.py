@@ -60,6 +60,7 @@ def test_server_says_where_it_is_how_to_use_it_and_why_it_stops(server: ServerPr
         wait_until(lambda: "ringleader list" in (t := log.read_text()) and t, 30, "banner")
     )
     assert f"is ready at {server.url}" in banner
+    assert f"web UI:         {server.url}/" in banner
     assert f"data directory: {server.home}" in banner
     assert f"credentials:    {server.home / 'credentials.json'}" in banner
     assert f"export RINGLEADER_URL={server.url}" in banner

@@ -107,6 +107,10 @@ def test_demo_runs_twice_then_stops(demo_home: Path) -> None:
 
     # The server runs on by design, answers at the printed URL and is the one in the pid file.
     assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    # The web UI it names answers there: a browser is sent to the login page.
+    assert f"Web UI:    {url}/" in out
+    ui = httpx.get(f"{url}/", headers={"Accept": "text/html"}, follow_redirects=True, timeout=5)
+    assert ui.status_code == 200 and "Log in to ringleader" in ui.text
     assert (demo_home / "server.pid").read_text().split() == [str(pid)]
     assert (demo_home / "credentials.json").stat().st_mode & 0o077 == 0
     # Only the server is left: every rank and supervisor of the workload has ended.

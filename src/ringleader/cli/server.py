@@ -323,6 +323,7 @@ def banner(config: ServerConfig, url: str) -> str:
         creds = "none in the data directory: log in with an access key (`ringleader login`)"
     lines = [
         f"ringleader server {__version__} is ready at {url}",
+        f"  web UI:         {url}/  (log in with an access key)",
         f"  data directory: {data_dir}  (database, every run's logs)",
         f"  credentials:    {creds}",
     ]

@@ -351,6 +351,7 @@ def run_demo(args: argparse.Namespace) -> int:
         stop = f"kill {pid}   (or: python -m ringleader.examples.demo --stop --home {quoted})"
     print(
         f"\nThe control plane keeps running (pid {pid}), its state in {home}:\n"
+        f"  Web UI:    {url}/   (log in with the admin's key in {home}/credentials.json)\n"
         f"  API:       {url}   (REST under {url}/api/v1)\n"
         f"  API docs:  {url}/docs   (OpenAPI: {url}/openapi.json; both need the token)\n"
         f"  Token:     RINGLEADER_HOME={quoted} {rl} token\n"
