@@ -48,19 +48,19 @@ SORTS = {
     "created": "createdAt",
     "completed": "completedAt",
 }
-# The table's columns: (sort key or None, header).
+# The table's columns: (sort key or None, header, what its figures are).
 COLUMNS = (
-    ("name", "Workload"),
-    ("type", "Type"),
-    ("status", "Status"),
-    ("project", "Project"),
-    ("createdBy", "Created by"),
-    (None, "Pods running / requested"),
-    (None, "GPU request / allocated"),
-    (None, "CPU request / allocated"),
-    ("created", "Created"),
-    ("completed", "Completed"),
-    (None, "Actions"),
+    ("name", "Workload", ""),
+    ("type", "Type", ""),
+    ("status", "Status", ""),
+    ("project", "Project", ""),
+    ("createdBy", "Created by", ""),
+    (None, "Pods", "running / requested"),
+    (None, "GPU", "requested / allocated"),
+    (None, "CPU cores", "requested / allocated"),
+    ("created", "Created", ""),
+    ("completed", "Completed", ""),
+    (None, "Actions", ""),
 )
 # The statuses a user can filter by (every phase a live workload can be in).
 STATUSES = tuple(p for p in phases.WORKLOAD_PHASES if p != "Deleted")

@@ -32,7 +32,7 @@ def _context(request: Request, result: uw.Page) -> dict[str, object]:
         "statuses": uw.STATUSES,
         "sizes": uw.PAGE_SIZES,
         "columns": uw.COLUMNS,
-        "sort_labels": [(key, label) for key, label in uw.COLUMNS if key],
+        "sort_labels": [(key, label) for key, label, _ in uw.COLUMNS if key],
         "back": result.query.url(),
     }
 

@@ -64,7 +64,7 @@
     table.dataset.version = version;
     if (range && data.range) range.textContent = data.range;
     const empty = document.getElementById("wl-empty");
-    if (empty && data.total > 0) empty.hidden = true;
+    if (empty) empty.hidden = data.total > 0;
     ringleader.localTimes(rows);
     markConfirmed(rows);
     addCopyButtons(rows);
