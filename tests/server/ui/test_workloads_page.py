@@ -217,17 +217,26 @@ def test_an_action_the_phase_does_not_allow_comes_back_in_words(api: API):
     assert "Delete finished" in page and f"/workloads/new?copy={done}" in page
 
 
-def test_live_update_is_tiny_when_nothing_changed_and_has_the_rows_when_something_did(api: API):
-    (first,) = insert(api, [{"name": "watched", "phase": "Stopped"}])
+def test_live_update_is_tiny_when_nothing_changed_and_sends_only_changed_rows(api: API):
+    first, second = insert(
+        api, [{"name": "watched", "phase": "Stopped"}, {"name": "still", "phase": "Stopped"}]
+    )
     login(api)
     page = api.client.get("/workloads?status=Stopped", headers=HTML).text
     version = re.search(r'data-version="(\w+)"', page).group(1)
-    same = api.client.get(f"/workloads/live?status=Stopped&version={version}", headers=FETCH)
+    have = ".".join(re.findall(r'data-v="(\w+)"', page))
+    live = f"/workloads/live?status=Stopped&version={version}&have={have}"
+    same = api.client.get(live, headers=FETCH)
     assert same.status_code == 200 and same.json() == {"v": version}
     assert len(same.content) < 100
     with api.client.app.state.sessions() as s, s.begin():
         s.get(Workload, first).phase_message = "touched"  # any change moves updated_at
-    changed = api.client.get(f"/workloads/live?status=Stopped&version={version}", headers=FETCH)
-    body = changed.json()
-    assert body["v"] != version and body["range"] == "1–1 of 1"
-    assert ">watched</a>" in body["rows"] and "<tr" in body["rows"]
+    body = api.client.get(live, headers=FETCH).json()
+    assert body["v"] != version and body["range"] == "1–2 of 2"
+    assert len(body["order"]) == 2
+    assert body["order"][0] in have.split(".")  # "still" (the newer) is kept as it is
+    (html,) = body["rows"].values()  # only the changed row travels
+    assert ">watched</a>" in html and html.lstrip().startswith("<tr")
+    # A browser that has nothing gets every row.
+    fresh = api.client.get("/workloads/live?status=Stopped", headers=FETCH).json()
+    assert len(fresh["rows"]) == 2 and second

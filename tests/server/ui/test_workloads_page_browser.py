@@ -41,7 +41,8 @@ def test_a_workload_appears_updates_live_and_is_stopped_resumed_and_deleted(ui: 
     wait_until(lambda: _row(ui, "live-run").count() == 1, 60, "the new row to appear")
     wait_until(lambda: _status(ui, "live-run") == "Running", 90, "Running, live")
     assert ui.page.evaluate("window.notReloaded") is True
-    assert ui.page.locator("#wl-range").inner_text() == "1–2 of 2"
+    range_text = lambda: ui.page.locator("#wl-range").inner_text()  # noqa: E731
+    wait_until(lambda: range_text() == "1–2 of 2", 60, "both rows, live")
     pending = _row(ui, "too-big")
     assert pending.locator(".status").inner_text() == "Pending"
     assert pending.locator(".reason").inner_text().strip()  # the reason in words

@@ -65,6 +65,7 @@ COLUMNS = (
 # The statuses a user can filter by (every phase a live workload can be in).
 STATUSES = tuple(p for p in phases.WORKLOAD_PHASES if p != "Deleted")
 PARAMS = ("project", "status", "search", "sort", "order", "page", "size")
+LIVE_PARAMS = ("version", "have")  # what the live update adds: what the browser shows
 MAX_SEARCH = 63  # a workload name's longest
 _SEARCHABLE = re.compile(r"^[a-z0-9-]*$")
 
@@ -85,7 +86,7 @@ class PageQuery:
     def parse(cls, params: Mapping[str, str]) -> PageQuery:
         """The query from ``params``; InvalidSpec naming the parameter when one is bad.
         Unknown parameters are errors (a typo must not silently show everything)."""
-        unknown = sorted(set(params) - set(PARAMS) - {"version"})
+        unknown = sorted(set(params) - set(PARAMS) - set(LIVE_PARAMS))
         if unknown:
             raise InvalidSpec(f"unknown parameter; use {', '.join(PARAMS)}", unknown[0])
         status = params.get("status", "")
@@ -161,6 +162,7 @@ class Row:
     cpu_requested: float
     cpu_allocated: float
     actions: frozenset[str]
+    version: str  # ``row_version``: the live update sends only rows the browser lacks
 
     @property
     def connect(self) -> str:
@@ -185,19 +187,15 @@ class Page:
         self.pages = max(1, math.ceil(self.total / self.query.size))
 
     @property
-    def first(self) -> int:
-        return self.query.offset + 1 if self.rows else 0
-
-    @property
-    def last(self) -> int:
-        return self.query.offset + len(self.rows)
-
-    @property
     def range_text(self) -> str:
-        """``1–50 of 10,000``."""
-        if not self.total:
-            return "0 workloads"
-        return f"{self.first:,}–{self.last:,} of {self.total:,}"
+        return range_text(self.query.offset, len(self.rows), self.total)
+
+
+def range_text(offset: int, shown: int, total: int) -> str:
+    """``1–50 of 10,000`` (or ``0 workloads``)."""
+    if not total or not shown:
+        return f"{total:,} workloads" if total != 1 else "1 workload"
+    return f"{offset + 1:,}–{offset + shown:,} of {total:,}"
 
 
 def actions(row: Workload) -> frozenset[str]:
@@ -246,15 +244,19 @@ def page_rows(
     return rows, total, projects
 
 
+def row_version(row: Workload) -> str:
+    """A short digest of what a row shows: changes with the workload or any of its pods
+    (every change moves their ``updated_at``); unique on a page (it covers the id)."""
+    digest = hashlib.sha256(f"{row.id}:{row.phase}:{row.updated_at.isoformat()}".encode())
+    for pod in row.pods:
+        digest.update(f";{pod.id}:{pod.phase}:{pod.updated_at.isoformat()}".encode())
+    return digest.hexdigest()[:10]
+
+
 def version(rows: list[Workload], total: int) -> str:
-    """A short digest of everything the page shows: changes when any row, any of
-    its pods, or the total changes."""
-    digest = hashlib.sha256(str(total).encode())
-    for row in rows:
-        digest.update(f"|{row.id}:{row.phase}:{row.updated_at.isoformat()}".encode())
-        for pod in row.pods:
-            digest.update(f";{pod.id}:{pod.phase}:{pod.updated_at.isoformat()}".encode())
-    return digest.hexdigest()[:16]
+    """A short digest of the whole page: its rows' versions, in order, and the total."""
+    joined = ".".join(row_version(r) for r in rows)
+    return hashlib.sha256(f"{total}|{joined}".encode()).hexdigest()[:16]
 
 
 def to_rows(session: Session, rows: list[Workload], *, cluster_id: str = "") -> list[Row]:
@@ -276,6 +278,7 @@ def to_rows(session: Session, rows: list[Workload], *, cluster_id: str = "") -> 
                 cpu_requested=round(sum(r.cpu_cores for r in requests.values()), 3),
                 cpu_allocated=round(held, 3),
                 actions=actions(row),
+                version=row_version(row),
             )
         )
     return out

@@ -9,7 +9,7 @@ come back here with a one-time notice.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
@@ -77,13 +77,15 @@ def workloads(
 @router.get("/workloads/live")
 def live(
     request: Request,
-    version: str = "",
+    version: str = Query("", max_length=64),
+    have: str = Query("", max_length=4096),
     user: User = Depends(ui_user),
     s: Session = Depends(get_session),
     cluster_id: str = Depends(this_cluster_id),
 ) -> Response:
-    """``{"v": ...}`` alone when the page the browser shows is still current (a few
-    bytes); else the new version, the rows as HTML and the range text."""
+    """What changed since the browser's page: ``{"v": ...}`` alone when nothing did (a
+    few bytes); else the page's rows in order (``order``: each row's version) with the
+    HTML of only the rows the browser does not have (``have``: its rows' versions)."""
     try:
         query = uw.PageQuery.parse(request.query_params)
         rows, total, _ = uw.page_rows(s, user, query, cluster_id=cluster_id)
@@ -91,21 +93,17 @@ def live(
         return JSONResponse({"code": 400, "message": str(bad)}, status_code=400)
     current = uw.version(rows, total)
     if current == version:
-        body: dict[str, object] = {"v": current}
-    else:
-        result = uw.Page(
-            query=query,
-            rows=uw.to_rows(s, rows, cluster_id=cluster_id),
-            total=total,
-            projects=[],
-            version=current,
-        )
-        html = fragment(
-            "workloads_rows.html",
-            csrf_token=getattr(request.state, "csrf_token", ""),
-            **_context(request, result),
-        )
-        body = {"v": current, "rows": html, "range": result.range_text, "total": total}
+        return JSONResponse({"v": current}, headers=SECURITY_HEADERS)
+    held = set(have.split("."))
+    order = [uw.row_version(r) for r in rows]
+    fresh = [r for r, v in zip(rows, order, strict=True) if v not in held]
+    context = {"back": query.url(), "csrf_token": getattr(request.state, "csrf_token", "")}
+    html = {
+        row.version: fragment("workloads_row.html", row=row, **context)
+        for row in uw.to_rows(s, fresh, cluster_id=cluster_id)
+    }
+    text = uw.range_text(query.offset, len(rows), total)
+    body = {"v": current, "order": order, "rows": html, "range": text, "total": total}
     return JSONResponse(body, headers=SECURITY_HEADERS)
 
 

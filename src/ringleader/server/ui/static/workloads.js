@@ -31,49 +31,48 @@
     }
   }
 
-  // What the user is in the middle of survives a swap: open Connect panels, focus.
-  function remember() {
-    const open = [...rows.querySelectorAll("details[open]")].map((d) => d.closest("tr").dataset.id);
-    const active = document.activeElement;
-    let focus = null;
-    if (active && rows.contains(active)) {
-      const row = active.closest("tr");
-      focus = { id: row.dataset.id, label: active.getAttribute("aria-label") || active.textContent };
-    }
-    return { open, focus };
-  }
-
-  function restore({ open, focus }) {
-    for (const id of open) {
-      const details = rows.querySelector(`tr[data-id="${CSS.escape(id)}"] details`);
-      if (details) details.open = true;
-    }
-    if (focus) {
-      const row = rows.querySelector(`tr[data-id="${CSS.escape(focus.id)}"]`);
-      const again = row && [...row.querySelectorAll("a, button, summary")].find(
-        (el) => (el.getAttribute("aria-label") || el.textContent) === focus.label);
-      if (again) again.focus();
-    }
-  }
-
+  // The page's rows in the server's order: rows the browser has are kept as they are
+  // (an open Connect panel, the focus stay), the new or changed ones come as HTML.
   function apply(data) {
-    if (data.rows === undefined) return; // nothing changed
-    const kept = remember();
-    rows.innerHTML = data.rows;
+    if (data.order === undefined) return; // nothing changed
+    const kept = new Map([...rows.children].map((tr) => [tr.dataset.v, tr]));
+    const active = document.activeElement;
+    const focusRow = active && rows.contains(active) ? active.closest("tr").dataset.id : null;
+    const next = [];
+    for (const v of data.order) {
+      if (kept.has(v)) {
+        next.push(kept.get(v));
+      } else if (data.rows[v]) {
+        const holder = document.createElement("tbody");
+        holder.innerHTML = data.rows[v];
+        const tr = holder.querySelector("tr");
+        const old = [...kept.values()].find((row) => row.dataset.id === tr.dataset.id);
+        if (old && old.querySelector("details[open]")) {
+          const details = tr.querySelector("details");
+          if (details) details.open = true;
+        }
+        ringleader.localTimes(tr);
+        markConfirmed(tr);
+        addCopyButtons(tr);
+        next.push(tr);
+      }
+    }
+    rows.replaceChildren(...next);
     version = data.v;
     table.dataset.version = version;
     if (range && data.range) range.textContent = data.range;
     const empty = document.getElementById("wl-empty");
     if (empty) empty.hidden = data.total > 0;
-    ringleader.localTimes(rows);
-    markConfirmed(rows);
-    addCopyButtons(rows);
-    restore(kept);
+    if (focusRow && !rows.contains(active)) {
+      const again = rows.querySelector(`tr[data-id="${CSS.escape(focusRow)}"] a`);
+      if (again) again.focus();
+    }
   }
 
   function liveUrl() {
     const params = new URLSearchParams(window.location.search);
     params.set("version", version);
+    params.set("have", [...rows.children].map((tr) => tr.dataset.v).join("."));
     return "/workloads/live?" + params.toString();
   }
 
