@@ -253,9 +253,9 @@ def row_version(row: Workload) -> str:
     return digest.hexdigest()[:10]
 
 
-def version(rows: list[Workload], total: int) -> str:
+def version(rows: list[Workload], total: int, row_versions: list[str] | None = None) -> str:
     """A short digest of the whole page: its rows' versions, in order, and the total."""
-    joined = ".".join(row_version(r) for r in rows)
+    joined = ".".join(row_versions if row_versions is not None else map(row_version, rows))
     return hashlib.sha256(f"{total}|{joined}".encode()).hexdigest()[:16]
 
 
@@ -290,10 +290,11 @@ def workloads_page(session: Session, user: User, query: PageQuery, *, cluster_id
     if not rows and total and query.page > 1:
         query = replace(query, page=max(1, math.ceil(total / query.size)))
         rows, total, projects = page_rows(session, user, query, cluster_id=cluster_id)
+    shown = to_rows(session, rows, cluster_id=cluster_id)
     return Page(
         query=query,
-        rows=to_rows(session, rows, cluster_id=cluster_id),
+        rows=shown,
         total=total,
         projects=sorted(projects),
-        version=version(rows, total),
+        version=version(rows, total, [r.version for r in shown]),
     )

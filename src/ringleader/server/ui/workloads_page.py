@@ -91,11 +91,11 @@ def live(
         rows, total, _ = uw.page_rows(s, user, query, cluster_id=cluster_id)
     except InvalidSpec as bad:
         return JSONResponse({"code": 400, "message": str(bad)}, status_code=400)
-    current = uw.version(rows, total)
+    order = [uw.row_version(r) for r in rows]
+    current = uw.version(rows, total, order)
     if current == version:
         return JSONResponse({"v": current}, headers=SECURITY_HEADERS)
     held = set(have.split("."))
-    order = [uw.row_version(r) for r in rows]
     fresh = [r for r, v in zip(rows, order, strict=True) if v not in held]
     context = {"back": query.url(), "csrf_token": getattr(request.state, "csrf_token", "")}
     html = {
