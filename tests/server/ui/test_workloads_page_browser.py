@@ -92,6 +92,9 @@ def test_a_researcher_does_not_see_or_act_on_another_projects_workloads(ui: UI):
     assert _row(ui, "admins-run").count() == 0
     assert ui.page.locator("#wl-project option").all_inner_texts() == ["All projects", "vision"]
     ui.shot("workloads-researcher")
+    ui.goto("/workloads?size=7")  # a hand-edited URL: the page says what is wrong
+    assert "size: choose one of 10, 25, 50, 100, 200" in ui.page.get_by_role("alert").inner_text()
+    ui.shot("workloads-bad-query")
 
     admins = lambda: json.loads(cli("describe", "admins-run", "-o", "json").stdout)  # noqa: E731
     admins_id = admins()["workloadId"]

@@ -1,13 +1,14 @@
-// The workloads page: live rows without reloading, filters that apply on change,
-// a copy button for Connect's command. The page works without this script.
+// The workloads page: live rows without reloading and a copy button for Connect's
+// command. Filters apply with their Apply button (no submit on change: a keyboard
+// user moving through a select's options must not reload the page at each step).
+// The page works without this script.
 "use strict";
 
 (() => {
   const table = document.getElementById("wl-table");
-  if (!table) return;
+  if (!table) return; // a refused query: no table
   const rows = document.getElementById("wl-rows");
   const range = document.getElementById("wl-range");
-  const filters = document.querySelector("form.wl-filters");
   let version = table.dataset.version;
 
   // A script asks before deleting (app.js's data-confirm), so no confirmation page.
@@ -76,11 +77,6 @@
     return "/workloads/live?" + params.toString();
   }
 
-  if (filters) {
-    for (const select of filters.querySelectorAll("select")) {
-      select.addEventListener("change", () => filters.requestSubmit());
-    }
-  }
   markConfirmed(document);
   addCopyButtons(document);
   if (version) ringleader.poll(liveUrl, 2000, apply);
