@@ -61,6 +61,7 @@ def insert(api: API, rows: list[dict[str, Any]]) -> list[str]:
                 desired_phase="Stopped",
                 phase=row.get("phase", "Completed"),
                 created_at=utcnow() - timedelta(minutes=len(rows) - i),
+                completed_at=row.get("completed_at"),
             )
             s.add(workload)
             s.flush()
@@ -121,6 +122,31 @@ def test_filter_search_sort_and_pages_are_query_parameters(api: API):
     assert "No workloads match these filters" in get("?search=nothing").text
     # Past the last page: the last page.
     assert names(get("?size=10&page=99").text)[-1] == "job-00"
+
+
+def test_sort_by_completion_time_on_the_page_and_in_the_api(api: API):
+    now = utcnow()
+    insert(
+        api,
+        [
+            {"name": "ends-last", "completed_at": now},
+            {"name": "ends-first", "completed_at": now - timedelta(hours=2)},
+            {"name": "ends-between", "completed_at": now - timedelta(hours=1)},
+        ],
+    )
+    login(api)
+    page = api.client.get("/workloads?sort=completed&order=asc", headers=HTML).text
+    assert names(page) == ["ends-first", "ends-between", "ends-last"]
+    assert 'aria-sort="ascending"' in page
+    listed = api.get("/api/v1/workloads", params={"sortBy": "completedAt", "sortOrder": "desc"})
+    assert [w["name"] for w in listed.json()["workloads"]] == [
+        "ends-last",
+        "ends-between",
+        "ends-first",
+    ]
+    since = (now - timedelta(minutes=90)).isoformat()
+    recent = api.get("/api/v1/workloads/count", params={"filterBy": f"completedAt>={since}"})
+    assert recent.json() == {"count": 2}
 
 
 @pytest.mark.parametrize(
