@@ -104,7 +104,8 @@ def test_the_page_shows_the_spec_pods_events_and_how_to_submit_it_again(api: API
 
     # The CLI command, parsed by the real CLI, builds the same spec (the secret aside).
     command = _pre(text, "cli-text")
-    words = shlex.split(command)
+    assert " \\\n    -e 'HF_TOKEN=<redacted>' \\\n" in command  # a flag a line
+    words = shlex.split(command.replace("\\\n", " "))
     assert words[:3] == ["ringleader", "distributed", "submit"]
     made = _cli_spec(monkeypatch, words[1:])
     for field in ("command", "args"):  # the CLI quotes words its own way: the same words
@@ -129,7 +130,9 @@ def _cli_spec(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> dict[str, Any
     caught: dict[str, Any] = {}
 
     def capture(options: Any, framework: Any = None) -> Any:
-        caught["spec"] = options.spec(None).model_dump(mode="json", by_alias=True, exclude_none=True)
+        caught["spec"] = options.spec(None).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
         raise SystemExit(0)
 
     monkeypatch.setattr(v1_submit, "submit", capture)

@@ -75,43 +75,43 @@ def _number(value: Any) -> str:
 
 
 def cli_command(spec: dict[str, Any], project_name: str) -> str:
-    """The ``ringleader distributed submit`` line that submits it again."""
+    """The ``ringleader distributed submit`` line that submits it again: a group of
+    words a line, joined by backslash-newlines (a shell reads one command)."""
     body = redacted(spec)
     pod: dict[str, Any] = body.get("spec") or {}
     name = body.get("name", "")
-    words = [*CLI]
-    words += ["--name-prefix", name] if body.get("useGivenNameAsPrefix") else [name]
-    words += ["--framework", pod.get("distributedFramework", "PyTorch")]
-    words += ["--workers", str(pod.get("numWorkers", 1))]
-    words += ["-p", project_name]
+    first = [*CLI, *(["--name-prefix", name] if body.get("useGivenNameAsPrefix") else [name])]
+    first += ["-p", project_name]
+    groups = [first, ["--framework", pod.get("distributedFramework", "PyTorch")]]
+    groups[-1] += ["--workers", str(pod.get("numWorkers", 1))]
     if pod.get("image"):
-        words += ["-i", pod["image"]]
+        groups.append(["-i", pod["image"]])
     if pod.get("workingDir"):
-        words += ["--working-dir", pod["workingDir"]]
+        groups.append(["--working-dir", pod["workingDir"]])
     for variable in pod.get("environmentVariables") or []:
-        words += ["-e", f"{variable.get('name', '')}={variable.get('value', '')}"]
-    for field, flag in _COMPUTE_FLAGS.items():
-        value = (pod.get("compute") or {}).get(field)
-        if value is not None:
-            words += [f"{flag}={_number(value)}"]
-    for field, flag in _POD_FLAGS.items():
-        if pod.get(field) is not None:
-            words += [flag, _number(pod[field])]
+        groups.append(["-e", f"{variable.get('name', '')}={variable.get('value', '')}"])
+    compute = [
+        [flag, _number(value)]
+        for field, flag in _COMPUTE_FLAGS.items()
+        if (value := (pod.get("compute") or {}).get(field)) is not None
+    ]
+    groups += compute
+    policies = [[flag, _number(pod[f])] for f, flag in _POD_FLAGS.items() if pod.get(f) is not None]
+    if policies:
+        groups.append([word for pair in policies for word in pair])
     if pod.get("nodePools"):
-        words += ["--node-pools", ",".join(pod["nodePools"])]
+        groups.append(["--node-pools", ",".join(pod["nodePools"])])
     if pod.get("interactive"):
-        words += ["--interactive"]
+        groups.append(["--interactive"])
     command, args = pod.get("command"), pod.get("args")
     arg_words = shlex.split(args) if args else []
     if command:  # --command CMD: what follows -- is its arguments
-        words += [f"--command={command}"]
-        if arg_words:
-            words += ["--", *arg_words]
+        groups.append(["--command", command, *(["--", *arg_words] if arg_words else [])])
     elif arg_words and pod.get("image"):  # the image's own command's arguments
-        words += ["--", *arg_words]
-    else:
-        words += [f"--args={word}" for word in arg_words]
-    line = shlex.join(words)
+        groups.append(["--", *arg_words])
+    elif arg_words:
+        groups.append([f"--args={word}" for word in arg_words])
+    line = " \\\n    ".join(shlex.join(group) for group in groups)
     if not body.get("masterSpecSameAsWorker", True) and body.get("masterSpec"):
         line += "\n# the master's own setup (masterSpec) has no flags: use the API body"
     return line

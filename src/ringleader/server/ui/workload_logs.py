@@ -110,7 +110,7 @@ def download_logs(
     user: User = Depends(ui_user),
     s: Session = Depends(get_session),
 ) -> StreamingResponse:
-    """Every line as plain text, saved as ``NAME[-POD].log``."""
+    """Every line as plain text, saved as ``NAME.log`` or ``NAME-POD.log``."""
     name = get(s, user, workload_id).name
     state = request.app.state
     lines = log_text(
@@ -123,12 +123,13 @@ def download_logs(
         timestamps=timestamps,
         stopping=state.stopping,
     )
-    suffix = f"-{re.sub(r'[^A-Za-z0-9_.-]', '_', pod)}" if pod else ""
+    stem = name if not pod else pod if pod.startswith(f"{name}-") else f"{name}-{pod}"
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", stem)
     return StreamingResponse(
         lines,
         media_type="text/plain; charset=utf-8",
         headers={
-            "Content-Disposition": f'attachment; filename="{name}{suffix}.log"',
+            "Content-Disposition": f'attachment; filename="{stem}.log"',
             "X-Content-Type-Options": "nosniff",
             "Cache-Control": "no-store",
         },
