@@ -3,10 +3,12 @@ failure's root cause, a pending workload's reason; screenshots of each state."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 from playwright.sync_api import expect
 
-from tests.fixtures.browser import UI
+from tests.fixtures.browser import ARTIFACTS, UI
 
 STATUS = "#piece-status .workload-status .status"
 NARROW = {"width": 420, "height": 860}
@@ -63,9 +65,9 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     assert len(drawn) == 3 and all(n > 0 for n in drawn), drawn
     assert "Latest:" in page.inner_text("#chart-loss .chart-last")
     assert "total" in page.inner_text("#chart-rate .chart-legend")
-    # Pods table: every pod Completed, exit code 0.
+    # Pods table: every pod Succeeded (the pod phase word), exit code 0.
     rows = page.inner_text("#piece-pods tbody")
-    assert rows.count("Completed") == 3, rows
+    assert rows.count("Succeeded") == 3, rows
     page.get_by_label("Search").fill("epoch")
     page.get_by_label("Only matching lines").check()
     shown = page.eval_on_selector_all("#log .line:not(.hidden)", "els => els.length")
@@ -81,6 +83,8 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     assert download.value.suggested_filename == "digits-worker-1.log"
     page.set_viewport_size(NARROW)
     ui.shot("workload-completed-narrow")
+    for part in ("spec", "pods", "charts", "logs", "events", "submit-again"):
+        page.locator(f"#{part}").screenshot(path=str(ARTIFACTS / f"workload-narrow-{part}.png"))
     assert not ui.console_errors, ui.console_errors
 
 
@@ -90,13 +94,30 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     failed = _submit(api, "crash", crash, workers=1, backoffLimit=0)
     waiting = _submit(api, "too-big", "python -c pass", workers=1,
                       compute={"gpuDevicesRequest": 64})  # fmt: skip
-    ui.login(path=f"/workloads/{waiting}")
     page = ui.page
+    # CPU and memory per pod, as the metrics answer carries them (``resources``): drawn
+    # per pod. Served here by the test, so the charts are checked whatever the run measured.
+    used = {"workloadId": waiting, "collected": True, "series": [], "until": 1000.0,
+            "resources": [{"pod": f"too-big-{role}", "node": "vm", "points": [
+                {"time": 990.0 + t, "cpu": 0.5 + t / 10 + k, "memoryBytes": (200 + 10 * t) << 20}
+                for t in range(10)]} for k, role in enumerate(["master-0", "worker-0"])]}  # fmt: skip
+    page.route(
+        f"**/workloads/{waiting}/metrics*",
+        lambda route: route.fulfill(
+            json=used if "since" not in route.request.url else {**used, "resources": []}
+        ),
+    )
+    ui.login(path=f"/workloads/{waiting}")
     explain = page.locator("#piece-status .explain-wait")
     explain.wait_for()
     assert "Why it waits:" in explain.inner_text()
     assert "Pending" in _status(ui)
     assert "No pods yet" in page.inner_text("#piece-pods")
+    expect(page.locator("#chart-cpu path.series")).to_have_count(2)
+    expect(page.locator("#chart-memory path.series")).to_have_count(2)
+    assert "too-big-worker-0 2.4" in page.inner_text("#chart-cpu .chart-last")
+    assert "MiB" in page.inner_text("#chart-memory .chart-last")
+    assert "No points yet" in page.inner_text("#chart-loss")
     ui.shot("workload-pending")
     page.set_viewport_size(NARROW)
     ui.shot("workload-pending-narrow")
@@ -110,5 +131,9 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     assert "Why it failed:" in alert.inner_text()
     assert "Traceback" in cause.inner_text() and "JSONDecodeError" in cause.inner_text()
     ui.shot("workload-failed")
+    copy = page.locator("#submit-again button.copy").first
+    copy.click()
+    expect(copy).to_have_text(re.compile("Copied|Selected"))
+    page.evaluate("window.scrollTo(0, 0)")
     ui.shot("workload-failed-viewport", full_page=False)
     assert not ui.console_errors, ui.console_errors

@@ -56,6 +56,21 @@ def status_of(w: WorkloadOut) -> dict[str, Any]:
     return out
 
 
+# The compute block's fields in words (the API body keeps their names).
+_COMPUTE = {
+    "gpuDevicesRequest": "GPU devices",
+    "gpuRequestType": "GPU request by",
+    "gpuPortionRequest": "GPU portion",
+    "gpuPortionLimit": "GPU portion limit",
+    "gpuMemoryRequest": "GPU memory",
+    "gpuMemoryLimit": "GPU memory limit",
+    "cpuCoreRequest": "CPU cores",
+    "cpuCoreLimit": "CPU cores limit",
+    "cpuMemoryRequest": "CPU memory",
+    "cpuMemoryLimit": "CPU memory limit",
+}
+
+
 def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
     """The spec in words: what runs, where, with what (secrets never shown)."""
     spec = w.spec.get("spec") or {}
@@ -65,6 +80,7 @@ def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
         for v in spec.get("environmentVariables") or []
     ]
     command = f"{spec.get('command') or ''} {spec.get('args') or ''}".strip()
+    asks = ", ".join(f"{_COMPUTE.get(k, k)} {v}" for k, v in compute.items())
     rows = [
         ("Type", f"{w.framework} distributed"),
         ("Project", w.project_name),
@@ -73,7 +89,7 @@ def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
         ("Image", spec.get("image") or "-"),
         ("Working directory", spec.get("workingDir") or "-"),
         ("Workers", str(spec.get("numWorkers", "-"))),
-        ("Compute per pod", ", ".join(f"{k} {v}" for k, v in compute.items()) or "-"),
+        ("Compute per pod", asks or "-"),
         ("GPUs", f"{w.allocated_gpus:g} allocated of {w.requested_gpus:g} requested"),
         ("Pods", f"{w.running_pods} running of {w.requested_pods}"),
         ("Nodes", ", ".join(w.nodes) or "-"),

@@ -84,7 +84,7 @@
 
   function describe() {
     const term = search.value.trim();
-    let text = `${logCount} line${logCount === 1 ? "" : "s"}`;
+    let text = logCount ? `${logCount} line${logCount === 1 ? "" : "s"}` : "No log lines yet";
     if (term) text += `, ${countMatches()} matching “${term}”`;
     text += following ? (logsDone ? " · the workload ended" : " · following") : " · paused";
     logState.textContent = text;
@@ -204,7 +204,7 @@
       series: sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [p.step, p.loss]) })) });
     const rate = sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [elapsed(p.time), p.samplesPerSecond]) }));
     if (ranks.size > 1) rate.push({ name: "total", points: totalRate() });
-    charts.draw(figure("rate"), { title: "Samples per second" + (totalNow !== null ? ` (total now ${charts.number(totalNow)})` : ""),
+    charts.draw(figure("rate"), { title: "Samples per second" + (totalNow !== null ? ` (latest total ${charts.number(totalNow)})` : ""),
       xLabel: "seconds", yLabel: "samples/s", empty: none, series: rate });
     charts.draw(figure("step"), { title: "Step time", xLabel: "step", yLabel: "seconds per step", empty: none,
       formatY: seconds, series: sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [p.step, p.stepTime]) })) });
