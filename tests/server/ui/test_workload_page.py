@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ringleader.server.auth import create_access_key
 from ringleader.server.models import User
-from ringleader.server.ui import workload_logs
+from ringleader.server.ui import workload_logs, workload_page
 from ringleader.server.ui.session import csrf_token_for
 from ringleader.spec import split_command
 from tests.server.conftest import API, SQLITE_ONLY
@@ -192,7 +192,7 @@ def test_another_projects_workload_is_not_found_on_every_path(api: API):
     assert api.get(f"/api/v1/workloads/{wid}").json()["desiredPhase"] == "Running"
 
 
-def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API):
+def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API, monkeypatch):
     wid = submitted(api, "sleepy", "python -c 'import time; time.sleep(600)'")
     api.wait_phase(wid, {"Running"})
     token = login(api)
@@ -221,6 +221,9 @@ def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API):
     api.wait_phase(wid, {"Stopped"})
     page = api.client.get(f"/workloads/{wid}", headers=HTML).text
     assert "Stopping sleepy." in page and f'action="/workloads/{wid}/run"' in page
+    monkeypatch.setattr(workload_page, "MAX_EVENTS", 3)  # a page shows the newest events
+    cut = api.client.get(f"/workloads/{wid}", headers=HTML).text
+    assert "The latest 3 events" in cut and "Stopped" in cut.split('id="piece-events"')[1]
     deleted = api.client.post(
         f"/workloads/{wid}/delete", data={"csrf_token": token}, headers=HTML, follow_redirects=False
     )

@@ -37,6 +37,7 @@ from ringleader.server.ui.workload_cli import REDACTED, api_body, cli_command, i
 router = APIRouter(include_in_schema=False)
 router.include_router(workload_logs.router)
 
+MAX_EVENTS = 200  # events on the page (the API pages through all of them)
 FINISHED = (*FINAL, "Deleted")  # nothing changes any more: the page stops polling
 
 
@@ -106,7 +107,11 @@ def _parts(s: Session, user: User, workload_id: str, cluster_id: str) -> dict[st
     """What the page and its live updates render, from the API's views."""
     w = views.workload(s, user, workload_id, cluster_id=cluster_id)
     pods = views.pods(s, user, workload_id, cluster_id=cluster_id)
-    events = views.events(s, user, workload_id, cluster_id=cluster_id)
+    # The newest MAX_EVENTS (a restart loop makes many), shown oldest first.
+    latest = views.events(
+        s, user, workload_id, cluster_id=cluster_id, limit=MAX_EVENTS, newest_first=True
+    )
+    events = latest[::-1]
     return {
         "w": w,
         "status": status_of(w),
@@ -114,6 +119,7 @@ def _parts(s: Session, user: User, workload_id: str, cluster_id: str) -> dict[st
         "pods": pods,
         "gpus": {p.name: gpu_text(p.gpus) or "-" for p in pods},
         "events": events,
+        "events_cut": len(events) == MAX_EVENTS,
         "can_stop": w.actual_phase not in (*FINAL, "Stopping", "Deleting", "Deleted"),
         "can_run": w.actual_phase in ("Stopped", "Failed"),
         "final": w.actual_phase in FINISHED,

@@ -15,6 +15,11 @@
   async function live() {
     try {
       const response = await ringleader.request(`${base}/live?version=${encodeURIComponent(version)}`);
+      if (response.status === 404) { // deleted (or no longer visible): nothing more to show
+        finished = true;
+        document.getElementById("piece-status").textContent = "This workload is gone: it was deleted.";
+        return;
+      }
       if (!response.ok) return;
       const body = await response.json();
       version = body.version;
