@@ -16,6 +16,7 @@ from ringleader.server.models import User
 from ringleader.server.ui import workload_logs, workload_page
 from ringleader.server.ui.session import csrf_token_for
 from ringleader.spec import split_command
+from tests.conftest import wait_until
 from tests.server.conftest import API, SQLITE_ONLY
 
 HTML = {"Accept": "text/html"}
@@ -186,7 +187,7 @@ def test_another_projects_workload_is_not_found_on_every_path(api: API):
         assert answer.status_code == 404, suffix
     for action in ("stop", "run", "delete"):
         answer = api.client.post(
-            f"/workloads/{wid}/{action}", data={"csrf_token": token}, headers=HTML
+            f"/workloads/{wid}/actions/{action}", data={"csrf_token": token}, headers=HTML
         )
         assert answer.status_code == 404, action
     assert api.get(f"/api/v1/workloads/{wid}").json()["desiredPhase"] == "Running"
@@ -203,10 +204,10 @@ def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API, monkey
     )
     assert same.json()["same"] is True and len(same.content) < 200
 
-    forged = api.client.post(f"/workloads/{wid}/stop", headers=HTML, follow_redirects=False)
+    forged = api.client.post(f"/workloads/{wid}/actions/stop", headers=HTML, follow_redirects=False)
     assert forged.status_code == 403
     cross = api.client.post(
-        f"/workloads/{wid}/stop",
+        f"/workloads/{wid}/actions/stop",
         data={"csrf_token": token},
         headers={**HTML, "Origin": "http://evil.example"},
         follow_redirects=False,
@@ -215,17 +216,25 @@ def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API, monkey
     assert api.get(f"/api/v1/workloads/{wid}").json()["desiredPhase"] == "Running"
 
     stopped = api.client.post(
-        f"/workloads/{wid}/stop", data={"csrf_token": token}, headers=HTML, follow_redirects=False
+        f"/workloads/{wid}/actions/stop",
+        data={"csrf_token": token},
+        headers=HTML,
+        follow_redirects=False,
     )
     assert stopped.status_code == 303 and stopped.headers["location"] == f"/workloads/{wid}"
     api.wait_phase(wid, {"Stopped"})
     page = api.client.get(f"/workloads/{wid}", headers=HTML).text
-    assert "Stopping sleepy." in page and f'action="/workloads/{wid}/run"' in page
+    assert "Stopping sleepy." in page and f'action="/workloads/{wid}/actions/run"' in page
     monkeypatch.setattr(workload_page, "MAX_EVENTS", 3)  # a page shows the newest events
     cut = api.client.get(f"/workloads/{wid}", headers=HTML).text
     assert "The latest 3 events" in cut and "Stopped" in cut.split('id="piece-events"')[1]
     deleted = api.client.post(
-        f"/workloads/{wid}/delete", data={"csrf_token": token}, headers=HTML, follow_redirects=False
+        f"/workloads/{wid}/actions/delete",
+        data={"csrf_token": token},
+        headers=HTML,
+        follow_redirects=False,
     )
     assert deleted.status_code == 303 and deleted.headers["location"] == "/workloads"
-    assert api.get(f"/api/v1/workloads/{wid}").json()["desiredPhase"] == "Deleted"
+    gone = lambda: api.get(f"/api/v1/workloads/{wid}").status_code == 404  # noqa: E731
+    wait_until(gone, 60, "the deleted workload to be gone")
+    assert api.client.get(f"/workloads/{wid}/live", headers=FETCH).status_code == 404

@@ -229,7 +229,7 @@ def _acted(request: Request, target: str, text: str) -> RedirectResponse:
     return response
 
 
-@router.post("/workloads/{workload_id}/stop")
+@router.post("/workloads/{workload_id}/actions/stop")
 def stop(
     workload_id: str,
     request: Request,
@@ -242,7 +242,7 @@ def stop(
     return _acted(request, f"/workloads/{accepted.workload_id}", f"Stopping {accepted.name}.")
 
 
-@router.post("/workloads/{workload_id}/run")
+@router.post("/workloads/{workload_id}/actions/run")
 def run(
     workload_id: str,
     request: Request,
@@ -254,7 +254,7 @@ def run(
     return _acted(request, f"/workloads/{accepted.workload_id}", f"Resuming {accepted.name}.")
 
 
-@router.post("/workloads/{workload_id}/delete")
+@router.post("/workloads/{workload_id}/actions/delete")
 def delete(
     workload_id: str,
     request: Request,
