@@ -297,7 +297,7 @@ def _save_asset(
         s.rollback()
         _service_errors(exc, values, errors, name_field)
         return _form_page(request, s, user, values, errors, status_code=422)
-    cleared = wf.POD_TEXT + ("env",) if is_env else wf.COMPUTE_FIELDS
+    cleared = (*wf.POD_TEXT, "env") if is_env else wf.COMPUTE_FIELDS
     values.update({field: "" for field in cleared})
     values.update({name_field: "", "environment" if is_env else "compute": made.meta.id})
     if not is_env:

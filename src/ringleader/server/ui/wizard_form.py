@@ -302,9 +302,8 @@ def blame_asset(field: str, values: Mapping[str, str]) -> str:
     prefix = MASTER if field.startswith(MASTER) else ""
     base = field.removeprefix(MASTER)
     asset = prefix + ("environment" if base in _ENVIRONMENT_OWN else "compute")
-    if base in _ENVIRONMENT_OWN or base in COMPUTE_FIELDS:
-        if values.get(asset):
-            return asset
+    if (base in _ENVIRONMENT_OWN or base in COMPUTE_FIELDS) and values.get(asset):
+        return asset
     return field
 
 
