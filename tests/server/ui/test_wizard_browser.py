@@ -49,7 +49,7 @@ def _phase(ui: UI, name: str, phases: set[str], timeout: float = 120) -> str:
 def _landed(ui: UI, name: str) -> None:
     """On the new workload's page, with the notice (shown there once the workload's page
     is built; until then the workloads page shows it)."""
-    ui.page.wait_for_url(re.compile(r".*/workloads/[^/]+$"))
+    ui.page.wait_for_url(re.compile(r".*/workloads/(?!new$)[^/?]+$"))
     notice = f"Workload {name} created"
     if notice not in ui.page.inner_text("body"):
         ui.console_errors[:] = [e for e in ui.console_errors if "404" not in e]  # not built
@@ -88,18 +88,23 @@ def test_seed_002_a_distributed_pytorch_workload_through_the_wizard(ui: UI):
     page.wait_for_selector("#saved")
     assert "Environment pytorch-dt created and selected." in page.inner_text("#saved")
     env_select = page.locator("#f-environment")
-    assert env_select.locator("option:checked").inner_text() == "pytorch-dt"
+    chosen = env_select.locator("option:checked").inner_text()
+    assert chosen == "pytorch-dt (kubeflow/pytorch-dist-mnist:latest)"
     assert page.get_by_label("Workload name").input_value() == "seed-dist"  # kept
     ui.shot("wizard-3-environment-selected")
     _continue(ui, "step-environment")
     # Step 4: 2 workers and small-fraction.
     assert page.get_by_label("Workers", exact=True).input_value() == "2"
-    page.locator("#f-compute").select_option(label="small-fraction")
+    page.locator("#f-compute").select_option(label="small-fraction (1 GPU x 10%, 0.1 CPU, 100M)")
     ui.shot("wizard-4-compute")
     _continue(ui, "step-compute")
     ui.shot("wizard-5-general")
     _continue(ui, "step-general")
     ui.shot("wizard-6-master")
+    page.get_by_label("Give the master a different setup").check()
+    assert page.locator("#master-fields").is_visible()
+    ui.shot("wizard-6-master-own-setup")
+    page.get_by_label("Give the master a different setup").uncheck()
     page.get_by_role("button", name="Create training").click()
     _landed(ui, "seed-dist")
     ui.shot("wizard-created")
@@ -184,12 +189,12 @@ def test_keyboard_only_creation(ui: UI):
     keys.press("Enter")
     assert ui.page.evaluate("document.activeElement.id") == "f-environment"
     keys.type("pytorch")  # a select takes typed letters
-    assert ui.page.locator("#f-environment option:checked").inner_text() == "pytorch-dt"
+    assert ui.page.locator("#f-environment option:checked").inner_text().startswith("pytorch-dt")
     _tab_to_continue(ui)
     keys.press("Enter")
     _tab_to(ui, "f-compute")
     keys.type("small")
-    assert ui.page.locator("#f-compute option:checked").inner_text() == "small-fraction"
+    assert ui.page.locator("#f-compute option:checked").inner_text().startswith("small-fraction")
     ui.shot("wizard-narrow-4-compute")
     _tab_to_continue(ui)
     keys.press("Enter")  # General

@@ -14,7 +14,7 @@ compute resource" save the entered values as an asset of the project (through
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -24,7 +24,11 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict, Forbidden, InvalidSpec, NotFound, RingleaderError
 from ringleader.sched import PRIORITY_CLASSES
-from ringleader.server.asset_schemas import ComputeCreationRequest, EnvironmentCreationRequest
+from ringleader.server.asset_schemas import (
+    ComputeAssetSpec,
+    ComputeCreationRequest,
+    EnvironmentCreationRequest,
+)
 from ringleader.server.deps import get_session
 from ringleader.server.models import Project, User, Workload
 from ringleader.server.services import assets
@@ -50,6 +54,32 @@ def _projects(s: Session, user: User) -> list[Project]:
     return list(s.scalars(query.order_by(Project.name)))
 
 
+class _Choice(NamedTuple):
+    """One asset in a select: its id, name and what it holds, in a few words."""
+
+    id: str
+    name: str
+    about: str
+
+
+def about(spec: Any) -> str:
+    """An asset's values in a few words: an environment's image, a compute resource's asks."""
+    if isinstance(spec, ComputeAssetSpec):
+        parts = []
+        if spec.gpu_portion_request is not None:
+            parts.append(f"{spec.gpu_devices_request or 1} GPU x {spec.gpu_portion_request:.0%}")
+        elif spec.gpu_memory_request is not None:
+            parts.append(f"{spec.gpu_devices_request or 1} GPU x {spec.gpu_memory_request}")
+        elif spec.gpu_devices_request:
+            parts.append(f"{spec.gpu_devices_request} GPU")
+        if spec.cpu_core_request is not None:
+            parts.append(f"{spec.cpu_core_request:g} CPU")
+        if spec.cpu_memory_request is not None:
+            parts.append(spec.cpu_memory_request)
+        return ", ".join(parts)
+    return str(getattr(spec, "image", None) or getattr(spec, "command", None) or "")[:60]
+
+
 def _asset_groups(s: Session, user: User, kind: AssetKind[Any, Any]) -> list[dict[str, Any]]:
     """The assets the user may pick, grouped: every project's first, then each of
     the user's projects' (the page's script shows only the chosen project's)."""
@@ -59,7 +89,7 @@ def _asset_groups(s: Session, user: User, kind: AssetKind[Any, Any]) -> list[dic
         key = meta.project_id or ""
         label = f"Project {meta.project_name}" if key else "Every project"
         groups.setdefault(key, {"project": key, "label": label, "assets": []})
-        groups[key]["assets"].append(asset)
+        groups[key]["assets"].append(_Choice(asset.meta.id, asset.meta.name, about(asset.spec)))
     return sorted(groups.values(), key=lambda g: (g["project"] != "", g["label"]))
 
 

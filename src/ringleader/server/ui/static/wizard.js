@@ -158,5 +158,6 @@
   showGpuKind();
   showMaster();
   showProjectAssets();
-  if (name.value) checkName();
+  // A name the server refused already says why; the check speaks again once it changes.
+  if (name.value && name.getAttribute("aria-invalid") !== "true") checkName();
 })();
