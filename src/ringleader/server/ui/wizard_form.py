@@ -111,7 +111,7 @@ _ENVIRONMENT_OWN = {"image", "command", "args", "working_dir", "env"}
 def label(field: str) -> str:
     base = field.removeprefix(MASTER)
     text = LABELS.get(base, base.replace("_", " ").capitalize())
-    return f"Master's {text[0].lower()}{text[1:]}" if field.startswith(MASTER) else text
+    return f"Master: {text}" if field.startswith(MASTER) else text
 
 
 class FieldErrors(dict[str, str]):
