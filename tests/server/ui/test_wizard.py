@@ -4,6 +4,7 @@ CSRF, the name check, Copy & edit and what a user may pick."""
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 from typing import Any
@@ -82,7 +83,7 @@ def _field_error(page: str, field: str) -> str:
     message = re.search(rf'<span class="field-error" id="e-{field}">([^<]*)</span>', page)
     assert message, f"no message for {field}"
     assert f'href="#f-{field}"' in page  # the summary links to it
-    return message.group(1)
+    return html.unescape(message.group(1))
 
 
 class _FormReader(HTMLParser):
@@ -415,3 +416,22 @@ def test_a_user_sees_and_picks_only_their_projects_and_assets(api: API):
     theirs = made.json()["workloadId"]
     assert api.client.get(f"/workloads/new?copy={theirs}", headers=HTML).status_code == 404
     assert len(_workloads(api)) == 1  # the admin's only
+
+
+def test_bounds_an_unknown_action_and_a_viewer_are_refused_by_their_fields(api: API):
+    creds = _researcher(api, "vic")
+    csrf = _login(api)
+    answer = _post(api, csrf, _form(api, working_dir="/x" * 3000))
+    assert answer.status_code == 422
+    assert "at most 4096 characters" in _field_error(answer.text, "working_dir")
+    answer = _post(api, csrf, _form(api, action="launch-missiles"))
+    assert answer.status_code == 400 and "unknown action" in answer.text
+    put = api.put("/api/v1/org-unit/projects/default/members/vic", json={"role": "viewer"})
+    assert put.status_code == 200, put.text
+    csrf = _login(api, *creds)
+    answer = _post(api, csrf, _form(api))
+    assert answer.status_code == 422
+    assert "a viewer of project 'default' cannot" in _field_error(answer.text, "project")
+    answer = _post(api, csrf, _form(api, new_environment_name="env", action="create-environment"))
+    assert "cannot create its assets" in _field_error(answer.text, "project")
+    assert _workloads(api) == [] and api.get("/api/v1/asset/environment").json()["entries"] == []
