@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,3 +209,22 @@ def test_keyboard_only_creation(ui: UI):
     _landed(ui, "by-keys")
     assert "by-keys" in _cli(ui, "list", "-A")
     assert not ui.console_errors, ui.console_errors
+
+
+def test_without_script_every_step_shows_and_creates(chromium: Any, ui_server: ServerProcess):
+    context = chromium.new_context(viewport={"width": 1280, "height": 800},
+                                   java_script_enabled=False)  # fmt: skip
+    try:
+        ui = UI(context.new_page(), ui_server)
+        ui.login(path="/workloads/new")
+        page = ui.page
+        for legend in ("1. Project", "2. Name", "3. Environment", "4. Workers", "6. Master"):
+            assert page.get_by_text(legend).is_visible()
+        page.get_by_label("Workload name").fill("no-script")
+        page.get_by_label("Command").first.fill("python -c 'print(42)'")
+        ui.shot("wizard-without-script")
+        page.get_by_role("button", name="Create training").click()
+        _landed(ui, "no-script")
+        assert _phase(ui, "no-script", {"Running", "Completed"})
+    finally:
+        context.close()
