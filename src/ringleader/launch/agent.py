@@ -191,7 +191,7 @@ class Agent:
         if sampled:
             with self.lock:
                 sampler = self.podstats = self.podstats or podstats.Sampler(account)
-            sampler.watch(proc.pid, env)
+            sampler.watch(proc.pid, env, argv)
         rp = RankProcess(rank, proc, marker)
         with self.lock:
             self.ranks[rank] = rp

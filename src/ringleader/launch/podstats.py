@@ -33,13 +33,14 @@ account's own, and the agent may be root) and handed to the account.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import stat
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 INTERVAL_S = 2.0
 FIRST_SAMPLE_S = 0.5
@@ -48,6 +49,7 @@ METRICS_DIR = "RINGLEADER_METRICS_DIR"  # runtime.metrics.METRICS_DIR (not impor
 POD_VAR = "RINGLEADER_POD"
 #: cgroups.JOIN_VAR: the ``cgroup.procs`` files (space-separated) of the pod's cgroup
 CGROUP_VAR = "RINGLEADER_CGROUP"
+RANK_ENV = "RINGLEADER_RANK_ENV"  # launch.plan.RANK_ENV: MPI ranks' own environments
 SUFFIX = ".resources.jsonl"
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -151,6 +153,38 @@ def prepare(env: Mapping[str, str], owner: tuple[int, int] | None = None) -> Non
             os.chown(folder, *owner)
 
 
+def _mpi_rank_envs(argv: Sequence[str]) -> list[dict[str, str]]:
+    """The ranks' own environments in an mpirun command line (``launch.mpirun``)."""
+    prefix = f"{RANK_ENV}="
+    for flag, value in itertools.pairwise(argv):
+        if flag == "-x" and value.startswith(prefix):
+            try:
+                found = json.loads(value[len(prefix) :])
+            except ValueError:
+                return []
+            if isinstance(found, dict):
+                return [
+                    {str(k): str(v) for k, v in e.items()}
+                    for e in found.values()
+                    if isinstance(e, dict)
+                ]
+    return []
+
+
+def process_usage(pids: set[int]) -> dict[int, tuple[float, int]]:
+    """CPU seconds and RSS bytes of each process alone (not its children), from /proc."""
+    found: dict[int, tuple[float, int]] = {}
+    for pid in pids:
+        fields = (_read(f"/proc/{pid}/stat") or "").rsplit(")", 1)[-1].split()
+        try:
+            if fields[0] != "Z":
+                ticks = int(fields[11]) + int(fields[12])
+                found[pid] = (ticks / _CLOCK_TICKS, int(fields[21]) * _PAGE)
+        except (IndexError, ValueError):
+            continue  # it ended: normal
+    return found
+
+
 class _PodFile:
     """One pod's samples file: appended, bounded, never through a link."""
 
@@ -214,6 +248,7 @@ class _Pod:
         self.name = name
         self.cgroup = cgroup  # its cgroup's directories ([]: none, sum its ranks' sessions)
         self.leaders: set[int] = set()
+        self.alone = False  # its leaders' own use, not their sessions' (mpirun's pod)
         self.file = _PodFile(folder, name, owner)
         self.last: tuple[float, float] | None = None  # (monotonic time, CPU seconds)
 
@@ -234,21 +269,38 @@ class Sampler:
         self.closed = threading.Event()
         self.thread: threading.Thread | None = None
 
-    def watch(self, pid: int, env: Mapping[str, str]) -> None:
+    def watch(self, pid: int, env: Mapping[str, str], argv: Sequence[str] = ()) -> None:
         """Sample ``pid``'s pod (its session, or its cgroup) from now on; a rank
-        without a metrics directory or a pod name is not sampled."""
-        folder, pod = env.get(METRICS_DIR), env.get(POD_VAR)
-        if not folder or not pod or "/" in pod or pod in (".", ".."):
+        without a metrics directory or a pod name is not sampled.
+
+        ``argv``: an MPI launcher's (mpirun's) command line, whose ranks are its
+        children but belong to the worker pods: their pods are read from their
+        cgroups (named in mpirun's ``-x RINGLEADER_RANK_ENV=``), which only the
+        local backend makes, and the launcher pod is mpirun alone."""
+        folder = env.get(METRICS_DIR)
+        if not folder:
             return
-        cgroup = [os.path.dirname(p) for p in (env.get(CGROUP_VAR) or "").split()]
+        workers = _mpi_rank_envs(argv)
         with self.lock:
-            key = (folder, pod)
-            if key not in self.pods:
-                self.pods[key] = _Pod(folder, pod, cgroup, self.owner)
-            self.pods[key].leaders.add(pid)
-            if self.thread is None:
+            self._add(folder, env, pid, alone=bool(workers))
+            for rank_env in workers:
+                if rank_env.get(CGROUP_VAR):
+                    self._add(folder, rank_env, None)
+            if self.pods and self.thread is None:
                 self.thread = threading.Thread(target=self._loop, daemon=True, name="podstats")
                 self.thread.start()
+
+    def _add(self, folder: str, env: Mapping[str, str], pid: int | None, alone: bool = False):
+        pod = env.get(POD_VAR)
+        if not pod or "/" in pod or pod in (".", ".."):
+            return
+        key = (folder, pod)
+        if key not in self.pods:
+            cgroup = [os.path.dirname(p) for p in (env.get(CGROUP_VAR) or "").split()]
+            self.pods[key] = _Pod(folder, pod, cgroup, self.owner)
+        if pid is not None:
+            self.pods[key].leaders.add(pid)
+            self.pods[key].alone = alone
 
     def forget(self, pid: int) -> None:
         """``pid`` ended: its number may be reused, by a stranger."""
@@ -278,18 +330,22 @@ class Sampler:
         with self.lock:
             pods = [p for p in self.pods.values() if not p.file.done]
             leaders = {p.name: set(p.leaders) for p in pods}
-        sessions = {pid for pod in pods if not pod.cgroup for pid in leaders[pod.name]}
+        sessions = {
+            pid for pod in pods if not pod.cgroup and not pod.alone for pid in leaders[pod.name]
+        }
+        alone = process_usage({pid for pod in pods if pod.alone for pid in leaders[pod.name]})
         # A cgroup without a memory controller (v2 without it) falls back to sessions too.
         measured: dict[str, tuple[bool, float | None, int | None]] = {}
         for pod in pods:
             if pod.cgroup:
-                measured[pod.name] = found = cgroup_usage(pod.cgroup)
-                if found[1] is None or found[2] is None:
+                measured[pod.name] = kernel = cgroup_usage(pod.cgroup)
+                if kernel[1] is None or kernel[2] is None:
                     sessions |= leaders[pod.name]
         by_session = session_usage(sessions)
         wall, now = time.time(), time.monotonic()
         for pod in pods:
-            mine = [by_session[s] for s in leaders[pod.name] if s in by_session]
+            usage = alone if pod.alone else by_session
+            mine = [usage[s] for s in leaders[pod.name] if s in usage]
             alive, cpu_s, memory = measured.get(pod.name, (False, None, None))
             alive = alive or bool(mine)
             if not alive:
