@@ -190,7 +190,7 @@ class Agent:
         pin(proc.pid, env.get(CPU_AFFINITY, ""))
         if sampled:
             with self.lock:
-                sampler = self.podstats = self.podstats or podstats.Sampler(account)
+                sampler = self.podstats = self.podstats or podstats.Sampler()
             sampler.watch(proc.pid, env, argv)
         rp = RankProcess(rank, proc, marker)
         with self.lock:

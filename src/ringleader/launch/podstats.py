@@ -27,7 +27,7 @@ Bounds and failures: a file takes at most ``MAX_FILE_BYTES`` (then one
 normal and a read error skips one value, never the run; a file that cannot
 be opened or written stops that pod's sampling with one line on stderr.
 Files are created without following a link (the directory may be the
-account's own, and the agent may be root) and handed to the account.
+account's own, and the agent may be root: ``_PodFile._open``).
 """
 
 from __future__ import annotations
@@ -140,17 +140,20 @@ def session_usage(sessions: set[int]) -> dict[int, tuple[float, int]]:
     return found
 
 
-def prepare(env: Mapping[str, str], owner: tuple[int, int] | None = None) -> None:
+def prepare(env: Mapping[str, str], account: tuple[int, int] | None = None) -> None:
     """Make the metrics directory before the ranks start (only its last part: the run
-    dir must exist here), the account's when given, so the ranks' ``report`` can
-    write there whoever made it first.  Errors are left to whoever writes."""
+    dir must exist here), so that pods are sampled whether or not their ranks call
+    ``report``.  Not for root on an account's behalf: that directory is in the
+    account's home, where root following a planted link could be led anywhere, and
+    the server makes it as the account (``local/homes.py``).  Errors are left to
+    whoever writes."""
     folder = env.get(METRICS_DIR)
+    if account is not None and account[0] != os.geteuid():
+        return
     if not folder or os.path.isdir(folder) or not os.path.isdir(os.path.dirname(folder)):
         return
     with contextlib.suppress(OSError):
         os.mkdir(folder, 0o755)
-        if owner is not None:
-            os.chown(folder, *owner)
 
 
 def _mpi_rank_envs(argv: Sequence[str]) -> list[dict[str, str]]:
@@ -188,35 +191,47 @@ def process_usage(pids: set[int]) -> dict[int, tuple[float, int]]:
 class _PodFile:
     """One pod's samples file: appended, bounded, never through a link."""
 
-    def __init__(self, folder: str, pod: str, owner: tuple[int, int] | None) -> None:
-        self.folder, self.owner = folder, owner
-        self.path = os.path.join(folder, file_name(pod))
+    def __init__(self, folder: str, pod: str) -> None:
+        self.folder, self.name = folder, file_name(pod)
+        self.path = os.path.join(folder, self.name)
         self.fd: int | None = None
         self.size = 0
         self.done = False  # capped or broken: nothing more is written
 
     def _open(self) -> bool:
-        """Open (create) the file; False while its directory does not exist yet."""
+        """Open (create) the file; False while its directory does not exist yet.
+
+        The agent may be root and the directory the account's: the directory is
+        opened first and checked on its descriptor (so it cannot be swapped after
+        the check) to be the one named, through no link; the file is created in
+        it without following one, and must be a regular file with no other name."""
         try:
-            if os.path.realpath(self.folder) != os.path.normpath(self.folder):
-                raise OSError(f"{self.folder} is reached through a symbolic link")
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd = os.open(self.path, flags | os.O_CLOEXEC, 0o644)
+            dir_fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             return False  # the directory comes with the first rank's report
         except OSError as exc:
             self._stop("are not recorded", exc)
             return False
+        fd = None
         try:
+            try:
+                opened = os.readlink(f"/proc/self/fd/{dir_fd}")
+            except OSError:  # no /proc (macOS): checked by name
+                opened = os.path.realpath(self.folder)
+            if opened != os.path.abspath(self.folder):
+                raise OSError(f"{self.folder} is reached through a symbolic link")
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(self.name, flags | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
             info = os.fstat(fd)
             if not (stat.S_ISREG(info.st_mode) and info.st_nlink == 1):
                 raise OSError("not a regular file of its own")
-            if self.owner is not None and info.st_uid == os.geteuid() != self.owner[0]:
-                os.fchown(fd, *self.owner)
         except OSError as exc:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
             self._stop("are not recorded", exc)
             return False
+        finally:
+            os.close(dir_fd)
         self.fd, self.size = fd, info.st_size
         return True
 
@@ -244,25 +259,19 @@ class _PodFile:
 
 
 class _Pod:
-    def __init__(self, folder: str, name: str, cgroup: list[str], owner: tuple[int, int] | None):
+    def __init__(self, folder: str, name: str, cgroup: list[str]):
         self.name = name
         self.cgroup = cgroup  # its cgroup's directories ([]: none, sum its ranks' sessions)
         self.leaders: set[int] = set()
         self.alone = False  # its leaders' own use, not their sessions' (mpirun's pod)
-        self.file = _PodFile(folder, name, owner)
+        self.file = _PodFile(folder, name)
         self.last: tuple[float, float] | None = None  # (monotonic time, CPU seconds)
 
 
 class Sampler:
     """Samples the pods of the ranks it is told about, on a daemon thread."""
 
-    def __init__(
-        self,
-        owner: tuple[int, int] | None = None,
-        interval_s: float = INTERVAL_S,
-        first_s: float = FIRST_SAMPLE_S,
-    ) -> None:
-        self.owner = owner  # (uid, gid) the files are handed to: the ranks' account
+    def __init__(self, interval_s: float = INTERVAL_S, first_s: float = FIRST_SAMPLE_S) -> None:
         self.interval_s, self.first_s = interval_s, first_s
         self.pods: dict[tuple[str, str], _Pod] = {}
         self.lock = threading.Lock()
@@ -297,7 +306,7 @@ class Sampler:
         key = (folder, pod)
         if key not in self.pods:
             cgroup = [os.path.dirname(p) for p in (env.get(CGROUP_VAR) or "").split()]
-            self.pods[key] = _Pod(folder, pod, cgroup, self.owner)
+            self.pods[key] = _Pod(folder, pod, cgroup)
         if pid is not None:
             self.pods[key].leaders.add(pid)
             self.pods[key].alone = alone
