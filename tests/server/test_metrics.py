@@ -106,16 +106,26 @@ def test_digits_ranks_report_a_falling_loss(served: ServerProcess) -> None:
     assert httpx.get(f"{served.url}{path}").status_code == 401
 
 
-# Each rank holds 32 MiB and keeps a core busy until its pod has a sample (or 2 minutes).
+# Each rank holds 32 MiB and keeps a core busy until a sample of its pod shows them
+# (or 2 minutes pass).
 UNTIL_SAMPLED = """\
-import os, time
+import json, os, time
 folder, pod = os.environ["RINGLEADER_METRICS_DIR"], os.environ["RINGLEADER_POD"]
 path = os.path.join(folder, f"pod-{pod}.resources.jsonl")
 held = bytearray(32 << 20)
 held[::4096] = b"x" * len(held[::4096])
+
+def shown():
+    try:
+        text = open(path).read()
+    except OSError:
+        return False
+    whole = [line for line in text.splitlines() if line.endswith("}")]  # not a torn one
+    return any((json.loads(line).get("memoryBytes") or 0) > 32 << 20 for line in whole)
+
 deadline = time.monotonic() + 120
-while time.monotonic() < deadline and not (os.path.exists(path) and os.path.getsize(path)):
-    sum(range(10000))
+while time.monotonic() < deadline and not shown():
+    sum(range(100000))
 """
 
 
