@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from ringleader.launch import podstats
+from ringleader.launch.plan import RANK_ENV
+from ringleader.runtime.metrics import METRICS_DIR
 from ringleader.server.backends.local.cgroups import JOIN_VAR, detect, join_argv
 from tests.conftest import require, wait_until
 
@@ -136,6 +138,9 @@ def test_bounds_a_cap_no_link_and_no_metrics_dir(tmp_path: Path, monkeypatch, bu
     assert target.read_text() == "untouched\n" and not list(elsewhere.iterdir())
     sampler.close()
 
+    # Its names are the planners' (not imported: the agent's start-up stays light).
+    assert podstats.CGROUP_VAR == JOIN_VAR and podstats.RANK_ENV == RANK_ENV
+    assert podstats.METRICS_DIR == METRICS_DIR
     plain = podstats.Sampler()
     plain.watch(busy.pid, {podstats.POD_VAR: "c"})  # plain ringleader launch
     assert plain.thread is None and not plain.pods

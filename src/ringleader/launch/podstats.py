@@ -338,24 +338,22 @@ class Sampler:
         """One sample of every pod with a live process, appended to its file."""
         with self.lock:
             pods = [p for p in self.pods.values() if not p.file.done]
-            leaders = {p.name: set(p.leaders) for p in pods}
-        sessions = {
-            pid for pod in pods if not pod.cgroup and not pod.alone for pid in leaders[pod.name]
-        }
-        alone = process_usage({pid for pod in pods if pod.alone for pid in leaders[pod.name]})
+            leaders = {p: set(p.leaders) for p in pods}
+        sessions = {pid for pod in pods if not pod.cgroup and not pod.alone for pid in leaders[pod]}
+        alone = process_usage({pid for pod in pods if pod.alone for pid in leaders[pod]})
         # A cgroup without a memory controller (v2 without it) falls back to sessions too.
-        measured: dict[str, tuple[bool, float | None, int | None]] = {}
+        measured: dict[_Pod, tuple[bool, float | None, int | None]] = {}
         for pod in pods:
             if pod.cgroup:
-                measured[pod.name] = kernel = cgroup_usage(pod.cgroup)
+                measured[pod] = kernel = cgroup_usage(pod.cgroup)
                 if kernel[1] is None or kernel[2] is None:
-                    sessions |= leaders[pod.name]
+                    sessions |= leaders[pod]
         by_session = session_usage(sessions)
         wall, now = time.time(), time.monotonic()
         for pod in pods:
             usage = alone if pod.alone else by_session
-            mine = [usage[s] for s in leaders[pod.name] if s in usage]
-            alive, cpu_s, memory = measured.get(pod.name, (False, None, None))
+            mine = [usage[s] for s in leaders[pod] if s in usage]
+            alive, cpu_s, memory = measured.get(pod, (False, None, None))
             alive = alive or bool(mine)
             if not alive:
                 continue  # not started here yet, or ended: nothing to say
