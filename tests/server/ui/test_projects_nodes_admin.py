@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from ringleader.server.models import AccessKey
+from ringleader.server.models import AccessKey, Node
 from ringleader.server.services import ui_pages
 from ringleader.server.services.users import find_user
 from tests.server.conftest import API
@@ -129,6 +129,12 @@ def test_projects_and_nodes_show_quota_fair_share_and_fractions_to_whom_may_see(
     nodes = text(api.client.get("/nodes", headers=HTML).text)
     assert "half-gpu" not in nodes and "team-a" not in nodes
     assert f"{held:g} by workloads of other projects" in nodes
+
+    # A node that is not ready says so, with the reason in words.
+    with api.client.app.state.sessions() as s, s.begin():
+        s.execute(update(Node).values(ready=False, message="probe failed: host unreachable"))
+    nodes = text(api.client.get("/nodes", headers=HTML).text)
+    assert "NotReady Not ready: probe failed: host unreachable" in nodes
 
 
 def test_projects_page_says_what_to_do_when_there_are_none(api: API):

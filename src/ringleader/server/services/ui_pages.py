@@ -33,6 +33,20 @@ from ringleader.server.snapshot import MB, holding, holds, load_snapshot
 LABELS: dict[Resource, str] = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "Memory"}
 
 
+def size(value: float) -> str:
+    """Bytes as 512M / 64G / 1.5T: decimal, as ``--memory 64G`` reads them and
+    ``ringleader nodes list`` prints them."""
+    for unit, factor in (("T", 10**12), ("G", 10**9), ("M", 10**6)):
+        if value >= factor:
+            return f"{value / factor:.3g}{unit}"
+    return f"{value:.0f}" if value else "0"
+
+
+def figure(resource: Resource, value: float) -> str:
+    """An amount as the page shows it: memory in decimal units, else the scheduler's."""
+    return size(value) if resource == "memory" else amount(resource, value)
+
+
 @dataclass
 class QuotaLine:
     """One resource of one project in one pool, in the scheduler's units
@@ -51,7 +65,7 @@ class QuotaLine:
         return LABELS[self.resource]
 
     def text(self, value: float | None, none: str = "none") -> str:
-        return none if value is None else amount(self.resource, value)
+        return none if value is None else figure(self.resource, value)
 
     @property
     def scale(self) -> float:

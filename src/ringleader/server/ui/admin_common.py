@@ -48,6 +48,9 @@ def pydantic_errors(exc: ValidationError, names: dict[str, str]) -> dict[str, st
             if where in ("osUser", "os_user"):
                 message = "a POSIX user name: lower-case letters, digits, _ and -"
             if where == "name":
-                message = "lower-case letters, digits, - and _, starting with a letter"
+                message = (
+                    "lower-case letters, digits, - and _, starting with a letter "
+                    "and ending with a letter or digit"
+                )
         out.setdefault(names.get(where, where), message)
     return out

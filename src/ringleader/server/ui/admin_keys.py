@@ -135,7 +135,7 @@ async def create_key(
         owner_id=target.id,
         client_id=created.client_id,
         client_secret=created.client_secret,
-        login_url=str(request.base_url).rstrip("/") + "/login",
+        server_url=str(request.base_url).rstrip("/"),
     )
 
 

@@ -139,7 +139,7 @@ async def create_user(
         owner_id=created.id,
         client_id=created.client_id,
         client_secret=created.client_secret,
-        login_url=str(request.base_url).rstrip("/") + "/login",
+        server_url=str(request.base_url).rstrip("/"),
     )
 
 
