@@ -80,6 +80,7 @@ def test_projects_and_nodes_show_quota_fair_share_and_fractions_to_whom_may_see(
                 "nodePool": "default",
                 "gpu": {"deserved": 2, "limit": 3, "overQuotaWeight": 2},
                 "cpu": {"deserved": 4},
+                "memory": {"deserved": 64000},  # MB, as the API takes it
             }
         ],
     }
@@ -99,7 +100,7 @@ def test_projects_and_nodes_show_quota_fair_share_and_fractions_to_whom_may_see(
     gpu = rows["team-a"].pools[0].lines[0]
     assert (gpu.resource, gpu.deserved, gpu.limit, gpu.weight) == ("gpu", 2, 3, 2)
     assert gpu.allocated == held and gpu.fair_share == held and gpu.capacity == 4
-    assert [line.resource for line in rows["team-a"].pools[0].lines] == ["gpu", "cpu"]
+    assert [line.resource for line in rows["team-a"].pools[0].lines] == ["gpu", "cpu", "memory"]
     assert [line.resource for line in rows["team-b"].pools[0].lines] == ["gpu"]  # no CPU quota
     assert not rows["default"].managed
 
@@ -110,6 +111,7 @@ def test_projects_and_nodes_show_quota_fair_share_and_fractions_to_whom_may_see(
     assert shown_projects(page.text) == ["default", "team-a", "team-b"]
     assert f"GPUs in pool default: {held:g} allocated, 2 deserved, fair share {held:g}" in page.text
     assert "no quota" in words and "no limit" in words
+    assert "Memory in pool default: 0 allocated, 64G deserved" in page.text
     # A bar: SVG widths (no style attribute), and the same numbers as words.
     widths = re.findall(r'class="bar-fill" x="0" y="3" width="([0-9.]+)"', page.text)
     assert 100 * held / 4 in [float(w) for w in widths]
