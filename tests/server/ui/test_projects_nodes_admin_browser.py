@@ -116,6 +116,10 @@ def test_an_admin_makes_a_user_who_logs_in_and_sees_only_their_project(gpu_ui: U
     page.get_by_role("link", name="Back to dana").click()
     assert secret not in page.content() and client_id in page.content()
     _shots(ui, "admin-user")
+    ui.goto("/admin/users")
+    assert page.get_by_role("link", name="dana").is_visible() and secret not in page.content()
+    ui.shot("admin-users-list")
+    page.get_by_role("link", name="dana").click()
     # An invalid key name: the message next to the field, nothing made.
     page.get_by_label("New access key name").fill("Bad Name")
     page.get_by_role("button", name="Create access key").click()
