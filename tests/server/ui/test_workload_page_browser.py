@@ -65,6 +65,9 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     assert len(drawn) == 3 and all(n > 0 for n in drawn), drawn
     assert "Latest:" in page.inner_text("#chart-loss .chart-last")
     assert "total" in page.inner_text("#chart-rate .chart-legend")
+    # CPU and memory per pod, sampled by the agent while the pods ran.
+    for chart in ("cpu", "memory"):
+        expect(page.locator(f"#chart-{chart} path.series")).to_have_count(3)
     # Pods table: every pod Succeeded (the pod phase word), exit code 0.
     rows = page.inner_text("#piece-pods tbody")
     assert rows.count("Succeeded") == 3, rows

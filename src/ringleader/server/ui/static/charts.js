@@ -34,14 +34,6 @@ const charts = (() => {
     return Number(v.toPrecision(4)).toString();
   }
 
-  function bytes(v) {
-    if (v === null || v === undefined || !isFinite(v)) return "-";
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let i = 0;
-    while (Math.abs(v) >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-    return `${Number(v.toPrecision(3))} ${units[i]}`;
-  }
-
   // Round tick values spanning [lo, hi].
   function ticks(lo, hi, count = 5) {
     if (!(hi > lo)) { hi = lo + 1; }
@@ -180,5 +172,5 @@ const charts = (() => {
     }
   }
 
-  return { draw, number, bytes };
+  return { draw, number };
 })();

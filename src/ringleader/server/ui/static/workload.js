@@ -217,8 +217,13 @@
     const noUse = "No CPU/memory samples yet.";
     charts.draw(figure("cpu"), { title: "CPU per pod", xLabel: "seconds", yLabel: "CPU cores", empty: noUse,
       series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.cpu]) })) });
-    charts.draw(figure("memory"), { title: "Memory per pod", xLabel: "seconds", yLabel: "memory", empty: noUse,
-      formatY: charts.bytes, series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.memoryBytes]) })) });
+    // Memory in MiB or GiB (whichever reads better), so the ticks are round numbers.
+    let most = 0;
+    for (const [, r] of perPod) for (const p of r.points) if (p.memoryBytes > most) most = p.memoryBytes;
+    const [unit, size] = most >= 2 * 2 ** 30 ? ["GiB", 2 ** 30] : ["MiB", 2 ** 20];
+    charts.draw(figure("memory"), { title: "Memory per pod", xLabel: "seconds", yLabel: `memory (${unit})`, empty: noUse,
+      formatY: (v) => `${charts.number(v)} ${unit}`,
+      series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.memoryBytes == null ? null : p.memoryBytes / size]) })) });
   }
   drawCharts();
   pollMetrics();
