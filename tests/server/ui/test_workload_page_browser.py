@@ -134,6 +134,11 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     assert "Why it failed:" in alert.inner_text()
     assert "Traceback" in cause.inner_text() and "JSONDecodeError" in cause.inner_text()
     ui.shot("workload-failed")
+    follow = page.get_by_role("button", name="Pause")  # by keyboard: focus, Enter
+    follow.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#log-follow")).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("#log-state")).to_contain_text("paused")
     copy = page.locator("#submit-again button.copy").first
     copy.click()
     expect(copy).to_have_text(re.compile("Copied|Selected"))
