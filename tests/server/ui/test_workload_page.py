@@ -92,6 +92,8 @@ def test_the_page_shows_the_spec_pods_events_and_how_to_submit_it_again(api: API
         assert pod in text
     assert "Submitted" in text and "Completed" in text
     assert f"/workloads/new?copy={wid}" in text
+    copied = api.client.get(f"/workloads/new?copy={wid}", headers=HTML)  # Copy & edit: the wizard
+    assert copied.status_code == 200 and "hello-copy" in copied.text
 
     # The API body, POSTed back under another name, gives an equal spec.
     body = json.loads(_pre(text, "body-text"))
