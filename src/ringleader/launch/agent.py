@@ -54,6 +54,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     from typing import IO, Any
 
+    from ringleader.launch.podstats import Sampler
+
 # Modules are imported where they are first needed, and argparse, dataclasses,
 # pathlib and typing not at all: the agent starts on the path of every launch
 # (bench/launch.py's fixed cost), and each of those costs milliseconds. What runs
@@ -75,6 +77,7 @@ class Agent:
         self.lock = threading.RLock()
         self.closing = False
         self.ended = teardown.EndedWatcher(lambda: self.grace_s, self._hung)
+        self.podstats: Sampler | None = None  # CPU and memory per pod, under a server
 
     # ----- ops -------------------------------------------------------------
     def setup(self, msg: dict[str, Any]) -> None:
@@ -160,6 +163,11 @@ class Agent:
         # launch.json) says who ranks run as: never a rank's env, which a spec sets.
         env.pop(RUN_AS_VAR, None)
         account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
+        sampled = bool(env.get("RINGLEADER_METRICS_DIR"))  # podstats.METRICS_DIR: a server's run
+        if sampled:
+            from ringleader.launch import podstats  # imported only where a server asks for it
+
+            podstats.prepare(env, account)
         try:
             if account is not None:
                 hand_over(os.path.dirname(error_file), *account)
@@ -180,6 +188,10 @@ class Agent:
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
             return
         pin(proc.pid, env.get(CPU_AFFINITY, ""))
+        if sampled:
+            with self.lock:
+                sampler = self.podstats = self.podstats or podstats.Sampler()
+            sampler.watch(proc.pid, env, argv)
         rp = RankProcess(rank, proc, marker)
         with self.lock:
             self.ranks[rank] = rp
@@ -199,6 +211,8 @@ class Agent:
         code = rp.proc.wait()
         ended = time.time()
         self.ended.forget(rp.rank)
+        if self.podstats is not None:
+            self.podstats.forget(rp.proc.pid)
         for reader in rp.readers:  # a grandchild may hold the pipe open: don't wait forever
             reader.join(timeout=1.0)
         signum = -code if code < 0 else None
@@ -251,6 +265,8 @@ class Agent:
                 return
             self.closing = True
         self.stop(grace_s)
+        if self.podstats is not None:
+            self.podstats.close()
         if self.rundir is not None:
             import shutil
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ringleader.server.services.metrics import _derive, _downsample, _read
+from ringleader.server.services.metrics import (
+    _bucket_resources,
+    _derive,
+    _downsample,
+    _read,
+    _read_resources,
+)
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -47,3 +53,21 @@ def test_a_link_is_not_followed(tmp_path: Path) -> None:
     link = tmp_path / "rank-0.attempt-0.jsonl"
     link.symlink_to(other)
     assert _read(link, 0) == ([], False)
+
+
+def test_pod_resources_bucketed_mean_cpu_max_memory(tmp_path: Path) -> None:
+    """launch.podstats' samples: bad lines skipped, buckets of mean CPU and peak memory."""
+    lines = [
+        json.dumps({"time": float(t), "cpu": None if t == 0 else 1.0 + t % 2, "memoryBytes": t})
+        for t in range(10)
+    ]
+    path = _write(tmp_path / "pod-a.resources.jsonl", [*lines, "oops", '{"time": "x"}', '{"ti'])
+    points = _read_resources(path)
+    assert [p.time for p in points] == [float(t) for t in range(10)] and points[0].cpu is None
+    (first, second) = _bucket_resources(points, 2)
+    assert first.time == 4.0 and first.cpu == 1.5 and first.memory_bytes == 4  # (2+1+2+1) / 4
+    assert second.time == 9.0 and second.cpu == 1.6 and second.memory_bytes == 9
+    assert _bucket_resources(points, 500) == points
+    link = tmp_path / "pod-b.resources.jsonl"
+    link.symlink_to(path)
+    assert _read_resources(link) == []

@@ -57,12 +57,15 @@ def log_text(
     follow: bool = False,
     timestamps: bool = False,
     stopping: threading.Event | None = None,
+    seen: dict[tuple[str, int, str], int] | None = None,
 ) -> Iterator[str]:
     """Check the request, close ``session``, and return the lines to stream.
 
     ``pod`` is a pod's full name or its suffix (``worker-1``); ``since`` a
     duration (``5m``) or an ISO time; ``follow`` streams until the workload ends
-    or ``stopping`` is set (the server shuts down).
+    or ``stopping`` is set (the server shuts down).  ``seen``: lines already sent per
+    (pod, attempt, stream), updated as lines are read: a cursor for the UI's polls,
+    which get only the lines after it (the last ``tail`` of them).
     """
     stopping = stopping or threading.Event()
     workload = get(session, user, workload_id)
@@ -79,6 +82,7 @@ def log_text(
                 f"no such pod in workload {workload.name!r}; pods: {sorted(names)}", "pod"
             )
     after = _since(since)
+    cursor = seen is not None
     session.close()  # no transaction stays open while streaming
 
     def fetch(seen: dict[tuple[str, int, str], int], keep: int | None = None) -> deque[LogLine]:
@@ -108,18 +112,19 @@ def log_text(
             return current.phase in (*FINAL, "Deleted")
 
     def stream() -> Iterator[str]:
-        seen: dict[tuple[str, int, str], int] = {}
-        if tail and not follow and after is None and state["handle"]:
+        sent = seen if seen is not None else {}
+        # With a cursor, only what is newer: never the backend's plain tail.
+        if tail and not follow and after is None and state["handle"] and not cursor:
             first: Iterator[LogLine] | deque[LogLine] = backend.logs(
                 state["handle"], pod=pod, tail=tail
             )
         else:
-            first = fetch(seen, keep=tail)
+            first = fetch(sent, keep=tail)
         for ln in first:
             yield _format(ln, timestamps)
         while follow:
             done = finished()  # read before fetching, so the last lines are never missed
-            for ln in fetch(seen):
+            for ln in fetch(sent):
                 yield _format(ln, timestamps)
             # The backend's files offer no change notification; the server's stop does.
             if done or stopping.wait(FOLLOW_POLL_S):

@@ -16,6 +16,12 @@ scalars, the mean step time, the bucket's samples over its time), at most
 ``READ_CAP`` bytes read per file (a rank's file is capped smaller by
 ``report``), never through a symbolic link, and ``since`` (a UNIX time)
 returns only later records, for cheap live updates.
+
+``resources``: CPU and memory per pod, sampled by the agent that owns the pod's
+ranks (``launch.podstats``: its docstring says what and how often) into
+``pod-<pod>.resources.jsonl`` in the same directory; only the launch's own pods
+are looked for.  Bucketed the same way: the mean CPU and the highest memory of
+each bucket, at its last sample's time; ``since`` and ``until`` cover them too.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 from pydantic import Field
 from sqlalchemy.orm import Session
 
+from ringleader.launch import podstats
 from ringleader.launch.detached import load_launch
 from ringleader.runtime.metrics import MAX_FILE_BYTES, METRICS_DIR
 from ringleader.server.backends import BackendSet
@@ -42,6 +49,7 @@ from ringleader.server.services.workloads import get
 
 MAX_POINTS = 500
 READ_CAP = MAX_FILE_BYTES + 1024 * 1024
+RESOURCES_READ_CAP = podstats.MAX_FILE_BYTES + 1024
 _FILE = re.compile(r"rank-(\d{1,6})\.attempt-(\d{1,6})\.jsonl")
 
 
@@ -64,10 +72,23 @@ class RankSeries(Wire):
     capped: bool = False  # report() stopped writing: its file reached its size cap
 
 
+class ResourcePoint(Wire):
+    time: float
+    cpu: float | None = None  # CPU cores used on average (1.5: one and a half)
+    memory_bytes: int | None = None
+
+
+class PodResources(Wire):
+    pod: str
+    node: str | None = None
+    points: list[ResourcePoint]
+
+
 class WorkloadMetrics(Wire):
     workload_id: str
     collected: bool  # False: this backend does not collect runtime.report's records
     series: list[RankSeries]
+    resources: list[PodResources] = Field(default_factory=list)  # CPU and memory per pod
     total_samples_per_second: float | None = None  # the latest rate of every rank, summed
     until: float | None = None  # the latest record's time: the next call's ``since``
 
@@ -147,30 +168,45 @@ def workload_metrics(
                 capped=capped,
             )
         )
+    resources: list[PodResources] = []
+    for pod in pods_from_launch(launch):
+        samples = _read_resources(Path(folder) / podstats.file_name(pod.name))
+        if samples:
+            until = max(until or samples[-1].time, samples[-1].time)
+        fresh = [p for p in samples if since is None or p.time > since]
+        if fresh:
+            points = _bucket_resources(fresh, max_points)
+            resources.append(PodResources(pod=pod.name, node=pod.node or None, points=points))
     newest = max((a for a, _ in latest_rates.values()), default=None)
     rates = [rate for a, rate in latest_rates.values() if a == newest]
     return WorkloadMetrics(
         workload_id=wid,
         collected=True,
         series=series,
+        resources=resources,
         total_samples_per_second=sum(rates) if rates else None,
         until=until,
     )
+
+
+def _read_bytes(path: Path, cap: int) -> bytes:
+    """At most ``cap`` bytes of a regular file, never through a link (see above; a FIFO
+    would block); nothing when it is missing or anything else."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return b""
+            return handle.read(cap)
+    except OSError:
+        return b""
 
 
 def _read(path: Path, attempt: int) -> tuple[list[_Raw], bool]:
     """One file's well-formed records (a torn last line or a stray one is skipped)."""
     records: list[_Raw] = []
     capped = False
-    try:  # never through a link (see above); a FIFO would block: regular files only
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return records, capped
-            data = handle.read(READ_CAP)
-    except OSError:
-        return records, capped
-    for line in data.splitlines():
+    for line in _read_bytes(path, READ_CAP).splitlines():
         try:
             item = json.loads(line)
         except ValueError:
@@ -253,3 +289,43 @@ def _point(bucket: list[_Raw]) -> MetricPoint:
         step_time=sum(step_times) / len(step_times) if step_times else None,
         scalars=last.scalars,
     )
+
+
+def _read_resources(path: Path) -> list[ResourcePoint]:
+    """One pod's well-formed samples, in time order (a torn or stray line is skipped)."""
+    points: list[ResourcePoint] = []
+    for line in _read_bytes(path, RESOURCES_READ_CAP).splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(item, dict) or not _finite(item.get("time")):
+            continue
+        cpu, memory = item.get("cpu"), item.get("memoryBytes")
+        points.append(
+            ResourcePoint(
+                time=float(item["time"]),
+                cpu=float(cpu) if _finite(cpu) and cpu >= 0 else None,
+                memory_bytes=memory if isinstance(memory, int) and memory >= 0 else None,
+            )
+        )
+    points.sort(key=lambda p: p.time)  # two agents' attempts may interleave
+    return points
+
+
+def _bucket_resources(points: list[ResourcePoint], max_points: int) -> list[ResourcePoint]:
+    """At most ``max_points``: the mean CPU and the highest memory of consecutive samples."""
+    size = max(1, math.ceil(len(points) / max_points))
+    merged: list[ResourcePoint] = []
+    for start in range(0, len(points), size):
+        bucket = points[start : start + size]
+        cpus = [p.cpu for p in bucket if p.cpu is not None]
+        memories = [p.memory_bytes for p in bucket if p.memory_bytes is not None]
+        merged.append(
+            ResourcePoint(
+                time=bucket[-1].time,
+                cpu=round(sum(cpus) / len(cpus), 3) if cpus else None,
+                memory_bytes=max(memories) if memories else None,
+            )
+        )
+    return merged

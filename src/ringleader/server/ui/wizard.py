@@ -1,7 +1,357 @@
-"""The new-workload wizard (seed 002's path), at /workloads/new."""
+"""The new-workload wizard (seed 002's path), at /workloads/new.
+
+One page of sectioned steps (a stepper when script runs, all steps without
+it). CREATE builds the very ``WorkloadSpec`` a client would POST to
+/api/v1/workloads/distributed (``wizard_form.to_body``, the assets filling
+what the user left empty as ``ringleader submit --environment-asset
+--compute`` does) and submits it through the same service
+(``services.workloads.accept``), so the UI and the API cannot disagree.
+Every problem, pydantic's or the service's, goes back next to its field with
+everything typed kept, and nothing is created. "+ New environment" and "+ New
+compute resource" save the entered values as an asset of the project (through
+``services.assets.create``) and select it, as the seed's walkthrough does.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any, NamedTuple
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ringleader.errors import Conflict, Forbidden, InvalidSpec, NotFound, RingleaderError
+from ringleader.sched import PRIORITY_CLASSES
+from ringleader.server.asset_schemas import (
+    ComputeAssetSpec,
+    ComputeCreationRequest,
+    EnvironmentCreationRequest,
+)
+from ringleader.server.deps import get_session
+from ringleader.server.models import Project, User, Workload
+from ringleader.server.services import assets
+from ringleader.server.services import workloads as svc
+from ringleader.server.services.assets import COMPUTE, ENVIRONMENT, AssetKind
+from ringleader.server.ui import wizard_form as wf
+from ringleader.server.ui.render import page
+from ringleader.server.ui.session import csrf_checked, set_notice, ui_user
+from ringleader.spec import MAX_ID_CHARS, WorkloadSpec, check_name
 
 router = APIRouter(include_in_schema=False)
+
+ASSET_FIELDS: tuple[tuple[str, AssetKind[Any, Any]], ...] = (
+    ("environment", ENVIRONMENT),
+    ("compute", COMPUTE),
+    (wf.MASTER + "environment", ENVIRONMENT),
+    (wf.MASTER + "compute", COMPUTE),
+)
+
+
+def _projects(s: Session, user: User) -> list[Project]:
+    query = select(Project).where(Project.id.in_(svc.visible_projects(s, user)))
+    return list(s.scalars(query.order_by(Project.name)))
+
+
+class _Choice(NamedTuple):
+    """One asset in a select: its id, name and what it holds, in a few words."""
+
+    id: str
+    name: str
+    about: str
+
+
+def about(spec: Any) -> str:
+    """An asset's values in a few words: an environment's image, a compute resource's asks."""
+    if isinstance(spec, ComputeAssetSpec):
+        parts = []
+        if spec.gpu_portion_request is not None:
+            parts.append(f"{spec.gpu_devices_request or 1} GPU x {spec.gpu_portion_request:.0%}")
+        elif spec.gpu_memory_request is not None:
+            parts.append(f"{spec.gpu_devices_request or 1} GPU x {spec.gpu_memory_request}")
+        elif spec.gpu_devices_request:
+            parts.append(f"{spec.gpu_devices_request} GPU")
+        if spec.cpu_core_request is not None:
+            parts.append(f"{spec.cpu_core_request:g} CPU")
+        if spec.cpu_memory_request is not None:
+            parts.append(spec.cpu_memory_request)
+        return ", ".join(parts)
+    return str(getattr(spec, "image", None) or getattr(spec, "command", None) or "")[:60]
+
+
+def _asset_groups(s: Session, user: User, kind: AssetKind[Any, Any]) -> list[dict[str, Any]]:
+    """The assets the user may pick, grouped: every project's first, then each of
+    the user's projects' (the page's script shows only the chosen project's)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for asset in assets.list_assets(s, user, kind):
+        meta = asset.meta
+        key = meta.project_id or ""
+        label = f"Project {meta.project_name}" if key else "Every project"
+        groups.setdefault(key, {"project": key, "label": label, "assets": []})
+        groups[key]["assets"].append(_Choice(asset.meta.id, asset.meta.name, about(asset.spec)))
+    return sorted(groups.values(), key=lambda g: (g["project"] != "", g["label"]))
+
+
+def _form_page(
+    request: Request,
+    s: Session,
+    user: User,
+    values: dict[str, str],
+    errors: dict[str, str] | None = None,
+    status_code: int = 200,
+    saved: str | None = None,
+    copied_from: str | None = None,
+    start_step: str = "",
+) -> HTMLResponse:
+    errors = errors or {}
+    summary = [(field, wf.label(field) if field else "Form", msg) for field, msg in errors.items()]
+    return page(
+        request,
+        "wizard.html",
+        user,
+        status_code=status_code,
+        title="New workload",
+        v=values,
+        errors=errors,
+        summary=summary,
+        projects=_projects(s, user),
+        environments=_asset_groups(s, user, ENVIRONMENT),
+        computes=_asset_groups(s, user, COMPUTE),
+        priority_classes=sorted(PRIORITY_CLASSES),
+        saved=saved,
+        copied_from=copied_from,
+        start_step=start_step,
+    )
+
+
+def free_name(s: Session, project_id: str, base: str) -> str:
+    """``BASE-copy`` (or ``-copy-2``, ...), free in the project and at most 63 characters."""
+    stem = base[:50].rstrip("-")
+    taken = set(
+        s.scalars(
+            select(Workload.name).where(
+                Workload.project_id == project_id,
+                Workload.deleted_at.is_(None),
+                Workload.name.startswith(f"{stem}-copy", autoescape=True),
+            )
+        )
+    )
+    for n in range(1, len(taken) + 2):
+        name = f"{stem}-copy" if n == 1 else f"{stem}-copy-{n}"
+        if name not in taken:
+            return name
+    return f"{stem}-copy-{len(taken) + 2}"  # not reached: one of the above is free
+
+
+@router.get("/workloads/new", response_class=HTMLResponse)
+def new_workload(
+    request: Request,
+    project: str = Query("", max_length=MAX_ID_CHARS),
+    copy: str = Query("", max_length=MAX_ID_CHARS),
+    user: User = Depends(ui_user),
+    s: Session = Depends(get_session),
+) -> HTMLResponse:
+    """The empty wizard (``?project=`` preselects one), or ``?copy=ID`` filled from a
+    workload the user can see ("Copy & edit"), renamed so the name is free."""
+    if copy:
+        workload = svc.get(s, user, copy)  # another project's: not found
+        spec = WorkloadSpec.from_stored(workload.spec)
+        values = wf.from_spec(spec, free_name(s, workload.project_id, workload.name))
+        return _form_page(request, s, user, values, copied_from=workload.name)
+    projects = _projects(s, user)
+    chosen = next((p.id for p in projects if project in (p.id, p.name)), "")
+    if not chosen and len(projects) == 1:
+        chosen = projects[0].id
+    return _form_page(request, s, user, wf.defaults(chosen))
+
+
+@router.get("/workloads/new/name-check")
+def name_check(
+    project: str = Query("", max_length=MAX_ID_CHARS),
+    name: str = Query("", max_length=255),
+    user: User = Depends(ui_user),
+    s: Session = Depends(get_session),
+) -> dict[str, Any]:
+    """Is ``name`` a valid workload name, free in ``project``? (the page asks as you type;
+    CREATE checks again, the database's unique index last)."""
+    name = name.strip()
+    if not name:
+        return {"available": False, "message": "A name is required."}
+    try:
+        check_name(name)
+    except ValueError as exc:
+        return {"available": False, "message": f"Not a valid name: {exc}."}
+    if not project:
+        return {"available": False, "message": "Choose a project first."}
+    try:
+        found = svc.resolve_project(s, user, project)
+    except NotFound:
+        return {"available": False, "message": "Choose a project first."}
+    taken = s.scalar(
+        select(Workload.id).where(
+            Workload.project_id == found.id,
+            Workload.name == name,
+            Workload.deleted_at.is_(None),
+        )
+    )
+    if taken is not None:
+        return {
+            "available": False,
+            "message": f"A workload named {name!r} already exists in project {found.name!r}.",
+        }
+    return {"available": True, "message": f"{name!r} is free in project {found.name!r}."}
+
+
+def _project(s: Session, user: User, values: dict[str, str], errors: wf.FieldErrors) -> Any:
+    if not values["project"]:
+        errors.add("project", "choose a project")
+        return None
+    try:
+        return svc.resolve_project(s, user, values["project"])
+    except NotFound:
+        errors.add("project", "no such project among yours; choose one from the list")
+        return None
+
+
+def _chosen_asset(
+    s: Session,
+    user: User,
+    kind: AssetKind[Any, Any],
+    field: str,
+    values: dict[str, str],
+    project: Project | None,
+    errors: wf.FieldErrors,
+) -> Any:
+    """The spec of the asset picked in ``field``: one the user sees, of the chosen
+    project or of every project; else an error on ``field``."""
+    try:
+        asset = assets.get(s, user, kind, values[field])
+    except NotFound:
+        errors.add(field, f"no such {kind.title}; choose one from the list")
+        return None
+    owner = asset.meta.project_id
+    if owner is not None and (project is None or owner != project.id):
+        errors.add(
+            field,
+            f"{kind.title} {asset.meta.name!r} belongs to project {asset.meta.project_name!r}; "
+            "choose one of this project's or every project's",
+        )
+        return None
+    return asset.spec
+
+
+def _validation_errors(exc: ValidationError, values: dict[str, str], errors: wf.FieldErrors,
+                       fallback: str = "") -> None:  # fmt: skip
+    for error in exc.errors():
+        loc = error["loc"]
+        field = wf.field_for(loc) if loc and loc[0] != "meta" else fallback
+        errors.add(wf.blame_asset(field, values) or fallback, error["msg"])
+
+
+def _service_errors(exc: RingleaderError, values: dict[str, str], errors: wf.FieldErrors,
+                    name_field: str) -> None:  # fmt: skip
+    """A service's refusal on its field: InvalidSpec's ``where``, a taken name on
+    the name, a project one may not use on the project."""
+    if isinstance(exc, InvalidSpec):
+        for where, problem in exc.fields:
+            errors.add(wf.blame_asset(wf.field_for(where), values), problem)
+    elif isinstance(exc, Conflict):
+        errors.add(name_field, str(exc))
+    elif isinstance(exc, (NotFound, Forbidden)):
+        errors.add("project", str(exc))
+    else:
+        errors.add("", str(exc))
+
+
+def _create_workload(
+    request: Request, s: Session, user: User, values: dict[str, str], errors: wf.FieldErrors
+) -> Response:
+    project = _project(s, user, values, errors)
+    chosen: dict[str, Any] = {}
+    for field, kind in ASSET_FIELDS:
+        if values[field] and (not field.startswith(wf.MASTER) or wf.differs(values)):
+            chosen[field] = _chosen_asset(s, user, kind, field, values, project, errors)
+    body = wf.to_body(values, errors, chosen, project.id if project else "")
+    spec = None
+    try:
+        spec = WorkloadSpec.model_validate(body)
+    except ValidationError as exc:
+        _validation_errors(exc, values, errors)
+    if spec is None or errors:
+        return _form_page(request, s, user, values, errors, status_code=422)
+    state = request.app.state
+    try:
+        accepted = svc.accept(s, user, spec, backends=state.backends, cluster=state.cluster)
+    except RingleaderError as exc:
+        s.rollback()
+        _service_errors(exc, values, errors, "name")
+        return _form_page(request, s, user, values, errors, status_code=422)
+    state.background.submitted()
+    response = RedirectResponse(f"/workloads/{accepted.workload_id}", status_code=303)
+    set_notice(response, request, f"Workload {accepted.name} created")
+    return response
+
+
+def _save_asset(
+    request: Request,
+    s: Session,
+    user: User,
+    values: dict[str, str],
+    errors: wf.FieldErrors,
+    kind: AssetKind[Any, Any],
+) -> Response:
+    """ "+ New environment" / "+ New compute resource": the entered values saved as an
+    asset of the project and selected; the workload is not created yet."""
+    is_env = kind is ENVIRONMENT
+    name_field = "new_environment_name" if is_env else "new_compute_name"
+    own = wf.environment_of(values, "", errors) if is_env else wf.compute_of(values, "", errors)
+    project = _project(s, user, values, errors)
+    name = values[name_field].strip()
+    if not name:
+        errors.add(name_field, f"give the new {kind.title} a name")
+    request_model: type[BaseModel] = (
+        EnvironmentCreationRequest if is_env else ComputeCreationRequest
+    )
+    meta = {"name": name, "scope": "project", "project_id": project.id if project else ""}
+    body = None
+    try:
+        body = request_model.model_validate({"meta": meta, "spec": own})
+    except ValidationError as exc:
+        _validation_errors(exc, values, errors, fallback=name_field)
+    if body is None or errors:
+        return _form_page(request, s, user, values, errors, status_code=422)
+    try:
+        made = assets.create(s, user, kind, body.meta, body.spec)  # type: ignore[attr-defined]
+    except RingleaderError as exc:
+        s.rollback()
+        _service_errors(exc, values, errors, name_field)
+        return _form_page(request, s, user, values, errors, status_code=422)
+    cleared = (*wf.POD_TEXT, "env") if is_env else wf.COMPUTE_FIELDS
+    values.update({field: "" for field in cleared})
+    values.update({name_field: "", "environment" if is_env else "compute": made.meta.id})
+    if not is_env:
+        values["gpu_request_type"] = "portion"
+    saved = f"{kind.title.capitalize()} {made.meta.name} created and selected."
+    step = "step-environment" if is_env else "step-compute"
+    return _form_page(request, s, user, values, saved=saved, start_step=step)
+
+
+@router.post("/workloads/new", response_model=None)
+async def create(
+    request: Request,
+    user: User = Depends(csrf_checked),
+    s: Session = Depends(get_session),
+) -> Response:
+    form = await request.form()
+    errors = wf.FieldErrors()
+    values = wf.bounded_values(form, errors)
+    action = form.get("action") or "create"
+    if action == "create-environment":
+        return _save_asset(request, s, user, values, errors, ENVIRONMENT)
+    if action == "create-compute":
+        return _save_asset(request, s, user, values, errors, COMPUTE)
+    if action != "create":
+        errors.add("", "unknown action; use the form's buttons")
+        return _form_page(request, s, user, values, errors, status_code=400)
+    return _create_workload(request, s, user, values, errors)

@@ -71,9 +71,9 @@ def prepare_account_dirs(plan: LocalPlan, run_as: RunAs) -> None:
         made = done.returncode in (0, CANNOT_ENTER)
         entered = done.returncode == 0
     else:
-        done = as_account(
-            run_as, ["mkdir", "-p", "-m", "700", "--", f"{own}/work", f"{own}/checkpoints"]
-        )
+        # metrics: the agent (root here) samples the pods there (launch.podstats)
+        made_dirs = [f"{own}/{d}" for d in ("work", "checkpoints", "metrics")]
+        done = as_account(run_as, ["mkdir", "-p", "-m", "700", "--", *made_dirs])
         made = entered = done.returncode == 0
         if made:
             check = ["/bin/sh", "-c", 'cd -- "$1"', "ringleader-cwd", cwd]

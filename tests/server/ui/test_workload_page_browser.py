@@ -1,0 +1,147 @@
+"""The workload page in Debian's Chromium: a real distributed run watched live, a
+failure's root cause, a pending workload's reason; screenshots of each state."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.fixtures.browser import ARTIFACTS, UI
+
+STATUS = "#piece-status .workload-status .status"
+NARROW = {"width": 420, "height": 860}
+
+
+def _api(ui: UI) -> httpx.Client:
+    client_id, secret = ui.admin_key
+    body = {"grantType": "client_credentials", "clientID": client_id, "clientSecret": secret}
+    token = httpx.post(f"{ui.url}/api/v1/token", json=body).json()["accessToken"]
+    return httpx.Client(base_url=ui.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def _submit(api: httpx.Client, name: str, command: str, workers: int, **spec: object) -> str:
+    project = api.get("/api/v1/org-unit/projects/default").json()["id"]
+    body = {
+        "name": name,
+        "projectId": project,
+        "spec": {"command": command, "numWorkers": workers, **spec},
+    }
+    answer = api.post("/api/v1/workloads/distributed", json=body)
+    assert answer.status_code == 202, answer.text
+    return answer.json()["workloadId"]
+
+
+def _status(ui: UI) -> str:
+    return ui.page.inner_text(STATUS)
+
+
+def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
+    api = _api(ui)
+    # Only rank 0 of the example prints; each pod says it starts, so every pod has logs.
+    command = (
+        "python -c \"import os, runpy, sys; print('rank', os.environ['RANK'], 'starts'); "
+        "sys.argv = ['digits', '--epochs', '2', '--no-checkpoint']; "
+        "runpy.run_module('ringleader.examples.digits', run_name='__main__')\""
+    )
+    wid = _submit(api, "digits", command, workers=2)
+    ui.login(path=f"/workloads/{wid}")
+    page = ui.page
+    page.evaluate("window.stillTheSamePage = true")
+    expect(page.locator(STATUS)).to_have_text("Running", timeout=120_000)
+    page.wait_for_selector("#chart-loss path.series", timeout=120_000)
+    page.wait_for_selector("#log .line", timeout=60_000)
+    ui.shot("workload-running")
+    expect(page.locator(STATUS)).to_have_text("Completed", timeout=300_000)
+    assert page.evaluate("window.stillTheSamePage") is True  # no reload: live updates
+    pods = ["digits-master-0", "digits-worker-0", "digits-worker-1"]
+    for pod in pods:  # logs from every pod, merged
+        page.wait_for_selector(f'#log .line[data-pod="{pod}"]')
+    # The loss chart has a series per rank, with points, and its numbers in words.
+    drawn = page.eval_on_selector_all(
+        "#chart-loss path.series", "els => els.map(e => +e.dataset.points)"
+    )
+    assert len(drawn) == 3 and all(n > 0 for n in drawn), drawn
+    assert "Latest:" in page.inner_text("#chart-loss .chart-last")
+    assert "total" in page.inner_text("#chart-rate .chart-legend")
+    # CPU and memory per pod, sampled by the agent while the pods ran.
+    for chart in ("cpu", "memory"):
+        expect(page.locator(f"#chart-{chart} path.series")).to_have_count(3)
+    # Pods table: every pod Succeeded (the pod phase word), exit code 0.
+    rows = page.inner_text("#piece-pods tbody")
+    assert rows.count("Succeeded") == 3, rows
+    page.get_by_label("Search").fill("epoch")
+    page.get_by_label("Only matching lines").check()
+    shown = page.eval_on_selector_all("#log .line:not(.hidden)", "els => els.length")
+    assert shown > 0 and page.locator("#log mark").count() >= shown
+    ui.shot("workload-completed")
+    page.get_by_label("Only matching lines").uncheck()
+    page.get_by_label("Search").fill("")
+    page.get_by_label("Pod", exact=True).select_option("digits-worker-1")
+    expect(page.locator('#log .line[data-pod="digits-worker-1"]').first).to_be_visible()
+    expect(page.locator('#log .line:not([data-pod="digits-worker-1"])')).to_have_count(0)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download").click()
+    assert download.value.suggested_filename == "digits-worker-1.log"
+    page.set_viewport_size(NARROW)
+    ui.shot("workload-completed-narrow")
+    for part in ("spec", "pods", "charts", "logs", "events", "submit-again"):
+        page.locator(f"#{part}").screenshot(path=str(ARTIFACTS / f"workload-narrow-{part}.png"))
+    assert not ui.console_errors, ui.console_errors
+
+
+def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI):
+    api = _api(ui)
+    crash = "python -c \"import json; json.loads('{not json')\""
+    failed = _submit(api, "crash", crash, workers=1, backoffLimit=0)
+    waiting = _submit(api, "too-big", "python -c pass", workers=1,
+                      compute={"gpuDevicesRequest": 64})  # fmt: skip
+    page = ui.page
+    # CPU and memory per pod, as the metrics answer carries them (``resources``): drawn
+    # per pod. Served here by the test, so the charts are checked whatever the run measured.
+    used = {"workloadId": waiting, "collected": True, "series": [], "until": 1000.0,
+            "resources": [{"pod": f"too-big-{role}", "node": "vm", "points": [
+                {"time": 990.0 + t, "cpu": 0.5 + t / 10 + k, "memoryBytes": (200 + 10 * t) << 20}
+                for t in range(10)]} for k, role in enumerate(["master-0", "worker-0"])]}  # fmt: skip
+    page.route(
+        f"**/workloads/{waiting}/metrics*",
+        lambda route: route.fulfill(
+            json=used if "since" not in route.request.url else {**used, "resources": []}
+        ),
+    )
+    ui.login(path=f"/workloads/{waiting}")
+    explain = page.locator("#piece-status .explain-wait")
+    explain.wait_for()
+    assert "Why it waits:" in explain.inner_text()
+    assert "Pending" in _status(ui)
+    assert "No pods yet" in page.inner_text("#piece-pods")
+    expect(page.locator("#chart-cpu path.series")).to_have_count(2)
+    expect(page.locator("#chart-memory path.series")).to_have_count(2)
+    assert "too-big-worker-0 2.4" in page.inner_text("#chart-cpu .chart-last")
+    assert "MiB" in page.inner_text("#chart-memory .chart-last")
+    assert "No points yet" in page.inner_text("#chart-loss")
+    ui.shot("workload-pending")
+    page.set_viewport_size(NARROW)
+    ui.shot("workload-pending-narrow")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    ui.goto(f"/workloads/{failed}")
+    expect(page.locator(STATUS)).to_have_text("Failed", timeout=120_000)
+    alert = page.locator("#piece-status .explain-bad")
+    cause = alert.locator("pre.root-cause")
+    cause.wait_for()
+    assert "Why it failed:" in alert.inner_text()
+    assert "Traceback" in cause.inner_text() and "JSONDecodeError" in cause.inner_text()
+    ui.shot("workload-failed")
+    follow = page.get_by_role("button", name="Pause")  # by keyboard: focus, Enter
+    follow.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#log-follow")).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("#log-state")).to_contain_text("paused")
+    copy = page.locator("#submit-again button.copy").first
+    copy.click()
+    expect(copy).to_have_text(re.compile("Copied|Selected"))
+    page.evaluate("window.scrollTo(0, 0)")
+    ui.shot("workload-failed-viewport", full_page=False)
+    assert not ui.console_errors, ui.console_errors
