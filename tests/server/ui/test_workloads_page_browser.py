@@ -54,6 +54,12 @@ def test_a_workload_appears_updates_live_and_is_stopped_resumed_and_deleted(ui: 
     assert command == "ringleader bash live-run --project default"
     ui.shot("workloads-populated")
 
+    # Copy & edit opens the wizard filled from it, under a free name.
+    ui.page.get_by_role("link", name="Copy and edit live-run").click()
+    ui.page.wait_for_url("**/workloads/new?copy=*")
+    assert ui.page.locator('input[value="live-run-copy"]').count() == 1
+    ui.goto("/workloads")
+
     ui.page.get_by_role("button", name="Stop live-run").click()
     ui.page.wait_for_load_state()
     assert "Stopping live-run." in ui.page.get_by_role("status").first.inner_text()
