@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core
 STAMP := $(VENV)/.ringleader-installed
 
-.PHONY: setup system demo demo-stop test test-gpu lint bench bench-slurm clean
+.PHONY: setup system demo demo-stop test test-gpu lint bench bench-slurm bench-ui clean
 
 setup: system $(STAMP)
 
@@ -55,6 +55,10 @@ bench: setup
 # srun torchrun vs launch --slurm vs the server's Slurm backend, on a throw-away cluster (root).
 bench-slurm: setup
 	$(VENV)/bin/python bench/slurm.py --runs 5 --epochs 3
+
+# The web UI's workloads page with 10,000 workloads (SQLite and PostgreSQL).
+bench-ui: setup
+	$(VENV)/bin/python bench/ui.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests bench

@@ -50,8 +50,9 @@ _FIELDS = {
     "framework": Workload.framework,
     "createdBy": User.name,  # the name, as WorkloadOut shows it
     "createdAt": Workload.created_at,
+    "completedAt": Workload.completed_at,
 }
-_TIME_FIELDS = frozenset({"createdAt"})
+_TIME_FIELDS = frozenset({"createdAt", "completedAt"})
 # The largest OFFSET both SQLite and PostgreSQL take (a signed 64-bit integer).
 MAX_OFFSET = 2**63 - 1
 

@@ -1,17 +1,181 @@
-"""The workloads page (placeholder until the table lands)."""
+"""The workloads page: Run:ai's table of workloads, filtered, searched, sorted and
+paged by GET parameters (a shareable URL that works without JavaScript), with a
+live refresh and the actions Stop, Run, Delete, Copy & edit and Connect.
+
+Reads go through ``services.ui_workloads`` (the API's list logic and views);
+actions call the same services as the API's suspend/resume/delete routes and
+come back here with a one-time notice.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
 
+from ringleader.errors import Conflict, InvalidSpec
+from ringleader.server.deps import get_session
 from ringleader.server.models import User
-from ringleader.server.ui.render import page
-from ringleader.server.ui.session import ui_user
+from ringleader.server.routers.clusters import this_cluster_id
+from ringleader.server.services import ui_workloads as uw
+from ringleader.server.services import workloads as svc
+from ringleader.server.ui.render import SECURITY_HEADERS, fragment, page
+from ringleader.server.ui.session import csrf_checked, safe_next, set_notice, ui_user
 
 router = APIRouter(include_in_schema=False)
 
 
+def _context(request: Request, result: uw.Page) -> dict[str, object]:
+    return {
+        "result": result,
+        "q": result.query,
+        "statuses": uw.STATUSES,
+        "sizes": uw.PAGE_SIZES,
+        "columns": uw.COLUMNS,
+        "sort_labels": [(key, label) for key, label, _ in uw.COLUMNS if key],
+        "back": result.query.url(),
+    }
+
+
+def _refused_page(request: Request, problem: InvalidSpec, projects: list[str]) -> uw.Page:
+    """An empty page that says which parameter was wrong (the controls stay usable)."""
+    return uw.Page(
+        query=uw.PageQuery(),
+        rows=[],
+        total=0,
+        projects=projects,
+        version="",
+        problem=problem.problem,
+        problem_field=problem.where,
+    )
+
+
 @router.get("/workloads", response_class=HTMLResponse)
-def workloads(request: Request, user: User = Depends(ui_user)) -> HTMLResponse:
-    return page(request, "workloads.html", user, title="Workloads")
+def workloads(
+    request: Request,
+    user: User = Depends(ui_user),
+    s: Session = Depends(get_session),
+    cluster_id: str = Depends(this_cluster_id),
+) -> HTMLResponse:
+    try:
+        query = uw.PageQuery.parse(request.query_params)
+        result = uw.workloads_page(s, user, query, cluster_id=cluster_id)
+        status = 200
+    except InvalidSpec as bad:
+        result = _refused_page(request, bad, sorted(uw.visible_project_names(s, user)))
+        status = 400
+    return page(
+        request,
+        "workloads.html",
+        user,
+        status_code=status,
+        title="Workloads",
+        **_context(request, result),
+    )
+
+
+@router.get("/workloads/live")
+def live(
+    request: Request,
+    version: str = Query("", max_length=64),
+    have: str = Query("", max_length=4096),
+    user: User = Depends(ui_user),
+    s: Session = Depends(get_session),
+    cluster_id: str = Depends(this_cluster_id),
+) -> Response:
+    """What changed since the browser's page: ``{"v": ...}`` alone when nothing did (a
+    few bytes); else the page's rows in order (``order``: each row's version) with the
+    HTML of only the rows the browser does not have (``have``: its rows' versions)."""
+    try:
+        query = uw.PageQuery.parse(request.query_params)
+        rows, total, _ = uw.page_rows(s, user, query, cluster_id=cluster_id)
+    except InvalidSpec as bad:
+        return JSONResponse({"code": 400, "message": str(bad)}, status_code=400)
+    order = [uw.row_version(r) for r in rows]
+    current = uw.version(rows, total, order)
+    if current == version:
+        return JSONResponse({"v": current}, headers=SECURITY_HEADERS)
+    held = set(have.split("."))
+    fresh = [r for r, v in zip(rows, order, strict=True) if v not in held]
+    context = {"back": query.url(), "csrf_token": getattr(request.state, "csrf_token", "")}
+    html = {
+        row.version: fragment("workloads_row.html", row=row, **context)
+        for row in uw.to_rows(s, fresh, cluster_id=cluster_id)
+    }
+    text = uw.range_text(query.offset, len(rows), total)
+    body = {"v": current, "order": order, "rows": html, "range": text, "total": total}
+    return JSONResponse(body, headers=SECURITY_HEADERS)
+
+
+def _back(back: str) -> str:
+    """Where an action returns: the table as it was (its query kept), never elsewhere."""
+    target = safe_next(back)
+    return target if target == "/workloads" or target.startswith("/workloads?") else "/workloads"
+
+
+def _act(request: Request, s: Session, user: User, workload_id: str, action: str, back: str):
+    """Record a suspend/resume/delete through the API's services; back to the table
+    with what happened (a refusal in words: already stopped, not suspendable ...)."""
+    backends = request.app.state.backends
+    change = {
+        "stop": svc.suspender(backends),
+        "run": svc.request_resume,
+        "delete": svc.request_delete,
+    }[action]
+    done = {"stop": "Stopping", "run": "Resuming", "delete": "Deleting"}[action]
+    try:
+        accepted = svc.record_intent(s, user, workload_id, change)
+    except (Conflict, InvalidSpec) as refused:
+        s.rollback()
+        text = f"Could not {action} the workload: {refused}"
+    else:
+        request.app.state.background.intent_recorded()
+        text = f"{done} {accepted.name}."
+    response = RedirectResponse(_back(back), status_code=303)
+    set_notice(response, request, text)
+    return response
+
+
+@router.post("/workloads/{workload_id}/suspend", response_model=None)
+def suspend(
+    workload_id: str,
+    request: Request,
+    back: str = Form("/workloads", max_length=2048),
+    user: User = Depends(csrf_checked),
+    s: Session = Depends(get_session),
+) -> Response:
+    return _act(request, s, user, workload_id, "stop", back)
+
+
+@router.post("/workloads/{workload_id}/resume", response_model=None)
+def resume(
+    workload_id: str,
+    request: Request,
+    back: str = Form("/workloads", max_length=2048),
+    user: User = Depends(csrf_checked),
+    s: Session = Depends(get_session),
+) -> Response:
+    return _act(request, s, user, workload_id, "run", back)
+
+
+@router.post("/workloads/{workload_id}/delete", response_model=None)
+def delete(
+    workload_id: str,
+    request: Request,
+    back: str = Form("/workloads", max_length=2048),
+    confirmed: str = Form("", max_length=8),
+    user: User = Depends(csrf_checked),
+    s: Session = Depends(get_session),
+) -> Response:
+    """Without ``confirmed`` (no script asked first) a page asks; with it, delete."""
+    if confirmed != "yes":
+        workload = svc.get(s, user, workload_id)  # 404 for one the user cannot see
+        return page(
+            request,
+            "workloads_delete.html",
+            user,
+            title=f"Delete {workload.name}?",
+            workload=workload,
+            back=_back(back),
+        )
+    return _act(request, s, user, workload_id, "delete", back)

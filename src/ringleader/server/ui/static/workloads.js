@@ -1,0 +1,83 @@
+// The workloads page: live rows without reloading and a copy button for Connect's
+// command. Filters apply with their Apply button (no submit on change: a keyboard
+// user moving through a select's options must not reload the page at each step).
+// The page works without this script.
+"use strict";
+
+(() => {
+  const table = document.getElementById("wl-table");
+  if (!table) return; // a refused query: no table
+  const rows = document.getElementById("wl-rows");
+  const range = document.getElementById("wl-range");
+  let version = table.dataset.version;
+
+  // A script asks before deleting (app.js's data-confirm), so no confirmation page.
+  function markConfirmed(root) {
+    for (const input of root.querySelectorAll("input.wl-confirmed")) input.value = "yes";
+  }
+
+  function addCopyButtons(root) {
+    if (!navigator.clipboard) return;
+    for (const code of root.querySelectorAll("code.wl-command")) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "wl-copy";
+      button.textContent = "Copy";
+      button.setAttribute("aria-label", "Copy the command");
+      button.addEventListener("click", async () => {
+        await navigator.clipboard.writeText(code.textContent);
+        button.textContent = "Copied";
+      });
+      code.after(button);
+    }
+  }
+
+  // The page's rows in the server's order: rows the browser has are kept as they are
+  // (an open Connect panel, the focus stay), the new or changed ones come as HTML.
+  function apply(data) {
+    if (data.order === undefined) return; // nothing changed
+    const kept = new Map([...rows.children].map((tr) => [tr.dataset.v, tr]));
+    const active = document.activeElement;
+    const focusRow = active && rows.contains(active) ? active.closest("tr").dataset.id : null;
+    const next = [];
+    for (const v of data.order) {
+      if (kept.has(v)) {
+        next.push(kept.get(v));
+      } else if (data.rows[v]) {
+        const holder = document.createElement("tbody");
+        holder.innerHTML = data.rows[v];
+        const tr = holder.querySelector("tr");
+        const old = [...kept.values()].find((row) => row.dataset.id === tr.dataset.id);
+        if (old && old.querySelector("details[open]")) {
+          const details = tr.querySelector("details");
+          if (details) details.open = true;
+        }
+        ringleader.localTimes(tr);
+        markConfirmed(tr);
+        addCopyButtons(tr);
+        next.push(tr);
+      }
+    }
+    rows.replaceChildren(...next);
+    version = data.v;
+    table.dataset.version = version;
+    if (range && data.range) range.textContent = data.range;
+    const empty = document.getElementById("wl-empty");
+    if (empty) empty.hidden = data.total > 0;
+    if (focusRow && !rows.contains(active)) {
+      const again = rows.querySelector(`tr[data-id="${CSS.escape(focusRow)}"] a`);
+      if (again) again.focus();
+    }
+  }
+
+  function liveUrl() {
+    const params = new URLSearchParams(window.location.search);
+    params.set("version", version);
+    params.set("have", [...rows.children].map((tr) => tr.dataset.v).join("."));
+    return "/workloads/live?" + params.toString();
+  }
+
+  markConfirmed(document);
+  addCopyButtons(document);
+  if (version) ringleader.poll(liveUrl, 2000, apply);
+})();

@@ -1,0 +1,268 @@
+"""The workloads page in-process (both databases): filters, sort, search, pages,
+visibility, the live update, actions with CSRF, and bad query parameters."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from ringleader.server.auth import create_access_key
+from ringleader.server.db import utcnow
+from ringleader.server.models import Project, ProjectMember, User, Workload
+from ringleader.server.ui.session import csrf_token_for
+from tests.server.conftest import API
+
+HTML = {"Accept": "text/html"}
+FETCH = {"X-Requested-With": "fetch"}
+
+
+def login(api: API, client_id: str | None = None, secret: str | None = None) -> str:
+    """Log the test client in through the login form; returns the CSRF token."""
+    client = api.client
+    client.cookies.clear()
+    form = client.get("/login", headers=HTML)
+    nonce = re.search(r'name="login_nonce" value="([^"]+)"', form.text).group(1)
+    answer = client.post(
+        "/login",
+        data={
+            "client_id": client_id or api.creds["clientId"],
+            "client_secret": secret or api.creds["clientSecret"],
+            "login_nonce": nonce,
+            "next": "/workloads",
+        },
+        headers=HTML,
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303, answer.text
+    return csrf_token_for(client.cookies["rl_session"])
+
+
+def insert(api: API, rows: list[dict[str, Any]]) -> list[str]:
+    """Workload rows straight into the database (ended phases: the loops leave them be)."""
+    ids = []
+    with api.client.app.state.sessions() as s, s.begin():
+        admin = s.query(User).filter_by(is_admin=True).first()
+        for i, row in enumerate(rows):
+            project = s.query(Project).filter_by(name=row.get("project", "default")).one()
+            name = row["name"]
+            workload = Workload(
+                name=name,
+                project_id=project.id,
+                created_by=row.get("created_by", admin.id),
+                spec={
+                    "name": name,
+                    "projectId": project.id,
+                    "spec": {"command": "true", "numWorkers": row.get("workers", 1)},
+                },
+                framework="PyTorch",
+                desired_phase="Stopped",
+                phase=row.get("phase", "Completed"),
+                created_at=utcnow() - timedelta(minutes=len(rows) - i),
+                completed_at=row.get("completed_at"),
+            )
+            s.add(workload)
+            s.flush()
+            ids.append(workload.id)
+    return ids
+
+
+def researcher(api: API, name: str, project: str) -> tuple[str, str]:
+    """A non-admin member of a new ``project``; its access key."""
+    with api.client.app.state.sessions() as s, s.begin():
+        user = User(name=name, is_admin=False)
+        target = Project(name=project, resources=[])
+        s.add_all([user, target])
+        s.flush()
+        s.add(ProjectMember(project_id=target.id, user_id=user.id, role="researcher"))
+        key = create_access_key(s, user)
+    return key.client_id, key.client_secret
+
+
+def names(html: str) -> list[str]:
+    return re.findall(r'<td data-label="Workload"><a href="/workloads/\w+">([^<]+)</a>', html)
+
+
+def phase_of(api: API, workload_id: str) -> str:
+    with api.client.app.state.sessions() as s:
+        return s.get(Workload, workload_id).phase
+
+
+def test_the_empty_page_says_how_to_create_one(api: API):
+    login(api)
+    page = api.client.get("/workloads", headers=HTML)
+    assert page.status_code == 200
+    assert "No workloads yet — " in page.text and 'href="/workloads/new">create one' in page.text
+    assert "+ NEW WORKLOAD" in page.text and "0 workloads" in page.text
+
+
+def test_filter_search_sort_and_pages_are_query_parameters(api: API):
+    phases = ["Completed", "Failed", "Stopped"]
+    insert(api, [{"name": f"job-{i:02d}", "phase": phases[i % 3]} for i in range(30)])
+    login(api)
+    get = lambda query: api.client.get("/workloads" + query, headers=HTML)  # noqa: E731
+    first = get("?size=10")
+    assert first.status_code == 200
+    assert names(first.text) == [f"job-{i:02d}" for i in range(29, 19, -1)]  # newest first
+    assert "1–10 of 30" in first.text and "Page 1 of 3" in first.text
+    assert names(get("?size=10&page=3").text)[-1] == "job-00"
+    by_name = get("?sort=name&order=asc&size=25&page=2").text
+    assert names(by_name) == ["job-25", "job-26", "job-27", "job-28", "job-29"]
+    assert 'aria-sort="ascending"' in by_name
+    failed = get("?status=Failed").text
+    assert set(names(failed)) == {f"job-{i:02d}" for i in range(1, 30, 3)}
+    assert names(get("?search=JOB-1").text) == [f"job-1{i}" for i in range(9, -1, -1)]
+    assert names(get("?search=job-0&status=Stopped&sort=name&order=asc").text) == [
+        "job-02",
+        "job-05",
+        "job-08",
+    ]
+    assert "No workloads match these filters" in get("?search=nothing").text
+    # Past the last page: the last page.
+    assert names(get("?size=10&page=99").text)[-1] == "job-00"
+
+
+def test_sort_by_completion_time_on_the_page_and_in_the_api(api: API):
+    now = utcnow()
+    insert(
+        api,
+        [
+            {"name": "ends-last", "completed_at": now},
+            {"name": "ends-first", "completed_at": now - timedelta(hours=2)},
+            {"name": "ends-between", "completed_at": now - timedelta(hours=1)},
+        ],
+    )
+    login(api)
+    page = api.client.get("/workloads?sort=completed&order=asc", headers=HTML).text
+    assert names(page) == ["ends-first", "ends-between", "ends-last"]
+    assert 'aria-sort="ascending"' in page
+    listed = api.get("/api/v1/workloads", params={"sortBy": "completedAt", "sortOrder": "desc"})
+    assert [w["name"] for w in listed.json()["workloads"]] == [
+        "ends-last",
+        "ends-between",
+        "ends-first",
+    ]
+    since = (now - timedelta(minutes=90)).isoformat()
+    recent = api.get("/api/v1/workloads/count", params={"filterBy": f"completedAt>={since}"})
+    assert recent.json() == {"count": 2}
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("?sort=gpu", "sort"),
+        ("?order=sideways", "order"),
+        ("?size=7", "size"),
+        ("?page=0", "page"),
+        ("?page=-1", "page"),
+        ("?page=99999999999999999999", "page"),
+        ("?status=Sleeping", "status"),
+        ("?search=a,b", "search"),
+        ("?search=" + "a" * 64, "search"),
+        ("?project=nope", "project"),
+        ("?colour=red", "colour"),
+    ],
+)
+def test_a_bad_query_parameter_is_named_never_a_500(api: API, query: str, field: str):
+    login(api)
+    page = api.client.get("/workloads" + query, headers=HTML)
+    assert page.status_code == 400, page.text
+    assert f"<strong>{field}</strong>:" in page.text
+    live = api.client.get("/workloads/live" + query, headers=FETCH)
+    assert live.status_code == 400 and field in live.json()["message"]
+
+
+def test_a_researcher_sees_and_touches_only_their_projects_workloads(api: API):
+    (theirs,) = insert(api, [{"name": "admins-run", "phase": "Stopped"}])
+    key = researcher(api, "rita", "vision")
+    (mine,) = insert(api, [{"name": "ritas-run", "project": "vision"}])
+    csrf = login(api, *key)
+    page = api.client.get("/workloads", headers=HTML).text
+    assert names(page) == ["ritas-run"]
+    assert '<option value="vision"' in page and '<option value="default"' not in page
+    # Another project's name in the filter is unknown, as in the API.
+    assert api.client.get("/workloads?project=default", headers=HTML).status_code == 400
+    for action in ("suspend", "resume", "delete"):
+        answer = api.client.post(
+            f"/workloads/{theirs}/{action}",
+            data={"csrf_token": csrf, "confirmed": "yes"},
+            headers=HTML,
+            follow_redirects=False,
+        )
+        assert answer.status_code == 404, (action, answer.text)
+    assert phase_of(api, theirs) == "Stopped"
+    assert mine
+
+
+def test_actions_need_the_csrf_token_and_change_nothing_without_it(api: API):
+    (stopped,) = insert(api, [{"name": "held", "phase": "Stopped"}])
+    login(api)
+    for data in ({}, {"csrf_token": "forged", "confirmed": "yes"}):
+        answer = api.client.post(f"/workloads/{stopped}/delete", data=data, headers=HTML)
+        assert answer.status_code == 403
+    assert phase_of(api, stopped) == "Stopped"
+
+
+def test_delete_asks_first_without_a_script_then_deletes(api: API):
+    (stopped,) = insert(api, [{"name": "old-run", "phase": "Stopped"}])
+    csrf = login(api)
+    asked = api.client.post(
+        f"/workloads/{stopped}/delete",
+        data={"csrf_token": csrf, "back": "/workloads?status=Stopped"},
+        headers=HTML,
+    )
+    assert asked.status_code == 200 and "Delete workload old-run?" in asked.text
+    assert phase_of(api, stopped) == "Stopped"
+    done = api.client.post(
+        f"/workloads/{stopped}/delete",
+        data={"csrf_token": csrf, "back": "/workloads?status=Stopped", "confirmed": "yes"},
+        headers=HTML,
+        follow_redirects=False,
+    )
+    assert done.status_code == 303 and done.headers["location"] == "/workloads?status=Stopped"
+    assert phase_of(api, stopped) in ("Deleting", "Deleted")
+    assert "Deleting old-run." in api.client.get("/workloads", headers=HTML).text
+
+
+def test_an_action_the_phase_does_not_allow_comes_back_in_words(api: API):
+    (done,) = insert(api, [{"name": "finished", "phase": "Completed"}])
+    csrf = login(api)
+    answer = api.client.post(
+        f"/workloads/{done}/resume",
+        data={"csrf_token": csrf, "back": "https://evil.example/"},
+        headers=HTML,
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/workloads"
+    page = api.client.get("/workloads", headers=HTML).text
+    assert "Could not run the workload" in page and "only a Stopped or Failed one" in page
+    # Only the actions valid for its phase are offered: no Stop or Run for a Completed one.
+    assert "Stop finished" not in page and "Run finished" not in page
+    assert "Delete finished" in page and f"/workloads/new?copy={done}" in page
+
+
+def test_live_update_is_tiny_when_nothing_changed_and_sends_only_changed_rows(api: API):
+    first, second = insert(
+        api, [{"name": "watched", "phase": "Stopped"}, {"name": "still", "phase": "Stopped"}]
+    )
+    login(api)
+    page = api.client.get("/workloads?status=Stopped", headers=HTML).text
+    version = re.search(r'data-version="(\w+)"', page).group(1)
+    have = ".".join(re.findall(r'data-v="(\w+)"', page))
+    live = f"/workloads/live?status=Stopped&version={version}&have={have}"
+    same = api.client.get(live, headers=FETCH)
+    assert same.status_code == 200 and same.json() == {"v": version}
+    assert len(same.content) < 100
+    with api.client.app.state.sessions() as s, s.begin():
+        s.get(Workload, first).phase_message = "touched"  # any change moves updated_at
+    body = api.client.get(live, headers=FETCH).json()
+    assert body["v"] != version and body["range"] == "1–2 of 2"
+    assert len(body["order"]) == 2
+    assert body["order"][0] in have.split(".")  # "still" (the newer) is kept as it is
+    (html,) = body["rows"].values()  # only the changed row travels
+    assert ">watched</a>" in html and html.lstrip().startswith("<tr")
+    # A browser that has nothing gets every row.
+    fresh = api.client.get("/workloads/live?status=Stopped", headers=FETCH).json()
+    assert len(fresh["rows"]) == 2 and second
