@@ -187,9 +187,11 @@ def test_another_projects_workload_is_not_found_on_every_path(api: API):
     for suffix in ("/live", "/logs/live", "/logs/download", "/metrics"):
         answer = api.client.get(f"/workloads/{wid}{suffix}", headers=FETCH)
         assert answer.status_code == 404, suffix
-    for action in ("stop", "run", "delete"):
+    for action in ("suspend", "resume", "delete"):
         answer = api.client.post(
-            f"/workloads/{wid}/actions/{action}", data={"csrf_token": token}, headers=HTML
+            f"/workloads/{wid}/{action}",
+            data={"csrf_token": token, "confirmed": "yes"},
+            headers=HTML,
         )
         assert answer.status_code == 404, action
     assert api.get(f"/api/v1/workloads/{wid}").json()["desiredPhase"] == "Running"
@@ -206,10 +208,10 @@ def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API, monkey
     )
     assert same.json()["same"] is True and len(same.content) < 200
 
-    forged = api.client.post(f"/workloads/{wid}/actions/stop", headers=HTML, follow_redirects=False)
+    forged = api.client.post(f"/workloads/{wid}/suspend", headers=HTML, follow_redirects=False)
     assert forged.status_code == 403
     cross = api.client.post(
-        f"/workloads/{wid}/actions/stop",
+        f"/workloads/{wid}/suspend",
         data={"csrf_token": token},
         headers={**HTML, "Origin": "http://evil.example"},
         follow_redirects=False,
@@ -218,21 +220,21 @@ def test_actions_need_the_csrf_token_and_call_the_apis_services(api: API, monkey
     assert api.get(f"/api/v1/workloads/{wid}").json()["desiredPhase"] == "Running"
 
     stopped = api.client.post(
-        f"/workloads/{wid}/actions/stop",
-        data={"csrf_token": token},
+        f"/workloads/{wid}/suspend",
+        data={"csrf_token": token, "back": f"/workloads/{wid}"},
         headers=HTML,
         follow_redirects=False,
     )
     assert stopped.status_code == 303 and stopped.headers["location"] == f"/workloads/{wid}"
     api.wait_phase(wid, {"Stopped"})
     page = api.client.get(f"/workloads/{wid}", headers=HTML).text
-    assert "Stopping sleepy." in page and f'action="/workloads/{wid}/actions/run"' in page
+    assert "Stopping sleepy." in page and f'action="/workloads/{wid}/resume"' in page
     monkeypatch.setattr(workload_page, "MAX_EVENTS", 3)  # a page shows the newest events
     cut = api.client.get(f"/workloads/{wid}", headers=HTML).text
     assert "The latest 3 events" in cut and "Stopped" in cut.split('id="piece-events"')[1]
     deleted = api.client.post(
-        f"/workloads/{wid}/actions/delete",
-        data={"csrf_token": token},
+        f"/workloads/{wid}/delete",
+        data={"csrf_token": token, "back": f"/workloads/{wid}", "confirmed": "yes"},
         headers=HTML,
         follow_redirects=False,
     )

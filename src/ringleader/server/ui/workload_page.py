@@ -17,7 +17,7 @@ import hashlib
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from ringleader.cli.show import WAITING, gpu_text, why_waiting
@@ -27,11 +27,10 @@ from ringleader.server.phases import FINAL
 from ringleader.server.routers.clusters import this_cluster_id
 from ringleader.server.schemas import WorkloadOut
 from ringleader.server.services import views
-from ringleader.server.services import workloads as svc
 from ringleader.server.services.metrics import MAX_POINTS, workload_metrics
 from ringleader.server.ui import workload_logs
 from ringleader.server.ui.render import fragment, page
-from ringleader.server.ui.session import csrf_checked, set_notice, ui_user
+from ringleader.server.ui.session import ui_user
 from ringleader.server.ui.workload_cli import REDACTED, api_body, cli_command, is_secret
 
 router = APIRouter(include_in_schema=False)
@@ -218,49 +217,3 @@ def workload_charts(
         max_points=MAX_POINTS,
     )
     return found.model_dump(mode="json", by_alias=True)
-
-
-# ----- actions: the same services as the API's routes ---------------------------------
-
-
-def _acted(request: Request, target: str, text: str) -> RedirectResponse:
-    response = RedirectResponse(target, status_code=303)
-    set_notice(response, request, text)
-    return response
-
-
-@router.post("/workloads/{workload_id}/actions/stop")
-def stop(
-    workload_id: str,
-    request: Request,
-    user: User = Depends(csrf_checked),
-    s: Session = Depends(get_session),
-) -> RedirectResponse:
-    state = request.app.state
-    accepted = svc.record_intent(s, user, workload_id, svc.suspender(state.backends))
-    state.background.intent_recorded()
-    return _acted(request, f"/workloads/{accepted.workload_id}", f"Stopping {accepted.name}.")
-
-
-@router.post("/workloads/{workload_id}/actions/run")
-def run(
-    workload_id: str,
-    request: Request,
-    user: User = Depends(csrf_checked),
-    s: Session = Depends(get_session),
-) -> RedirectResponse:
-    accepted = svc.record_intent(s, user, workload_id, svc.request_resume)
-    request.app.state.background.intent_recorded()
-    return _acted(request, f"/workloads/{accepted.workload_id}", f"Resuming {accepted.name}.")
-
-
-@router.post("/workloads/{workload_id}/actions/delete")
-def delete(
-    workload_id: str,
-    request: Request,
-    user: User = Depends(csrf_checked),
-    s: Session = Depends(get_session),
-) -> RedirectResponse:
-    accepted = svc.record_intent(s, user, workload_id, svc.request_delete)
-    request.app.state.background.intent_recorded()
-    return _acted(request, "/workloads", f"Deleting {accepted.name}.")

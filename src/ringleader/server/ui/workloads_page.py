@@ -9,20 +9,21 @@ come back here with a one-time notice.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Form, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from sqlalchemy.orm import Session
 
-from ringleader.errors import Conflict, InvalidSpec
+from ringleader.errors import InvalidSpec
 from ringleader.server.deps import get_session
 from ringleader.server.models import User
 from ringleader.server.routers.clusters import this_cluster_id
 from ringleader.server.services import ui_workloads as uw
-from ringleader.server.services import workloads as svc
+from ringleader.server.ui import workload_actions
 from ringleader.server.ui.render import SECURITY_HEADERS, fragment, page
-from ringleader.server.ui.session import csrf_checked, safe_next, set_notice, ui_user
+from ringleader.server.ui.session import ui_user
 
 router = APIRouter(include_in_schema=False)
+router.include_router(workload_actions.router)  # Stop, Run, Delete: shared with the workload page
 
 
 def _context(request: Request, result: uw.Page) -> dict[str, object]:
@@ -105,77 +106,3 @@ def live(
     text = uw.range_text(query.offset, len(rows), total)
     body = {"v": current, "order": order, "rows": html, "range": text, "total": total}
     return JSONResponse(body, headers=SECURITY_HEADERS)
-
-
-def _back(back: str) -> str:
-    """Where an action returns: the table as it was (its query kept), never elsewhere."""
-    target = safe_next(back)
-    return target if target == "/workloads" or target.startswith("/workloads?") else "/workloads"
-
-
-def _act(request: Request, s: Session, user: User, workload_id: str, action: str, back: str):
-    """Record a suspend/resume/delete through the API's services; back to the table
-    with what happened (a refusal in words: already stopped, not suspendable ...)."""
-    backends = request.app.state.backends
-    change = {
-        "stop": svc.suspender(backends),
-        "run": svc.request_resume,
-        "delete": svc.request_delete,
-    }[action]
-    done = {"stop": "Stopping", "run": "Resuming", "delete": "Deleting"}[action]
-    try:
-        accepted = svc.record_intent(s, user, workload_id, change)
-    except (Conflict, InvalidSpec) as refused:
-        s.rollback()
-        text = f"Could not {action} the workload: {refused}"
-    else:
-        request.app.state.background.intent_recorded()
-        text = f"{done} {accepted.name}."
-    response = RedirectResponse(_back(back), status_code=303)
-    set_notice(response, request, text)
-    return response
-
-
-@router.post("/workloads/{workload_id}/suspend", response_model=None)
-def suspend(
-    workload_id: str,
-    request: Request,
-    back: str = Form("/workloads", max_length=2048),
-    user: User = Depends(csrf_checked),
-    s: Session = Depends(get_session),
-) -> Response:
-    return _act(request, s, user, workload_id, "stop", back)
-
-
-@router.post("/workloads/{workload_id}/resume", response_model=None)
-def resume(
-    workload_id: str,
-    request: Request,
-    back: str = Form("/workloads", max_length=2048),
-    user: User = Depends(csrf_checked),
-    s: Session = Depends(get_session),
-) -> Response:
-    return _act(request, s, user, workload_id, "run", back)
-
-
-@router.post("/workloads/{workload_id}/delete", response_model=None)
-def delete(
-    workload_id: str,
-    request: Request,
-    back: str = Form("/workloads", max_length=2048),
-    confirmed: str = Form("", max_length=8),
-    user: User = Depends(csrf_checked),
-    s: Session = Depends(get_session),
-) -> Response:
-    """Without ``confirmed`` (no script asked first) a page asks; with it, delete."""
-    if confirmed != "yes":
-        workload = svc.get(s, user, workload_id)  # 404 for one the user cannot see
-        return page(
-            request,
-            "workloads_delete.html",
-            user,
-            title=f"Delete {workload.name}?",
-            workload=workload,
-            back=_back(back),
-        )
-    return _act(request, s, user, workload_id, "delete", back)

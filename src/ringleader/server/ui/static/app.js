@@ -42,10 +42,14 @@ const ringleader = (() => {
     return () => timer && clearTimeout(timer);
   }
 
-  // <form data-confirm="Delete x?">: asks first.
+  // <form data-confirm="Delete x?">: asks first. Its hidden ``confirmed`` field then
+  // says so, and the server skips the confirmation page it shows without script.
   document.addEventListener("submit", (event) => {
     const message = event.target.getAttribute("data-confirm");
-    if (message && !window.confirm(message)) event.preventDefault();
+    if (!message) return;
+    if (!window.confirm(message)) { event.preventDefault(); return; }
+    const confirmed = event.target.querySelector('input[name="confirmed"]');
+    if (confirmed) confirmed.value = "yes";
   });
 
   document.addEventListener("DOMContentLoaded", () => localTimes());

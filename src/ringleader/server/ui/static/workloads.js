@@ -11,11 +11,6 @@
   const range = document.getElementById("wl-range");
   let version = table.dataset.version;
 
-  // A script asks before deleting (app.js's data-confirm), so no confirmation page.
-  function markConfirmed(root) {
-    for (const input of root.querySelectorAll("input.wl-confirmed")) input.value = "yes";
-  }
-
   function addCopyButtons(root) {
     if (!navigator.clipboard) return;
     for (const code of root.querySelectorAll("code.wl-command")) {
@@ -53,7 +48,6 @@
           if (details) details.open = true;
         }
         ringleader.localTimes(tr);
-        markConfirmed(tr);
         addCopyButtons(tr);
         next.push(tr);
       }
@@ -77,7 +71,6 @@
     return "/workloads/live?" + params.toString();
   }
 
-  markConfirmed(document);
   addCopyButtons(document);
   if (version) ringleader.poll(liveUrl, 2000, apply);
 })();
