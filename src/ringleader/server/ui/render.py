@@ -82,7 +82,7 @@ def _environment() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.globals.update(static=STATIC_PATH, version=__version__, csrf_field=CSRF_FIELD)
+    env.globals.update(static=STATIC_PATH, ringleader_version=__version__, csrf_field=CSRF_FIELD)
     env.filters["time"] = time_tag
     env.filters["status_class"] = status_class
     return env
