@@ -15,13 +15,9 @@ import pytest
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.hosts import Host
-from ringleader.launch.detached import (
-    LaunchFile,
-    format_log_line,
-    parse_log_file_name,
-    parse_log_line,
-)
+from ringleader.launch.detached import LaunchFile
 from ringleader.launch.plan import LaunchSpec, NodeFacts, build_plan
+from ringleader.launch.run_logs import format_log_line, parse_log_file_name, parse_log_line
 from ringleader.server.backends.base import BackendRequest, BackendStatus
 from ringleader.server.backends.local import LocalBackend, LocalPlan, LocalPod, pod_phase
 from ringleader.spec import WorkloadSpec

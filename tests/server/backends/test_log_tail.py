@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from ringleader.hosts import Host
-from ringleader.launch.detached import LAUNCH_FILE, LaunchFile, format_log_line, write_json_atomic
+from ringleader.launch.detached import LAUNCH_FILE, LaunchFile, write_json_atomic
 from ringleader.launch.plan import LaunchSpec
+from ringleader.launch.run_logs import format_log_line
 from ringleader.server.backends.local import LocalBackend, logtail
 from ringleader.server.backends.local.logtail import BLOCK_BYTES, last_lines, tail_logs
 

@@ -21,13 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ringleader.errors import NotFound
-from ringleader.launch.detached import (
-    LogRecord,
-    load_launch,
-    parse_log_file_name,
-    parse_log_line,
-    read_logs,
-)
+from ringleader.launch.detached import load_launch
+from ringleader.launch.run_logs import LogRecord, parse_log_file_name, parse_log_line, read_logs
 from ringleader.server.backends.base import LogLine
 from ringleader.server.backends.local.planning import pods_from_launch
 
