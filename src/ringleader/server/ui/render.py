@@ -75,6 +75,11 @@ def status_class(phase: str | None) -> str:
     return f"status status-{_STATUS_CLASSES.get(phase or '', 'wait')}"
 
 
+def first_line(text: str | None) -> str:
+    """A message's first line: a root cause's summary without its traceback."""
+    return (text or "").strip().split("\n", 1)[0]
+
+
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(TEMPLATES),
@@ -85,6 +90,7 @@ def _environment() -> Environment:
     env.globals.update(static=STATIC_PATH, ringleader_version=__version__, csrf_field=CSRF_FIELD)
     env.filters["time"] = time_tag
     env.filters["status_class"] = status_class
+    env.filters["first_line"] = first_line
     return env
 
 

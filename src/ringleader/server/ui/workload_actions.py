@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from ringleader.errors import Conflict, InvalidSpec
+from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.server.deps import get_session
 from ringleader.server.models import User
 from ringleader.server.services import workloads as svc
@@ -43,6 +43,19 @@ def _act(request: Request, s: Session, user: User, workload_id: str, action: str
     done = {"stop": "Stopping", "run": "Resuming", "delete": "Deleting"}[action]
     try:
         accepted = svc.record_intent(s, user, workload_id, change)
+    except NotFound:
+        # A page left open after the workload went (or one the user cannot see:
+        # the same answer, so nothing is learnt about other projects).
+        s.rollback()
+        return page(
+            request,
+            "error.html",
+            user,
+            status_code=404,
+            title="Workload not found",
+            message="This workload no longer exists (it may have been deleted in another"
+            " tab), or it is in a project you cannot see. Nothing was done.",
+        )
     except (Conflict, InvalidSpec) as refused:
         s.rollback()
         text = f"Could not {action} the workload: {refused}"
