@@ -215,6 +215,11 @@ class Workload(Base):
     backend: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="local")
     handle: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
+    # What the spec asks for in all (``workloads.requested``): written once at submit,
+    # since a spec never changes; stored so that the list can sort by them (0008).
+    requested_pods: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    requested_gpus: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    requested_cpu_cores: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -1,0 +1,103 @@
+"""What each workload's spec asks for in all (pods, GPUs, CPU cores), stored on its row.
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-11-24
+
+Why: the workloads table sorts by its Pods, GPU and CPU columns in SQL, over
+any number of rows; the requested figures are fixed by the spec at submit, so
+they are stored once (``services.workloads.requested``) rather than computed
+from JSON on every sort.  Existing rows are filled here from their stored spec
+by that same function, a batch of rows at a time (bounded memory whatever the
+table's size).  A spec that no longer parses keeps 0: it sorts first, and the
+upgrade of a server never fails over one old row.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0008"
+down_revision: str | None = "0007"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+BATCH = 500
+log = logging.getLogger("alembic.runtime.migration")
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("workloads") as batch:
+        batch.add_column(
+            sa.Column("requested_pods", sa.Integer(), nullable=False, server_default="0")
+        )
+        batch.add_column(
+            sa.Column("requested_gpus", sa.Float(), nullable=False, server_default="0")
+        )
+        batch.add_column(
+            sa.Column("requested_cpu_cores", sa.Float(), nullable=False, server_default="0")
+        )
+    backfill(op.get_bind())
+
+
+def backfill(connection: sa.Connection) -> None:
+    """Each row's figures from its spec, ``BATCH`` rows at a time in id order."""
+    from ringleader.server.services.workloads import requested  # the code submit uses
+    from ringleader.spec import WorkloadSpec
+
+    table = sa.table(
+        "workloads",
+        sa.column("id", sa.String()),
+        sa.column("spec", sa.JSON()),
+        sa.column("requested_pods", sa.Integer()),
+        sa.column("requested_gpus", sa.Float()),
+        sa.column("requested_cpu_cores", sa.Float()),
+    )
+    fill = (
+        sa.update(table)
+        .where(table.c.id == sa.bindparam("row_id"))
+        .values(
+            requested_pods=sa.bindparam("pods"),
+            requested_gpus=sa.bindparam("gpus"),
+            requested_cpu_cores=sa.bindparam("cpu"),
+        )
+    )
+    last = ""
+    while True:
+        rows = connection.execute(
+            sa.select(table.c.id, table.c.spec)
+            .where(table.c.id > last)
+            .order_by(table.c.id)
+            .limit(BATCH)
+        ).all()
+        if not rows:
+            return
+        values = []
+        for row_id, spec in rows:
+            try:
+                figures = requested(WorkloadSpec.from_stored(spec))
+            except Exception as error:  # one bad old row must not stop an upgrade
+                log.warning("workload %s: spec does not parse, requests left 0: %s", row_id, error)
+                continue
+            values.append(
+                {
+                    "row_id": row_id,
+                    "pods": figures["requested_pods"],
+                    "gpus": figures["requested_gpus"],
+                    "cpu": figures["requested_cpu_cores"],
+                }
+            )
+        if values:
+            connection.execute(fill, values)
+        last = rows[-1][0]
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("workloads") as batch:
+        batch.drop_column("requested_cpu_cores")
+        batch.drop_column("requested_gpus")
+        batch.drop_column("requested_pods")
