@@ -1,5 +1,6 @@
 """Migration 0008 on SQLite and real PostgreSQL: a database made before it gets
-each workload's requested pods, GPUs and CPU cores filled from its stored spec."""
+each workload's requested pods, GPUs and CPU cores filled from its stored spec,
+and its Running pods counted."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from ringleader.server.migrate import upgrade
 from tests.fixtures.postgres import db_url, pg_url, postgres_server, postgres_url  # noqa: F401
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-MANY = 1_100  # more than the migration's batch of 500: the backfill pages through them
+MANY = 1_100
+RUNNING_AND_NOT = [  # (workload, pod phase): only Running pods count
+    ("frac", "Running"),
+    ("frac", "Running"),
+    ("frac", "Succeeded"),
+    ("bulk-1099", "Running"),
+    ("cpu", "Pending"),
+]  # more than the migration's batch of 500: the backfill pages through them
 
 
 def _spec(name: str, workers: int, compute: dict[str, object]) -> dict[str, object]:
@@ -31,6 +39,7 @@ def test_an_old_database_gets_the_requested_figures_of_its_workloads(db_url: str
             meta = sa.MetaData()
             projects = sa.Table("projects", meta, autoload_with=conn)
             workloads = sa.Table("workloads", meta, autoload_with=conn)
+            pods = sa.Table("pods", meta, autoload_with=conn)
             conn.execute(
                 projects.insert(),
                 {"id": "p1", "name": "team", "resources": [], "created_at": T0, "updated_at": T0},
@@ -62,21 +71,32 @@ def test_an_old_database_gets_the_requested_figures_of_its_workloads(db_url: str
                 workloads.insert(),
                 [row | {"id": name, "name": name, "spec": spec} for name, spec in sized + bulk],
             )
+            pod = {"role": "worker", "node": "n1", "attempt": 0, "ranks": [], "gpus": []}
+            conn.execute(
+                pods.insert(),
+                [
+                    pod
+                    | {"id": f"p{i}", "workload_id": w, "name": f"w{i}", "index": i}
+                    | {"phase": phase, "created_at": T0, "updated_at": T0}
+                    for i, (w, phase) in enumerate(RUNNING_AND_NOT)
+                ],
+            )
         upgrade(db_url)
         with engine.connect() as conn:
             found = {
-                name: (pods, gpus, cpu)
-                for name, pods, gpus, cpu in conn.execute(
+                name: (running, pods, gpus, cpu)
+                for name, running, pods, gpus, cpu in conn.execute(
                     sa.text(
-                        "SELECT id, requested_pods, requested_gpus, requested_cpu_cores "
-                        "FROM workloads"
+                        "SELECT id, running_pods, requested_pods, requested_gpus, "
+                        "requested_cpu_cores FROM workloads"
                     )
                 )
             }
     finally:
         engine.dispose()
-    assert found["frac"] == (4, 2.0, 0.0)  # a master and 3 workers, half a GPU each
-    assert found["cpu"] == (2, 0.0, 3.0)
-    assert found["memory"] == (2, 0.0, 0.0)  # a GPU memory request counts no devices
-    assert found["broken"] == (0, 0.0, 0.0)  # kept, not fatal
-    assert {found[f"bulk-{i:04d}"] for i in range(MANY)} == {(3, 6.0, 0.0)}
+    assert found["frac"] == (2, 4, 2.0, 0.0)  # a master and 3 workers, half a GPU each
+    assert found["cpu"] == (0, 2, 0.0, 3.0)
+    assert found["memory"] == (0, 2, 0.0, 0.0)  # a GPU memory request counts no devices
+    assert found["broken"] == (0, 0, 0.0, 0.0)  # kept, not fatal
+    assert found.pop("bulk-1099") == (1, 3, 6.0, 0.0)  # in the last batch
+    assert {found[f"bulk-{i:04d}"] for i in range(MANY - 1)} == {(0, 3, 6.0, 0.0)}

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
+from ringleader.server import phases
 from ringleader.server.auth import create_access_key
 from ringleader.server.db import utcnow
 from ringleader.server.models import Pod, Project, ProjectMember, User, Workload
 from ringleader.server.services.workloads import requested
 from ringleader.server.ui.session import csrf_token_for
 from ringleader.spec import WorkloadSpec
+from tests.conftest import wait_until
 from tests.server.conftest import API
 
 HTML = {"Accept": "text/html"}
@@ -74,16 +76,16 @@ def insert(api: API, rows: list[dict[str, Any]]) -> list[str]:
             s.add(workload)
             s.flush()
             for index in range(row.get("running", 0)):
-                s.add(
-                    Pod(
-                        workload_id=workload.id,
-                        name=f"{name}-worker-{index}",
-                        role="worker",
-                        index=index,
-                        node="local",
-                        phase="Running",
-                    )
+                pod = Pod(
+                    workload_id=workload.id,
+                    name=f"{name}-worker-{index}",
+                    role="worker",
+                    index=index,
+                    node="local",
                 )
+                s.add(pod)
+                s.flush()
+                phases.transition_pod(s, pod, "Running")  # the door counts it on the row
             ids.append(workload.id)
     return ids
 
@@ -245,27 +247,71 @@ def test_a_new_sort_header_is_a_plain_link_that_starts_with_the_largest(api: API
     assert 'href="/workloads?sort=gpu&amp;order=asc"' in again
 
 
-def test_submit_stores_what_the_spec_asks_for_and_the_api_rejects_an_unknown_sort(api: API):
+def test_the_row_counts_what_its_spec_asks_and_its_running_pods_as_the_api_does(
+    sim_api: API,
+):
+    """A real workload (on a simulated node with GPUs): the stored figures are the API's."""
+    api = sim_api
     body = {
         "name": "sized",
         "projectId": "default",
         "spec": {
             "command": "sleep 30",
             "numWorkers": 2,
-            "compute": {"gpuDevicesRequest": 1, "gpuPortionRequest": 0.25, "cpuCoreRequest": 1.5},
+            "compute": {"gpuDevicesRequest": 1, "gpuPortionRequest": 0.25, "cpuCoreRequest": 0.5},
         },
     }
     created = api.post("/api/v1/workloads/distributed", json=body)
     assert created.status_code == 202, created.text
     workload_id = created.json()["workloadId"]
-    with api.client.app.state.sessions() as s:
-        row = s.get(Workload, workload_id)
-        stored = (row.requested_pods, row.requested_gpus, row.requested_cpu_cores)
-    shown = api.get(f"/api/v1/workloads/{workload_id}").json()
-    assert stored == (shown["requestedPods"], shown["requestedGpus"], 4.5) == (3, 0.75, 4.5)
+
+    def stored() -> tuple[int, int, float, float]:
+        with api.client.app.state.sessions() as s:
+            row = s.get(Workload, workload_id)
+            return row.running_pods, row.requested_pods, row.requested_gpus, row.requested_cpu_cores
+
+    assert stored()[1:] == (3, 0.75, 1.5)
+    shown = wait_until(
+        lambda: (w := api.get(f"/api/v1/workloads/{workload_id}").json())["runningPods"] == 3 and w,
+        120,
+        "its 3 pods to run",
+    )
+    assert stored() == (3, shown["requestedPods"], shown["requestedGpus"], 1.5)
     api.delete(f"/api/v1/workloads/distributed/{workload_id}")
+    wait_until(lambda: stored()[0] == 0, 60, "its pods to stop, counted on the row")
     bad = api.get("/api/v1/workloads", params={"sortBy": "gpus"})
     assert bad.status_code == 422 and "requestedGpus" in bad.text and "runningPods" in bad.text
+
+
+def test_every_writer_of_pod_phases_keeps_the_running_count(api: API):
+    """Two pods started before one flush, one ending, one restarted, one started:
+    the stored count is always the count of the Running pods."""
+    (workload_id,) = insert(api, [{"name": "counted", "phase": "Stopped"}])
+    sessions = api.client.app.state.sessions
+
+    def counts() -> tuple[int, int]:
+        with sessions() as s:
+            pods = s.get(Workload, workload_id).pods
+            return s.get(Workload, workload_id).running_pods, sum(
+                p.phase == "Running" for p in pods
+            )
+
+    with sessions() as s, s.begin():
+        made = [
+            Pod(workload_id=workload_id, name=f"pod-{i}", role="worker", index=i) for i in range(3)
+        ]
+        s.add_all(made)
+        s.flush()
+        phases.transition_pod(s, made[0], "Running")
+        phases.transition_pod(s, made[1], "Running")
+    assert counts() == (2, 2)
+    with sessions() as s, s.begin():
+        first, second, third = sorted(s.get(Workload, workload_id).pods, key=lambda p: p.name)
+        phases.transition_pod(s, first, "Succeeded", exit_code=0)
+        phases.restart_pod(s, second, attempt=1)
+        phases.transition_pod(s, third, "Running")
+        phases.transition_pod(s, third, "Running")  # already there: no change
+    assert counts() == (1, 1)
 
 
 @pytest.mark.parametrize(
