@@ -63,8 +63,6 @@ _FIELDS = {
     "completedAt": Workload.completed_at,
 }
 _TIME_FIELDS = frozenset({"createdAt", "completedAt"})
-
-
 # What the list sorts by: every filter field, and the figures of the table's
 # Pods / GPU / CPU columns (Run:ai's ``runningPods``; the rest as WorkloadOut names them).
 _SORTS: dict[str, Any] = {
