@@ -243,6 +243,8 @@ def test_a_new_sort_header_is_a_plain_link_that_starts_with_the_largest(api: API
             f'<th scope="col" aria-sort="none" class="num"><a href="/workloads?sort={column}"'
             in page
         )
+    assert '<span class="sr-only"> (sorts by running)</span>' in page  # which figure sorts
+    assert '<option value="gpu">GPU (requested)</option>' in page  # the narrow layout's choice
     again = api.client.get("/workloads?sort=gpu", headers=HTML).text  # desc is the default
     assert 'href="/workloads?sort=gpu&amp;order=asc"' in again
 

@@ -67,6 +67,12 @@ COLUMNS = (
     ("completed", "Completed", ""),
     (None, "Actions", ""),
 )
+# The narrow layout's "Sort by" choices: a column of two figures says which one sorts.
+SORT_LABELS = tuple(
+    (key, f"{label} ({unit.split(' / ')[0]})" if unit else label)
+    for key, label, unit in COLUMNS
+    if key
+)
 # The statuses a user can filter by (every phase a live workload can be in).
 STATUSES = tuple(p for p in phases.WORKLOAD_PHASES if p != "Deleted")
 PARAMS = ("project", "status", "search", "sort", "order", "page", "size")
