@@ -106,8 +106,7 @@ def backfill(connection: sa.Connection) -> None:
                     "cpu": figures["requested_cpu_cores"],
                 }
             )
-        if values:
-            connection.execute(fill, values)
+        connection.execute(fill, values)
         last = rows[-1][0]
 
 
