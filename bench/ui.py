@@ -15,7 +15,10 @@ Creating/Initializing/Stopping); running pods hold GPUs (whole or fractions)
 and CPU requests.
 
 Cases: the default page (newest first, 50 rows), a status filter, a name
-search, a project filter with sort by name, a deep page (page 100), the same
+search, a project filter with sort by name, a deep page (page 100), the sorts
+by the table's Pods, GPU and CPU columns (running pods, GPUs and CPU
+requested: columns with an index each, kept by ``phases`` and stored at
+submit), the same
 default page for a researcher (visibility: 5 of the 20 projects), and the
 live update when nothing changed and when one visible row changed (its byte
 size, and its time). Each case runs once untimed, then ``--runs`` times;
@@ -67,6 +70,8 @@ from ringleader.server.models import (  # noqa: E402
     Workload,
     new_id,
 )
+from ringleader.server.services.workloads import requested  # noqa: E402
+from ringleader.spec import WorkloadSpec  # noqa: E402
 
 SEED = 20261124
 RESULTS = ROOT / "bench" / "results"
@@ -117,22 +122,25 @@ def fill(app: Any, count: int, rng: random.Random) -> tuple[str, str]:
         project_id = rng.choice(project_ids)
         created = now - timedelta(seconds=(count - i) * 30)
         ended = phase in ("Completed", "Failed", "Stopped")
+        spec = {
+            "name": name,
+            "projectId": project_id,
+            "spec": {
+                "command": "python train.py --epochs 10",
+                "numWorkers": workers,
+                "image": "pytorch/pytorch:2.3.0",
+                "compute": compute,
+            },
+        }
         workloads.append(
             {
                 "id": workload_id,
                 "name": name,
                 "project_id": project_id,
                 "created_by": rng.choice(user_ids),
-                "spec": {
-                    "name": name,
-                    "projectId": project_id,
-                    "spec": {
-                        "command": "python train.py --epochs 10",
-                        "numWorkers": workers,
-                        "image": "pytorch/pytorch:2.3.0",
-                        "compute": compute,
-                    },
-                },
+                "spec": spec,
+                **requested(WorkloadSpec.from_stored(spec)),  # as submit stores them
+                "running_pods": 0,  # as phases keeps it (set below with the pods)
                 "spec_version": 1,
                 "framework": "PyTorch",
                 "desired_phase": "Stopped" if phase in ("Stopped", "Stopping") else "Running",
@@ -156,6 +164,7 @@ def fill(app: Any, count: int, rng: random.Random) -> tuple[str, str]:
             pod_phase = {"Completed": "Succeeded", "Failed": "Failed", "Stopped": "Stopped"}.get(
                 phase, "Running"
             )
+            workloads[-1]["running_pods"] = (workers + 1) * (pod_phase == "Running")
             for index in range(workers + 1):
                 role = "master" if index == 0 else "worker"
                 pods.append(
@@ -257,6 +266,9 @@ def measure(args: argparse.Namespace, database_url: str | None) -> dict[str, dic
             ("name search", "/workloads?search=12"),
             ("project filter, sorted by name", "/workloads?project=team-07&sort=name&order=asc"),
             ("page 100", "/workloads?page=100"),
+            ("sorted by running pods (most first)", "/workloads?sort=pods"),
+            ("sorted by GPUs requested (most first)", "/workloads?sort=gpu"),
+            ("sorted by CPU requested (least first)", "/workloads?sort=cpu&order=asc"),
             ("200 rows per page", "/workloads?size=200"),
         ):
             cases[label] = timed(client, path, args.runs, HTML)
@@ -281,6 +293,9 @@ def measure(args: argparse.Namespace, database_url: str | None) -> dict[str, dic
         login(client, *researcher)
         label = "default page as a researcher (5 of 20 projects)"
         cases[label] = timed(client, "/workloads", args.runs, HTML)
+        print(label, cases[label], flush=True)
+        label = "a researcher's page sorted by running pods"
+        cases[label] = timed(client, "/workloads?sort=pods", args.runs, HTML)
         print(label, cases[label], flush=True)
     return cases
 

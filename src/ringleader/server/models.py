@@ -197,6 +197,11 @@ class Workload(Base):
         # The list's sorts and its commonest filter (migration 0002).
         Index("ix_workloads_name_id", "name", "id"),
         Index("ix_workloads_phase_created_at", "phase", "created_at"),
+        # The sorts by the table's Pods, GPU and CPU columns (migration 0008).
+        Index("ix_workloads_running_pods_id", "running_pods", "id"),
+        Index("ix_workloads_requested_pods_id", "requested_pods", "id"),
+        Index("ix_workloads_requested_gpus_id", "requested_gpus", "id"),
+        Index("ix_workloads_requested_cpu_cores_id", "requested_cpu_cores", "id"),
     )
 
     id: Mapped[str] = _id_column()
@@ -215,6 +220,14 @@ class Workload(Base):
     backend: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="local")
     handle: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     attempt: Mapped[int] = mapped_column(Integer, default=0)
+    # What the spec asks for in all (``workloads.requested``): written once at submit,
+    # since a spec never changes; stored so that the list can sort by them (0008).
+    # running_pods: how many of its pods are Running, kept by ``phases`` (the one
+    # writer of pod phases) for the same sort; the API still counts the pods.
+    running_pods: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    requested_pods: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    requested_gpus: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    requested_cpu_cores: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

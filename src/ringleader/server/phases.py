@@ -26,12 +26,16 @@ Invariants:
   else ``db.utcnow()``; it must be aware.
 - A finished pod never changes phase again; a new attempt resets it
   explicitly with ``restart_pod``, which says so in an event.
+- ``Workload.running_pods`` is the number of its pods in phase Running: the
+  writers of pod phases here keep it (``_count_running``) so the workload list
+  can sort by it through an index.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import ColumnElement, inspect
 from sqlalchemy.orm import Session
 
 from ringleader.errors import RingleaderError
@@ -194,6 +198,7 @@ def transition_pod(
         return False
     _check(POD_TRANSITIONS, current, to_phase, f"pod {pod.name!r} of workload {pod.workload_id}")
     at = _now(now)
+    _count_running(pod, current, to_phase)
     pod.phase = to_phase
     pod.updated_at = at
     if exit_code is not None:
@@ -237,6 +242,7 @@ def restart_pod(
     """
     at = _now(now)
     previous = pod.phase
+    _count_running(pod, previous, "Pending")
     pod.phase = "Pending"
     pod.attempt = attempt
     pod.exit_code = None
@@ -257,6 +263,26 @@ def restart_pod(
         message=message,
         pod_name=pod.name,
     )
+
+
+def _count_running(pod: Pod, before: str, after: str) -> None:
+    """Keep ``running_pods`` of ``pod``'s workload equal to its Running pods.
+
+    Why stored: counting the pods of every row to sort 10,000 workloads took
+    most of the page's 50 ms budget; this column has an index.  Written as an
+    SQL increment (``running_pods + 1``), composed when several pods change
+    before one flush, so a concurrent writer's change is never lost; a workload
+    not yet in the database counts in Python."""
+    delta = (after == "Running") - (before == "Running")
+    workload = pod.workload
+    if not delta or workload is None:
+        return
+    if not inspect(workload).has_identity:
+        workload.running_pods = (workload.running_pods or 0) + delta
+        return
+    pending = workload.__dict__.get("running_pods")  # no load: an expression or a value
+    base = pending if isinstance(pending, ColumnElement) else Workload.running_pods
+    workload.running_pods = base + delta  # type: ignore[assignment]
 
 
 def record_event(

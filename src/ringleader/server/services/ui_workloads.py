@@ -38,13 +38,18 @@ from ringleader.server.snapshot import holds, pod_asks
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
 DEFAULT_SIZE = 50
-# A column's key in the URL -> the list logic's sortBy field.
+# A column's key in the URL -> the list logic's sortBy field.  The columns that show
+# two figures sort by the first: running pods (what moves), GPUs and CPU requested
+# (what the spec asks; their allocation follows it while the workload runs).
 SORTS = {
     "name": "name",
     "type": "framework",
     "status": "phase",
     "project": "projectName",
     "createdBy": "createdBy",
+    "pods": "runningPods",
+    "gpu": "requestedGpus",
+    "cpu": "requestedCpuCores",
     "created": "createdAt",
     "completed": "completedAt",
 }
@@ -55,17 +60,24 @@ COLUMNS = (
     ("status", "Status", ""),
     ("project", "Project", ""),
     ("createdBy", "Created by", ""),
-    (None, "Pods", "running / requested"),
-    (None, "GPU", "requested / allocated"),
-    (None, "CPU cores", "requested / allocated"),
+    ("pods", "Pods", "running / requested"),
+    ("gpu", "GPU", "requested / allocated"),
+    ("cpu", "CPU cores", "requested / allocated"),
     ("created", "Created", ""),
     ("completed", "Completed", ""),
     (None, "Actions", ""),
+)
+# The narrow layout's "Sort by" choices: a column of two figures says which one sorts.
+SORT_LABELS = tuple(
+    (key, f"{label} ({unit.split(' / ')[0]})" if unit else label)
+    for key, label, unit in COLUMNS
+    if key
 )
 # The statuses a user can filter by (every phase a live workload can be in).
 STATUSES = tuple(p for p in phases.WORKLOAD_PHASES if p != "Deleted")
 PARAMS = ("project", "status", "search", "sort", "order", "page", "size")
 LIVE_PARAMS = ("version", "have")  # what the live update adds: what the browser shows
+_LARGEST_FIRST = frozenset({"created", "completed", "pods", "gpu", "cpu"})  # newest, biggest
 MAX_SEARCH = 63  # a workload name's longest
 _SEARCHABLE = re.compile(r"^[a-z0-9-]*$")
 
@@ -136,7 +148,7 @@ class PageQuery:
         """The link of a column's header: sort by it, or flip its order if it is the sort."""
         if column == self.sort:
             return self.url(order="asc" if self.order == "desc" else "desc", page=1)
-        first = "desc" if column in ("created", "completed") else "asc"
+        first = "desc" if column in _LARGEST_FIRST else "asc"
         return self.url(sort=column, order=first, page=1)
 
     def aria_sort(self, column: str) -> str:

@@ -33,7 +33,7 @@ def _context(request: Request, result: uw.Page) -> dict[str, object]:
         "statuses": uw.STATUSES,
         "sizes": uw.PAGE_SIZES,
         "columns": uw.COLUMNS,
-        "sort_labels": [(key, label) for key, label, _ in uw.COLUMNS if key],
+        "sort_labels": uw.SORT_LABELS,
         "back": result.query.url(),
     }
 
