@@ -78,7 +78,7 @@ STATUSES = tuple(p for p in phases.WORKLOAD_PHASES if p != "Deleted")
 PARAMS = ("project", "status", "search", "sort", "order", "page", "size")
 LIVE_PARAMS = ("version", "have")  # what the live update adds: what the browser shows
 _LARGEST_FIRST = frozenset({"created", "completed", "pods", "gpu", "cpu"})  # newest, biggest
-MAX_SEARCH = 63  # a workload name's longest
+MAX_SEARCH = 100  # characters: a workload name has at most 63
 _SEARCHABLE = re.compile(r"^[a-z0-9-]*$")
 
 
@@ -94,6 +94,12 @@ class PageQuery:
     page: int = 1
     size: int = DEFAULT_SIZE
 
+    @property
+    def searchable(self) -> bool:
+        """Whether a workload name could contain the search (lowercase letters,
+        digits and '-'); a search that cannot match finds nothing, not an error."""
+        return bool(_SEARCHABLE.match(self.search))
+
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> PageQuery:
         """The query from ``params``; InvalidSpec naming the parameter when one is bad.
@@ -107,11 +113,8 @@ class PageQuery:
                 f"{status[:40]!r} is no status; choose one of " + ", ".join(STATUSES), "status"
             )
         search = params.get("search", "").strip().lower()
-        if len(search) > MAX_SEARCH or not _SEARCHABLE.match(search):
-            raise InvalidSpec(
-                f"workload names have at most {MAX_SEARCH} lowercase letters, digits and '-'",
-                "search",
-            )
+        if len(search) > MAX_SEARCH or not search.isprintable():
+            raise InvalidSpec(f"at most {MAX_SEARCH} printable characters", "search")
         sort = params.get("sort", "created")
         if sort not in SORTS:
             raise InvalidSpec("choose one of " + ", ".join(SORTS), "sort")
@@ -242,6 +245,8 @@ def page_rows(
         filters.append(f"projectId=={projects[query.project]}")
     if query.status:
         filters.append(f"phase=={query.status}")
+    if query.search and not query.searchable:
+        return [], 0, projects  # no name holds a space, "_" or "*": nothing matches
     if query.search:
         filters.append(f"name=@{query.search}")
     rows, total = list_workloads(
