@@ -4,9 +4,9 @@ visibility, the live update, actions with CSRF, and bad query parameters."""
 from __future__ import annotations
 
 import re
-from urllib.parse import urlencode
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
