@@ -162,7 +162,8 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
 
 def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI):
     api = _api(ui)
-    crash = "python -c \"import json; json.loads('{not json')\""
+    # Rank 0 crashes; rank 1 (the worker) prints nothing.
+    crash = "python -c \"import os, json; os.environ['RANK'] == '0' and json.loads('{not json')\""
     failed = _submit(api, "crash", crash, workers=1, backoffLimit=0)
     waiting = _submit(api, "too-big", "python -c pass", workers=1,
                       compute={"gpuDevicesRequest": 64})  # fmt: skip
@@ -171,7 +172,7 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     # per pod. Served here by the test, so the charts are checked whatever the run measured.
     used = {"workloadId": waiting, "collected": True, "series": [], "until": 1000.0,
             "resources": [{"pod": f"too-big-{role}", "node": "vm", "points": [
-                {"time": 990.0 + t, "cpu": 0.5 + t / 10 + k, "memoryBytes": (200 + 10 * t) << 20}
+                {"time": 990.0 + t, "cpu": 0.0, "memoryBytes": (200 + 10 * t) << 20}
                 for t in range(10)]} for k, role in enumerate(["master-0", "worker-0"])]}  # fmt: skip
     page.route(
         f"**/workloads/{waiting}/metrics*",
@@ -187,8 +188,10 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     assert "No pods yet" in page.inner_text("#piece-pods")
     expect(page.locator("#chart-cpu path.series")).to_have_count(2)
     expect(page.locator("#chart-memory path.series")).to_have_count(2)
-    assert "too-big-worker-0: 2.4 at 9.0 s after start" in page.inner_text("#chart-cpu .chart-last")
-    assert page.eval_on_selector("#chart-cpu", CHART_LAYOUT)["lowestY"] == "0"  # cores from 0
+    # No CPU used at all (a sleep): the axis is 0 to 1 core, not -0.1 to 0.1.
+    assert "too-big-worker-0: 0 at 9.0 s after start" in page.inner_text("#chart-cpu .chart-last")
+    cores = page.eval_on_selector_all("#chart-cpu .tick-y", "els => els.map(e => e.textContent)")
+    assert cores[0] == "0" and cores[-1] == "1", cores
     assert "MiB" in page.inner_text("#chart-memory .chart-last")
     assert "No points yet" in page.inner_text("#chart-loss")
     ui.shot("workload-pending")
@@ -207,6 +210,9 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     ui.shot("workload-failed")
     expect(page.locator("#log-follow")).to_be_hidden()  # ended: nothing to follow
     expect(page.locator("#log-state")).to_contain_text("the workload ended")
+    page.get_by_label("Pod", exact=True).select_option("crash-worker-0")
+    expect(page.locator("#log-state")).to_have_text("No output · the workload ended")
+    expect(page.locator("#log")).to_be_hidden()  # no empty box
     copy = page.locator("#submit-again button.copy").first
     copy.click()
     expect(copy).to_have_text(re.compile("Copied|Selected"))

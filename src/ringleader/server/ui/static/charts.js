@@ -120,6 +120,10 @@ const charts = (() => {
       else { const pad = Math.abs(y0) * 0.1; y1 += pad; y0 = options.fromZero ? 0 : y0 - pad; }
     }
     const yTicks = ticks(y0, y1, height < H ? 4 : 5);
+    if (yTicks.length > 1 && yTicks[yTicks.length - 1] < y1) { // the top gets a labelled tick
+      const step = yTicks[1] - yTicks[0];
+      yTicks.push(Number((yTicks[yTicks.length - 1] + step).toPrecision(12)));
+    }
     y0 = Math.min(y0, yTicks[0]); y1 = Math.max(y1, yTicks[yTicks.length - 1]);
 
     const svg = el("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
