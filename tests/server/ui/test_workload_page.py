@@ -92,6 +92,14 @@ def test_the_page_shows_the_spec_pods_events_and_how_to_submit_it_again(api: API
         assert pod in text
     assert "Submitted" in text and "Completed" in text
     assert f"/workloads/new?copy={wid}" in text
+    assert "CPU memory 100 MB" in text  # compute in the units the wizard asks in
+    # Narrow windows show each pod and event as a card, each value captioned.
+    for label in ("Pod", "Node", "GPU allocation", "Exit code", "Started"):
+        assert f'<td data-label="{label}"' in text.split('id="piece-pods"')[1]
+    for label in ("Time", "Event", "Phase", "Message"):
+        assert f'<td data-label="{label}"' in text.split('id="piece-events"')[1]
+    # Ended: nothing to follow, so no Pause/Follow button.
+    assert re.search(r'<button type="button" id="log-follow"[^>]* hidden>', text)
     copied = api.client.get(f"/workloads/new?copy={wid}", headers=HTML)  # Copy & edit: the wizard
     assert copied.status_code == 200 and "hello-copy" in copied.text
 
@@ -115,6 +123,17 @@ def test_the_page_shows_the_spec_pods_events_and_how_to_submit_it_again(api: API
         assert split_command(made["spec"].pop(field)) == split_command(body["spec"].pop(field))
     assert made["spec"] == body["spec"] and made["name"] == body["name"]
     assert made["projectId"] == "default"  # -p takes the project's name
+
+
+def test_compute_values_read_in_the_units_the_wizard_asks_in():
+    value = workload_page.compute_value
+    assert value("gpuPortionRequest", 0.1) == "10% of a GPU"
+    assert value("gpuPortionLimit", 0.25) == "25% of a GPU"
+    assert value("gpuMemoryRequest", "4Gi") == "4 GiB"
+    assert value("gpuMemoryLimit", "1500M") == "1500 MB"
+    assert value("cpuMemoryRequest", "1048576") == "1048576 bytes"
+    assert value("cpuCoreRequest", 0.5) == "0.5"
+    assert value("gpuDevicesRequest", 2) == "2"
 
 
 def _pre(html: str, element_id: str) -> str:

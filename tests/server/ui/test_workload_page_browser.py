@@ -37,6 +37,56 @@ def _status(ui: UI) -> str:
     return ui.page.inner_text(STATUS)
 
 
+# A drawn chart's layout, as the browser lays it out: the smallest text on screen (px),
+# how many tick labels the axis titles overlap, labels outside the drawing, the gap
+# between a legend's marker and its text, and the lowest y tick.
+CHART_LAYOUT = """fig => {
+  const svg = fig.querySelector("svg"), frame = svg.getBoundingClientRect();
+  const scale = frame.width / svg.viewBox.baseVal.width;
+  const box = (t) => t.getBoundingClientRect();
+  const meets = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const texts = [...svg.querySelectorAll("text")];
+  const yTitle = box(svg.querySelector(".axis-y")), xTitle = box(svg.querySelector(".axis-x"));
+  const gaps = [...fig.querySelectorAll(".chart-legend li")].map((li) =>
+    box(li.querySelector("span")).left - box(li.querySelector("svg")).right);
+  return {
+    smallest: Math.min(...texts.map((t) => parseFloat(getComputedStyle(t).fontSize) * scale)),
+    overlaps: [...svg.querySelectorAll(".tick-y")].filter((t) => meets(box(t), yTitle)).length
+      + [...svg.querySelectorAll(".tick-x")].filter((t) => meets(box(t), xTitle)).length,
+    outside: texts.filter((t) => { const b = box(t); return b.left < frame.left - 1
+      || b.right > frame.right + 1 || b.top < frame.top - 1 || b.bottom > frame.bottom + 1; }).length,
+    legendGap: Math.min(...gaps),
+    lowestY: svg.querySelector(".tick-y").textContent,
+  };
+}"""
+REDRAWN = """() => [...document.querySelectorAll("figure.chart")].every((f) => !f.dataset.drawnWidth
+  || +f.dataset.drawnWidth === Math.max(280, Math.floor(f.getBoundingClientRect().width) - 2))"""
+
+
+def _charts_readable(ui: UI, names: list[str]) -> dict[str, dict]:
+    """Every drawn chart's text is at least 11 px on screen, no axis title is drawn
+    over a tick label, nothing is cut off, and a legend's marker stands off its text."""
+    ui.page.wait_for_function(REDRAWN)
+    found = {}
+    for name in names:
+        layout = ui.page.eval_on_selector(f"#chart-{name}", CHART_LAYOUT)
+        assert layout["smallest"] >= 11 and layout["overlaps"] == 0, (name, layout)
+        assert layout["outside"] == 0 and layout["legendGap"] >= 4, (name, layout)
+        found[name] = layout
+    return found
+
+
+def _tables_fit(ui: UI) -> None:
+    """Pods and events fit the window: nothing scrolls sideways, captions show."""
+    for piece in ("pods", "events"):
+        wrap = f"#piece-{piece} .table-wrap"
+        assert ui.page.eval_on_selector(wrap, "e => e.scrollWidth <= e.clientWidth"), piece
+        caption = ui.page.eval_on_selector(
+            f"{wrap} td[data-label]", "td => getComputedStyle(td, '::before').content"
+        )
+        assert caption not in ("none", "normal", ""), (piece, caption)
+
+
 def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     api = _api(ui)
     # Only rank 0 of the example prints; each pod says it starts, so every pod has logs.
@@ -53,6 +103,13 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     page.wait_for_selector("#chart-loss path.series", timeout=120_000)
     page.wait_for_selector("#log .line", timeout=60_000)
     ui.shot("workload-running")
+    follow = page.get_by_role("button", name="Pause")  # by keyboard: focus, Enter
+    follow.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#log-follow")).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("#log-state")).to_contain_text("paused")
+    page.keyboard.press("Enter")
+    expect(page.locator("#log-follow")).to_have_attribute("aria-pressed", "true")
     expect(page.locator(STATUS)).to_have_text("Completed", timeout=300_000)
     assert page.evaluate("window.stillTheSamePage") is True  # no reload: live updates
     pods = ["digits-master-0", "digits-worker-0", "digits-worker-1"]
@@ -71,6 +128,16 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     # Pods table: every pod Succeeded (the pod phase word), exit code 0.
     rows = page.inner_text("#piece-pods tbody")
     assert rows.count("Succeeded") == 3, rows
+    charts = ["loss", "rate", "step", "cpu", "memory"]
+    _charts_readable(ui, charts)
+    for name in ("rate", "step", "cpu", "memory"):  # never negative: from 0
+        layout = page.eval_on_selector(f"#chart-{name}", CHART_LAYOUT)
+        assert layout["lowestY"] in ("0", "0 s", "0 MiB", "0 GiB"), (name, layout)
+    assert " s after start." in page.inner_text("#chart-cpu .chart-last")
+    # Ended: nothing to follow; times name their zone (the browser's: Europe/Paris).
+    expect(page.locator("#log-follow")).to_be_hidden()
+    expect(page.locator("#log-state")).to_contain_text("the workload ended")
+    assert page.inner_text("#piece-facts time").endswith("GMT+1")
     page.get_by_label("Search").fill("epoch")
     page.get_by_label("Only matching lines").check()
     shown = page.eval_on_selector_all("#log .line:not(.hidden)", "els => els.length")
@@ -85,6 +152,8 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
         page.get_by_role("button", name="Download").click()
     assert download.value.suggested_filename == "digits-worker-1.log"
     page.set_viewport_size(NARROW)
+    _charts_readable(ui, charts)  # redrawn at the narrow width
+    _tables_fit(ui)
     ui.shot("workload-completed-narrow")
     for part in ("spec", "pods", "charts", "logs", "events", "submit-again"):
         page.locator(f"#{part}").screenshot(path=str(ARTIFACTS / f"workload-narrow-{part}.png"))
@@ -93,7 +162,8 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
 
 def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI):
     api = _api(ui)
-    crash = "python -c \"import json; json.loads('{not json')\""
+    # Rank 0 crashes; rank 1 (the worker) prints nothing.
+    crash = "python -c \"import os, json; os.environ['RANK'] == '0' and json.loads('{not json')\""
     failed = _submit(api, "crash", crash, workers=1, backoffLimit=0)
     waiting = _submit(api, "too-big", "python -c pass", workers=1,
                       compute={"gpuDevicesRequest": 64})  # fmt: skip
@@ -102,7 +172,7 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     # per pod. Served here by the test, so the charts are checked whatever the run measured.
     used = {"workloadId": waiting, "collected": True, "series": [], "until": 1000.0,
             "resources": [{"pod": f"too-big-{role}", "node": "vm", "points": [
-                {"time": 990.0 + t, "cpu": 0.5 + t / 10 + k, "memoryBytes": (200 + 10 * t) << 20}
+                {"time": 990.0 + t, "cpu": 0.0, "memoryBytes": (200 + 10 * t) << 20}
                 for t in range(10)]} for k, role in enumerate(["master-0", "worker-0"])]}  # fmt: skip
     page.route(
         f"**/workloads/{waiting}/metrics*",
@@ -118,12 +188,16 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     assert "No pods yet" in page.inner_text("#piece-pods")
     expect(page.locator("#chart-cpu path.series")).to_have_count(2)
     expect(page.locator("#chart-memory path.series")).to_have_count(2)
-    assert "too-big-worker-0 2.4" in page.inner_text("#chart-cpu .chart-last")
+    # No CPU used at all (a sleep): the axis is 0 to 1 core, not -0.1 to 0.1.
+    assert "too-big-worker-0: 0 at 9.0 s after start" in page.inner_text("#chart-cpu .chart-last")
+    cores = page.eval_on_selector_all("#chart-cpu .tick-y", "els => els.map(e => e.textContent)")
+    assert cores[0] == "0" and cores[-1] == "1", cores
     assert "MiB" in page.inner_text("#chart-memory .chart-last")
     assert "No points yet" in page.inner_text("#chart-loss")
     ui.shot("workload-pending")
     page.set_viewport_size(NARROW)
     ui.shot("workload-pending-narrow")
+    _charts_readable(ui, ["cpu", "memory"])
     page.set_viewport_size({"width": 1280, "height": 800})
 
     ui.goto(f"/workloads/{failed}")
@@ -134,14 +208,17 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     assert "Why it failed:" in alert.inner_text()
     assert "Traceback" in cause.inner_text() and "JSONDecodeError" in cause.inner_text()
     ui.shot("workload-failed")
-    follow = page.get_by_role("button", name="Pause")  # by keyboard: focus, Enter
-    follow.focus()
-    page.keyboard.press("Enter")
-    expect(page.locator("#log-follow")).to_have_attribute("aria-pressed", "false")
-    expect(page.locator("#log-state")).to_contain_text("paused")
+    expect(page.locator("#log-follow")).to_be_hidden()  # ended: nothing to follow
+    expect(page.locator("#log-state")).to_contain_text("the workload ended")
+    page.get_by_label("Pod", exact=True).select_option("crash-worker-0")
+    expect(page.locator("#log-state")).to_have_text("No output · the workload ended")
+    expect(page.locator("#log")).to_be_hidden()  # no empty box
     copy = page.locator("#submit-again button.copy").first
     copy.click()
     expect(copy).to_have_text(re.compile("Copied|Selected"))
     page.evaluate("window.scrollTo(0, 0)")
     ui.shot("workload-failed-viewport", full_page=False)
+    page.set_viewport_size(NARROW)
+    _tables_fit(ui)
+    ui.shot("workload-failed-narrow")
     assert not ui.console_errors, ui.console_errors

@@ -14,6 +14,7 @@ with a version (a digest); a poll that sends the version it has gets
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -71,6 +72,23 @@ _COMPUTE = {
 }
 
 
+_MEMORY_UNITS = re.compile(r"^\s*([0-9.]+)\s*([KMGTPkmgtp]?)(i?)[Bb]?\s*$")
+
+
+def compute_value(field: str, value: Any) -> str:
+    """One compute value in the units the wizard asks in: a GPU portion as a share of
+    a GPU (the API's 0.1 is the wizard's 10 %), memory with its unit spelled out."""
+    if field in ("gpuPortionRequest", "gpuPortionLimit") and isinstance(value, int | float):
+        return f"{value * 100:g}% of a GPU"
+    if field.endswith(("MemoryRequest", "MemoryLimit")) and isinstance(value, str):
+        found = _MEMORY_UNITS.match(value)
+        if found:
+            number, prefix, binary = found.groups()
+            unit = f"{prefix.upper()}{binary}B" if prefix else "bytes"
+            return f"{number} {unit}"
+    return str(value)
+
+
 def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
     """The spec in words: what runs, where, with what (secrets never shown)."""
     spec = w.spec.get("spec") or {}
@@ -80,7 +98,7 @@ def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
         for v in spec.get("environmentVariables") or []
     ]
     command = f"{spec.get('command') or ''} {spec.get('args') or ''}".strip()
-    asks = ", ".join(f"{_COMPUTE.get(k, k)} {v}" for k, v in compute.items())
+    asks = ", ".join(f"{_COMPUTE.get(k, k)} {compute_value(k, v)}" for k, v in compute.items())
     rows = [
         ("Type", f"{w.framework} distributed"),
         ("Project", w.project_name),

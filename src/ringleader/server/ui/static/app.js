@@ -9,7 +9,7 @@ const ringleader = (() => {
   function localTimes(root = document) {
     for (const el of root.querySelectorAll("time[datetime]")) {
       const when = new Date(el.getAttribute("datetime"));
-      if (!isNaN(when)) el.textContent = when.toLocaleString();
+      if (!isNaN(when)) el.textContent = when.toLocaleString(undefined, { timeZoneName: "short" });
     }
   }
 

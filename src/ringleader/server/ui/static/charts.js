@@ -6,7 +6,9 @@
 
 const charts = (() => {
   const NS = "http://www.w3.org/2000/svg";
-  const W = 560, H = 250, LEFT = 62, RIGHT = 14, TOP = 12, BOTTOM = 40;
+  const W = 560, H = 250, RIGHT = 14, TOP = 12, BOTTOM = 44;
+  const MIN_W = 280, MAX_W = 1400; // drawn at the figure's width, within these
+  const TITLE_BAND = 20, TICK_GAP = 6; // the y axis title's band; ticks' gap to the axis
   const COLORS = ["#0b5cad", "#b42318", "#1a7f37", "#9a6700", "#6f42c1", "#0e7490", "#c2410c", "#475569"];
   const DASHES = ["", "7 4", "2 3", "10 3 2 3", "4 4", "12 5"];
   const MARKERS = ["circle", "square", "triangle", "diamond", "cross", "triangle-down"];
@@ -71,50 +73,94 @@ const charts = (() => {
     return out;
   }
 
+  // How wide a label is drawn: measured when the SVG is on screen, else estimated.
+  function textWidth(node) {
+    let width = 0;
+    try { width = node.getComputedTextLength(); } catch (err) { width = 0; }
+    return width > 0 ? width : node.textContent.length * 7;
+  }
+
+  // The width to draw at: the figure's own, so text is drawn at its CSS size (no
+  // scaling down on a narrow window; a narrow window gets fewer ticks instead).
+  function widthFor(figure) {
+    const measured = Math.floor(figure.getBoundingClientRect().width) - 2; // less the border
+    return measured > 0 ? Math.max(MIN_W, Math.min(MAX_W, measured)) : W;
+  }
+
   // draw(figure, {title, xLabel, yLabel, series: [{name, points: [[x, y], ...]}],
-  //               formatY, formatX, empty, lastX}): replaces the figure's content.
+  //               formatY, formatX, at, fromZero, empty}): replaces the figure's content.
+  // fromZero: a quantity that is never negative (cores, bytes, rates, durations): its
+  // axis starts at 0. at(x): where a latest point is, in words ("14.0 s after start").
   function draw(figure, options) {
     const formatY = options.formatY || number;
     const formatX = options.formatX || number;
+    const at = options.at || ((x) => `${options.xLabel} ${formatX(x)}`);
     const series = (options.series || []).map((s) => ({
       ...s, points: s.points.filter(([x, y]) => isFinite(x) && y !== null && isFinite(y)),
     })).filter((s) => s.points.length);
+    const width = widthFor(figure);
     figure.replaceChildren();
+    figure.dataset.drawnWidth = String(width);
     const caption = html("figcaption", options.title, figure);
     caption.id = figure.id + "-title";
     if (!series.length) {
       html("p", options.empty || "No data yet.", figure).className = "chart-empty";
       return;
     }
+    const height = width < 400 ? H - 30 : H;
     let xs = [], ys = [];
     for (const s of series) for (const [x, y] of s.points) { xs.push(x); ys.push(y); }
     let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
     let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-    if (y0 > 0 && y0 < (y1 - y0) * 0.5) y0 = 0; // near zero: start at zero
+    if (options.fromZero) y0 = Math.min(0, y0);
+    else if (y0 > 0 && y0 < (y1 - y0) * 0.5) y0 = 0; // near zero: start at zero
     if (x1 === x0) x1 = x0 + 1;
-    if (y1 === y0) { y1 = y0 + (Math.abs(y0) || 1) * 0.1; y0 = y0 - (y1 - y0); }
-    const yTicks = ticks(y0, y1), xTicks = ticks(x0, x1);
-    y0 = Math.min(y0, yTicks[0]); y1 = Math.max(y1, yTicks[yTicks.length - 1]);
-    const sx = (x) => LEFT + ((x - x0) / (x1 - x0)) * (W - LEFT - RIGHT);
-    const sy = (y) => H - BOTTOM - ((y - y0) / (y1 - y0)) * (H - TOP - BOTTOM);
-
-    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img",
-      "aria-labelledby": caption.id + " " + figure.id + "-last" }, figure);
-    for (const t of yTicks) {
-      const y = sy(t);
-      el("line", { class: "grid", x1: LEFT, x2: W - RIGHT, y1: y, y2: y }, svg);
-      el("text", { x: LEFT - 6, y: y + 4, "text-anchor": "end" }, svg).textContent = formatY(t);
+    if (y1 === y0) { // a flat series: a range around it (from 0 to 1 when all are 0)
+      if (y0 === 0) y1 = 1;
+      else { const pad = Math.abs(y0) * 0.1; y1 += pad; y0 = options.fromZero ? 0 : y0 - pad; }
     }
+    const yTicks = ticks(y0, y1, height < H ? 4 : 5);
+    if (yTicks.length > 1 && yTicks[yTicks.length - 1] < y1) { // the top gets a labelled tick
+      const step = yTicks[1] - yTicks[0];
+      yTicks.push(Number((yTicks[yTicks.length - 1] + step).toPrecision(12)));
+    }
+    y0 = Math.min(y0, yTicks[0]); y1 = Math.max(y1, yTicks[yTicks.length - 1]);
+
+    const svg = el("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
+      "aria-labelledby": caption.id + " " + figure.id + "-last" }, figure);
+    // The y ticks' labels first: the widest sets the left margin, and the axis title
+    // gets a band of its own left of them (it never overlaps them).
+    const yLabels = yTicks.map((t) => {
+      const node = el("text", { class: "tick tick-y", "text-anchor": "end" }, svg);
+      node.textContent = formatY(t);
+      return node;
+    });
+    const left = TITLE_BAND + Math.ceil(Math.max(...yLabels.map(textWidth))) + TICK_GAP;
+    const probe = el("text", { class: "tick" }, svg);
+    probe.textContent = formatX(x1);
+    const right = Math.max(RIGHT, Math.ceil(textWidth(probe) / 2) + 2);
+    probe.remove();
+    const xTicks = ticks(x0, x1, Math.max(2, Math.min(6, Math.floor((width - left - right) / 70))));
+    const sx = (x) => left + ((x - x0) / (x1 - x0)) * (width - left - right);
+    const sy = (y) => height - BOTTOM - ((y - y0) / (y1 - y0)) * (height - TOP - BOTTOM);
+
+    yTicks.forEach((t, k) => {
+      const y = sy(t);
+      svg.insertBefore(el("line", { class: "grid", x1: left, x2: width - right, y1: y, y2: y }), svg.firstChild);
+      yLabels[k].setAttribute("x", left - TICK_GAP);
+      yLabels[k].setAttribute("y", y + 4);
+    });
     for (const t of xTicks) {
       const x = sx(t);
-      el("line", { class: "axis", x1: x, x2: x, y1: H - BOTTOM, y2: H - BOTTOM + 4 }, svg);
-      el("text", { x, y: H - BOTTOM + 16, "text-anchor": "middle" }, svg).textContent = formatX(t);
+      el("line", { class: "axis", x1: x, x2: x, y1: height - BOTTOM, y2: height - BOTTOM + 4 }, svg);
+      el("text", { class: "tick tick-x", x, y: height - BOTTOM + 17, "text-anchor": "middle" }, svg)
+        .textContent = formatX(t);
     }
-    el("line", { class: "axis", x1: LEFT, x2: LEFT, y1: TOP, y2: H - BOTTOM }, svg);
-    el("line", { class: "axis", x1: LEFT, x2: W - RIGHT, y1: H - BOTTOM, y2: H - BOTTOM }, svg);
-    el("text", { x: (LEFT + W - RIGHT) / 2, y: H - 6, "text-anchor": "middle", class: "axis-label" }, svg)
+    el("line", { class: "axis", x1: left, x2: left, y1: TOP, y2: height - BOTTOM }, svg);
+    el("line", { class: "axis", x1: left, x2: width - right, y1: height - BOTTOM, y2: height - BOTTOM }, svg);
+    el("text", { x: (left + width - right) / 2, y: height - 5, "text-anchor": "middle", class: "axis-label axis-x" }, svg)
       .textContent = options.xLabel;
-    el("text", { x: -(TOP + H - BOTTOM) / 2, y: 13, transform: "rotate(-90)", "text-anchor": "middle", class: "axis-label" }, svg)
+    el("text", { x: -(TOP + height - BOTTOM) / 2, y: 13, transform: "rotate(-90)", "text-anchor": "middle", class: "axis-label axis-y" }, svg)
       .textContent = options.yLabel;
 
     series.forEach((s, i) => {
@@ -142,12 +188,12 @@ const charts = (() => {
       if (s.style.dash) line["stroke-dasharray"] = s.style.dash;
       el("line", line, swatch);
       marker(s.style.shape, 17, 6, s.style.color, swatch);
-      html("span", " " + s.name, item);
+      html("span", s.name, item);
     }
 
     const last = series.map((s) => {
       const [x, y] = s.points[s.points.length - 1];
-      return `${s.name} ${formatY(y)} at ${options.xLabel} ${formatX(x)}`;
+      return `${s.name}: ${formatY(y)} at ${at(x)}`;
     });
     const words = html("p", "Latest: " + last.join("; ") + ".", figure);
     words.className = "chart-last";

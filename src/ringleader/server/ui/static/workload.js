@@ -32,7 +32,7 @@
           }
         }
       }
-      if (body.final && !finished) finished = true;
+      if (body.final && !finished) { finished = true; logsEnd(); }
     } catch (err) { /* the next tick tries again */ }
   }
   (function tick() {
@@ -89,9 +89,9 @@
 
   function describe() {
     const term = search.value.trim();
-    let text = logCount ? `${logCount} line${logCount === 1 ? "" : "s"}` : "No log lines yet";
+    let text = logCount ? `${logCount} line${logCount === 1 ? "" : "s"}` : logsDone ? "No output" : "No log lines yet";
     if (term) text += `, ${countMatches()} matching “${term}”`;
-    text += following ? (logsDone ? " · the workload ended" : " · following") : " · paused";
+    text += finished ? (logsDone ? " · the workload ended" : "") : following ? " · following" : " · paused";
     logState.textContent = text;
   }
   function countMatches() {
@@ -101,7 +101,7 @@
   }
 
   async function pollLogs(force = false) {
-    if (logBusy || (!following && !force) || logsDone) return;
+    if (logBusy || (!following && !force && !finished) || logsDone) return;
     logBusy = true;
     try {
       const pod = podSelect.value;
@@ -139,6 +139,16 @@
     if (following) { pollLogs(); log.scrollTop = log.scrollHeight; }
     describe();
   });
+  // Once the workload has ended there is nothing to follow or pause: the rest is read
+  // once (without scrolling a reader who had paused) and the button goes.
+  function logsEnd() {
+    following = true;
+    followButton.setAttribute("aria-pressed", "true");
+    followButton.textContent = "Pause";
+    followButton.hidden = true;
+    describe();
+  }
+  if (finished) logsEnd();
   search.addEventListener("input", repaint);
   onlyMatching.addEventListener("change", repaint);
   pollLogs(true);
@@ -187,6 +197,8 @@
   const elapsed = (t) => t - (t0 ?? t);
   const sorted = () => [...ranks.entries()].sort((a, b) => a[1].rank - b[1].rank);
   const seconds = (v) => charts.number(v) + " s";
+  const afterStart = (x) => `${x.toFixed(1)} s after start`;
+  const SINCE = "seconds since start";
 
   function totalRate() {
     // Every rank's latest rate, summed, at each record's time.
@@ -210,23 +222,33 @@
     const rate = sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [elapsed(p.time), p.samplesPerSecond]) }));
     if (ranks.size > 1) rate.push({ name: "total", points: totalRate() });
     charts.draw(figure("rate"), { title: "Samples per second" + (totalNow !== null ? ` (latest total ${charts.number(totalNow)})` : ""),
-      xLabel: "seconds", yLabel: "samples/s", empty: none, series: rate });
+      xLabel: SINCE, at: afterStart, yLabel: "samples/s", fromZero: true, empty: none, series: rate });
     charts.draw(figure("step"), { title: "Step time", xLabel: "step", yLabel: "seconds per step", empty: none,
-      formatY: seconds, series: sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [p.step, p.stepTime]) })) });
+      fromZero: true, formatY: seconds, series: sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [p.step, p.stepTime]) })) });
     const perPod = [...pods.entries()].sort((a, b) => a[0].localeCompare(b[0]));
     const noUse = "No CPU/memory samples yet.";
-    charts.draw(figure("cpu"), { title: "CPU per pod", xLabel: "seconds", yLabel: "CPU cores", empty: noUse,
+    charts.draw(figure("cpu"), { title: "CPU per pod", xLabel: SINCE, at: afterStart, yLabel: "CPU cores", fromZero: true, empty: noUse,
       series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.cpu]) })) });
     // Memory in MiB or GiB (whichever reads better), so the ticks are round numbers.
     let most = 0;
     for (const [, r] of perPod) for (const p of r.points) if (p.memoryBytes > most) most = p.memoryBytes;
     const [unit, size] = most >= 2 * 2 ** 30 ? ["GiB", 2 ** 30] : ["MiB", 2 ** 20];
-    charts.draw(figure("memory"), { title: "Memory per pod", xLabel: "seconds", yLabel: `memory (${unit})`, empty: noUse,
+    charts.draw(figure("memory"), { title: "Memory per pod", xLabel: SINCE, at: afterStart, yLabel: "memory", fromZero: true, empty: noUse,
       formatY: (v) => `${charts.number(v)} ${unit}`,
       series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.memoryBytes == null ? null : p.memoryBytes / size]) })) });
   }
   drawCharts();
   pollMetrics();
+  // Charts are drawn at their figure's width: a window that changes width redraws them.
+  let resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => {
+      const changed = [...document.querySelectorAll("figure.chart")].some(
+        (f) => f.dataset.drawnWidth && Math.floor(f.getBoundingClientRect().width) - 2 !== Number(f.dataset.drawnWidth));
+      if (changed) drawCharts();
+    }, 150);
+  });
   setInterval(() => { if (!document.hidden) pollMetrics(); }, METRICS_MS);
 
   // ----- copy buttons ---------------------------------------------------------------------
