@@ -67,19 +67,20 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _number(text: str | None) -> int | None:
+def int_of(text: str | None) -> int | None:
+    """A cgroup file's one number (``memory.current``), None when absent or not one."""
     try:
         return int((text or "").strip())
     except ValueError:
         return None
 
 
-def _keyed(text: str | None, key: str) -> int | None:
+def keyed_number(text: str | None, key: str) -> int | None:
     """The number after ``key`` in a flat-keyed cgroup file (``cpu.stat``, ``memory.stat``)."""
     for line in (text or "").splitlines():
         name, _, value = line.partition(" ")
         if name == key:
-            return _number(value)
+            return int_of(value)
     return None
 
 
@@ -93,21 +94,21 @@ def cgroup_usage(dirs: list[str]) -> tuple[bool, float | None, int | None]:
         if not alive and (_read(f"{d}/cgroup.procs") or "").strip():
             alive = True
         if cpu is None:
-            ns = _number(_read(f"{d}/cpuacct.usage"))
+            ns = int_of(_read(f"{d}/cpuacct.usage"))
             if ns is not None:
                 cpu = ns / 1e9
             else:
-                usec = _keyed(_read(f"{d}/cpu.stat"), "usage_usec")
+                usec = keyed_number(_read(f"{d}/cpu.stat"), "usage_usec")
                 cpu = None if usec is None else usec / 1e6
         if memory is None:
-            v1 = _number(_read(f"{d}/memory.usage_in_bytes"))
+            v1 = int_of(_read(f"{d}/memory.usage_in_bytes"))
             if v1 is not None:
-                inactive = _keyed(_read(f"{d}/memory.stat"), "total_inactive_file") or 0
+                inactive = keyed_number(_read(f"{d}/memory.stat"), "total_inactive_file") or 0
                 memory = max(0, v1 - inactive)
             else:
-                v2 = _number(_read(f"{d}/memory.current"))
+                v2 = int_of(_read(f"{d}/memory.current"))
                 if v2 is not None:
-                    inactive = _keyed(_read(f"{d}/memory.stat"), "inactive_file") or 0
+                    inactive = keyed_number(_read(f"{d}/memory.stat"), "inactive_file") or 0
                     memory = max(0, v2 - inactive)
     return alive, cpu, memory
 

@@ -41,6 +41,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ringleader.launch.podstats import int_of, keyed_number  # the same cgroup files, read alike
+
 #: The variable the join shim reads: the ``cgroup.procs`` files to write, space-separated.
 JOIN_VAR = "RINGLEADER_CGROUP"
 JOIN_SHIM = (
@@ -112,22 +114,6 @@ def _read(path: Path) -> str | None:
 def _write(path: Path, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int((text or "").strip())
-    except ValueError:
-        return None
-
-
-def _keyed(text: str | None, key: str) -> int | None:
-    """The number after ``key`` in a flat-keyed file (``memory.events``, ``cpu.stat``)."""
-    for line in (text or "").splitlines():
-        name, _, value = line.partition(" ")
-        if name == key:
-            return _int(value)
-    return None
 
 
 class Hierarchy:
@@ -275,7 +261,7 @@ class CgroupV1(Hierarchy):
             _write(memory / "memory.soft_limit_in_bytes", str(limits.memory_request_bytes))
         cpu = self.parents["cpu"] / rel
         if limits.cpu_cores:
-            period = _int(_read(cpu / "cpu.cfs_period_us")) or CPU_PERIOD_US
+            period = int_of(_read(cpu / "cpu.cfs_period_us")) or CPU_PERIOD_US
             _write(cpu / "cpu.cfs_quota_us", str(max(1000, round(limits.cpu_cores * period))))
         if limits.cpu_request_cores:  # 1024 shares a core, as Kubernetes
             _write(cpu / "cpu.shares", str(max(2, round(limits.cpu_request_cores * 1024))))
@@ -292,10 +278,10 @@ class CgroupV1(Hierarchy):
 
     def usage(self, rel: str) -> Usage:
         memory = self.parents["memory"] / rel
-        cpu_ns = _int(_read(self.parents["cpuacct"] / rel / "cpuacct.usage"))
-        oom = _keyed(_read(memory / "memory.oom_control"), "oom_kill")
+        cpu_ns = int_of(_read(self.parents["cpuacct"] / rel / "cpuacct.usage"))
+        oom = keyed_number(_read(memory / "memory.oom_control"), "oom_kill")
         return Usage(
-            _int(_read(memory / "memory.max_usage_in_bytes")),
+            int_of(_read(memory / "memory.max_usage_in_bytes")),
             None if cpu_ns is None else cpu_ns / 1e9,
             oom or 0,
         )
@@ -388,18 +374,18 @@ class CgroupV2(Hierarchy):
         with contextlib.suppress(FileNotFoundError):
             _write(path / "cgroup.freeze", "1" if frozen else "0")
             deadline = time.monotonic() + 5.0
-            while frozen and _keyed(_read(path / "cgroup.events"), "frozen") == 0:
+            while frozen and keyed_number(_read(path / "cgroup.events"), "frozen") == 0:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.005)
 
     def usage(self, rel: str) -> Usage:
         path = self.top / rel
-        usec = _keyed(_read(path / "cpu.stat"), "usage_usec")
+        usec = keyed_number(_read(path / "cpu.stat"), "usage_usec")
         return Usage(
-            _int(_read(path / "memory.peak")),
+            int_of(_read(path / "memory.peak")),
             None if usec is None else usec / 1e6,
-            _keyed(_read(path / "memory.events"), "oom_kill") or 0,
+            keyed_number(_read(path / "memory.events"), "oom_kill") or 0,
         )
 
 
