@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from sqlalchemy import update
@@ -11,25 +10,7 @@ from ringleader.server.db import utcnow
 from ringleader.server.models import Token
 from ringleader.server.ui.session import csrf_token_for, safe_next
 from tests.server.conftest import API
-
-HTML = {"Accept": "text/html"}
-
-
-def _login(api: API, client_id: str | None = None, secret: str | None = None, next: str = "/"):
-    client = api.client
-    form = client.get("/login", headers=HTML)
-    nonce = re.search(r'name="login_nonce" value="([^"]+)"', form.text).group(1)
-    return client.post(
-        "/login",
-        data={
-            "client_id": client_id or api.creds["clientId"],
-            "client_secret": secret or api.creds["clientSecret"],
-            "login_nonce": nonce,
-            "next": next,
-        },
-        headers=HTML,
-        follow_redirects=False,
-    )
+from tests.server.ui.forms import HTML, login_response
 
 
 def test_a_page_without_a_session_redirects_to_login_and_keeps_where_it_was_going(api: API):
@@ -43,7 +24,7 @@ def test_a_page_without_a_session_redirects_to_login_and_keeps_where_it_was_goin
 
 
 def test_login_sets_an_httponly_strict_cookie_and_goes_where_it_was_asked(api: API):
-    answer = _login(api, next="/workloads")
+    answer = login_response(api, next="/workloads")
     assert answer.status_code == 303 and answer.headers["location"] == "/workloads"
     cookie = answer.headers["set-cookie"]
     assert "rl_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
@@ -54,7 +35,7 @@ def test_login_sets_an_httponly_strict_cookie_and_goes_where_it_was_asked(api: A
 
 
 def test_a_wrong_secret_is_refused_without_a_cookie_or_an_echoed_secret(api: API):
-    answer = _login(api, secret="wrong-secret-xyz")
+    answer = login_response(api, secret="wrong-secret-xyz")
     assert answer.status_code == 401
     assert "Wrong client ID or secret." in answer.text
     assert "wrong-secret-xyz" not in answer.text
@@ -80,7 +61,7 @@ def test_next_never_leaves_the_site():
 
 
 def test_logout_needs_the_csrf_token_and_then_ends_the_session(api: API):
-    _login(api)
+    login_response(api)
     token = api.client.cookies["rl_session"]
     refused = api.client.post("/logout", headers=HTML, follow_redirects=False)
     assert refused.status_code == 403
@@ -103,7 +84,7 @@ def test_logout_needs_the_csrf_token_and_then_ends_the_session(api: API):
 
 
 def test_an_expired_session_says_so_on_the_login_page(api: API):
-    _login(api)
+    login_response(api)
     with api.client.app.state.sessions() as s, s.begin():
         s.execute(update(Token).values(expires_at=utcnow() - timedelta(seconds=1)))
     answer = api.client.get("/workloads", headers=HTML, follow_redirects=False)
@@ -113,11 +94,11 @@ def test_an_expired_session_says_so_on_the_login_page(api: API):
 
 
 def test_the_api_ignores_the_session_cookie(api: API):
-    _login(api)
+    login_response(api)
     answer = api.client.get("/api/v1/workloads")
     assert answer.status_code == 401
 
 
 def test_docs_open_with_the_ui_session(api: API):
-    _login(api)
+    login_response(api)
     assert api.client.get("/docs", headers=HTML).status_code == 200

@@ -7,7 +7,7 @@ import re
 
 from tests.conftest import wait_until
 from tests.server.conftest import API
-from tests.server.ui.test_workloads_page import HTML, login
+from tests.server.ui.forms import HTML, login
 
 
 def test_an_action_on_a_workload_deleted_meanwhile_says_so_and_does_nothing(api: API):

@@ -14,35 +14,13 @@ from typer.testing import CliRunner
 from ringleader.server.auth import create_access_key
 from ringleader.server.models import User
 from ringleader.server.ui import workload_logs, workload_page
-from ringleader.server.ui.session import csrf_token_for
 from ringleader.spec import split_command
 from tests.conftest import wait_until
 from tests.server.conftest import API, SQLITE_ONLY
+from tests.server.ui.forms import FETCH, HTML, login
 
-HTML = {"Accept": "text/html"}
-FETCH = {"X-Requested-With": "fetch"}
 # Prints one line per pod and a traceback-free goodbye; quick on a 2-core box.
 HELLO = "python -c \"import os; print('hello from', os.environ.get('RANK'))\""
-
-
-def login(api: API, client_id: str | None = None, secret: str | None = None) -> str:
-    """Log the TestClient in through the login form; returns the session's CSRF token."""
-    client = api.client
-    client.cookies.clear()
-    form = client.get("/login", headers=HTML)
-    nonce = re.search(r'name="login_nonce" value="([^"]+)"', form.text).group(1)
-    answer = client.post(
-        "/login",
-        data={
-            "client_id": client_id or api.creds["clientId"],
-            "client_secret": secret or api.creds["clientSecret"],
-            "login_nonce": nonce,
-        },
-        headers=HTML,
-        follow_redirects=False,
-    )
-    assert answer.status_code == 303, answer.text
-    return csrf_token_for(client.cookies["rl_session"])
 
 
 def outsider(api: API) -> tuple[str, str]:

@@ -15,34 +15,10 @@ from ringleader.server.auth import create_access_key
 from ringleader.server.db import utcnow
 from ringleader.server.models import Pod, Project, ProjectMember, User, Workload
 from ringleader.server.services.workloads import requested
-from ringleader.server.ui.session import csrf_token_for
 from ringleader.spec import WorkloadSpec
 from tests.conftest import wait_until
 from tests.server.conftest import API
-
-HTML = {"Accept": "text/html"}
-FETCH = {"X-Requested-With": "fetch"}
-
-
-def login(api: API, client_id: str | None = None, secret: str | None = None) -> str:
-    """Log the test client in through the login form; returns the CSRF token."""
-    client = api.client
-    client.cookies.clear()
-    form = client.get("/login", headers=HTML)
-    nonce = re.search(r'name="login_nonce" value="([^"]+)"', form.text).group(1)
-    answer = client.post(
-        "/login",
-        data={
-            "client_id": client_id or api.creds["clientId"],
-            "client_secret": secret or api.creds["clientSecret"],
-            "login_nonce": nonce,
-            "next": "/workloads",
-        },
-        headers=HTML,
-        follow_redirects=False,
-    )
-    assert answer.status_code == 303, answer.text
-    return csrf_token_for(client.cookies["rl_session"])
+from tests.server.ui.forms import FETCH, HTML, login
 
 
 def insert(api: API, rows: list[dict[str, Any]]) -> list[str]:
