@@ -59,9 +59,14 @@ _FACTORS = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 MAX_WORKERS = 10_000
 MAX_SLOTS_PER_WORKER = 1_024
 MAX_GPUS_PER_POD = 1_024
-# Strings, in characters.  A command or its args is one string the size of a Linux
-# argument (MAX_ARG_STRLEN is 128 KiB); a pod's variables fit well inside ARG_MAX.
-MAX_COMMAND_CHARS = 262_144  # command, and args: room for a long `python -c` (bench: 100 KB)
+# Strings, in characters.  Linux refuses an exec ("Argument list too long") when one
+# argument string is over MAX_ARG_STRLEN (128 KiB) or argv plus the environment is over
+# ARG_MAX (2 MiB with the default 8 MiB stack).  A command or its args may reach a pod
+# as one word (`python -c '...'`), next to the pod's variables (at most 256 KiB) and
+# ringleader's own: 32 Ki characters (32 KiB of ASCII) is a quarter of MAX_ARG_STRLEN,
+# far more than a real training command needs, and cheap to store, list and show (a
+# 200 KB command was accepted, then failed every restart with E2BIG).
+MAX_COMMAND_CHARS = 32_768  # command, and args, each
 MAX_ENV_VARS = 256  # per pod spec
 MAX_ENV_NAME_CHARS = 256
 MAX_ENV_VALUE_CHARS = 32_768

@@ -224,6 +224,9 @@ def test_a_new_users_secret_is_shown_once_and_its_key_logs_in(
     client_id = re.search(r"<code>(rl-[0-9a-f]+)</code>", created.text).group(1)  # type: ignore[union-attr]
     secret = re.search(r'id="client-secret">([^<]+)<', created.text).group(1)  # type: ignore[union-attr]
     assert "shown only this once" in created.text and "no-store" in created.headers["cache-control"]
+    # A Copy button for the secret (shown by pages.js; the text stays selectable without it).
+    assert re.search(r'<button type="button" class="copy" data-copy="client-secret"', created.text)
+    assert "/ui-static/pages.js" in created.text
     erin = next(u for u in api.get("/api/v1/users").json() if u["username"] == "erin")
     assert [(m["projectName"], m["role"]) for m in erin["projects"]] == [("default", "viewer")]
     for path in ("/admin/users", f"/admin/users/{erin['id']}"):
@@ -231,6 +234,9 @@ def test_a_new_users_secret_is_shown_once_and_its_key_logs_in(
         assert later.status_code == 200 and secret not in later.text
         assert "erin" in later.text
     assert client_id in api.client.get(f"/admin/users/{erin['id']}", headers=HTML).text
+    # "OS user" says which account erin's workloads run as, not a bare "none (mapped)".
+    shown = text(api.client.get(f"/admin/users/{erin['id']}", headers=HTML).text)
+    assert "workload" in shown and " run" in shown and "(mapped)" not in shown, shown[:600]
 
     # A second key: its secret once too; then revoked (it no longer logs in).
     made = post(api, f"/admin/users/{erin['id']}/keys", token, name="laptop")
@@ -243,6 +249,9 @@ def test_a_new_users_secret_is_shown_once_and_its_key_logs_in(
     assert duplicate.status_code == 400 and "already has an access key named" in duplicate.text
     bad = post(api, f"/admin/users/{erin['id']}/keys", token, name="Bad Name!")
     assert bad.status_code == 400 and 'id="name-error"' in bad.text
+    empty = post(api, f"/admin/users/{erin['id']}/keys", token, name="")
+    assert empty.status_code == 400
+    assert re.search(r'id="name-error">a name is required<', empty.text), text(empty.text)[:600]
     with api.client.app.state.sessions() as s:
         key_id = s.scalar(select(AccessKey.id).where(AccessKey.client_id == second_id))
     revoked = post(api, f"/admin/users/{erin['id']}/keys/{key_id}/revoke", token)

@@ -52,6 +52,8 @@ def _setup(ui: UI) -> str:
             ],
         }
         assert api.post("/api/v1/org-unit/projects", json=team_a).status_code == 201
+        long_name = {"username": "x" * 255}  # the longest the API takes
+        assert api.post("/api/v1/users", json=long_name).status_code == 201
         team_b = {"name": "team-b", "resources": [{"gpu": {"deserved": 1}}]}
         assert api.post("/api/v1/org-unit/projects", json=team_b).status_code == 201
         project = api.get("/api/v1/org-unit/projects/team-a").json()["id"]
@@ -104,6 +106,7 @@ def test_an_admin_makes_a_user_who_logs_in_and_sees_only_their_project(gpu_ui: U
     _shots(ui, "admin-users")
     page.get_by_role("button", name="Create user").click()
     assert "shown only this once" in page.inner_text("main")
+    assert page.get_by_role("button", name="Copy").is_visible()
     _shots(ui, "admin-user-created")
     page.get_by_role("link", name="Back to dana").click()
     # A second key for dana, made on her page.
@@ -118,7 +121,10 @@ def test_an_admin_makes_a_user_who_logs_in_and_sees_only_their_project(gpu_ui: U
     _shots(ui, "admin-user")
     ui.goto("/admin/users")
     assert page.get_by_role("link", name="dana").is_visible() and secret not in page.content()
-    ui.shot("admin-users-list")
+    # A 255-character name wraps in its cell: every column stays on screen.
+    last = page.get_by_role("columnheader", name="Created").bounding_box()
+    assert last is not None and last["x"] + last["width"] <= VIEWPORT["width"], last
+    _shots(ui, "admin-users-list")
     page.get_by_role("link", name="dana").click()
     # An invalid key name: the message next to the field, nothing made.
     page.get_by_label("New access key name").fill("Bad Name")

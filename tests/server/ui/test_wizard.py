@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from ringleader.server.ui.session import csrf_token_for
+from ringleader.spec import MAX_COMMAND_CHARS
 from tests.server.conftest import API
 
 HTML = {"Accept": "text/html"}
@@ -242,7 +243,7 @@ def test_every_problem_is_shown_by_its_field_values_kept_nothing_created(api: AP
     assert "whole number" in _field_error(page, "workers")
     assert "between 0 and 100" in _field_error(page, "gpu_portion")
     assert "not a memory quantity" in _field_error(page, "cpu_memory")
-    assert "greater than or equal to 0" in _field_error(page, "backoff_limit")
+    assert _field_error(page, "backoff_limit") == "must be at least 0"  # not pydantic's voice
     assert "nothing was created" in page
     # What was typed is still there.
     assert 'value="Bad_Name"' in page and "python &#39;unclosed</textarea>" in page
@@ -267,6 +268,7 @@ def test_service_refusals_land_on_their_fields(api: API):
     answer = _post(api, csrf, _form(api))
     assert answer.status_code == 422
     assert "already exists" in _field_error(answer.text, "name")
+    assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", _field_error(answer.text, "name"))  # no ids
     # No project chosen, and an unknown asset.
     answer = _post(api, csrf, _form(api, project="", environment="nope"))
     assert "choose a project" in _field_error(answer.text, "project")
@@ -284,12 +286,18 @@ def test_a_bad_value_from_an_asset_is_blamed_on_the_asset(api: API):
 
 
 def test_new_environment_and_compute_are_saved_selected_and_nothing_else(api: API):
+    """The panels hold every field their asset saves (seed 002: + NEW ENVIRONMENT, a
+    name, the Image URL, CREATE ENVIRONMENT); the workload's own fields are not saved."""
     csrf = _login(api)
+    page = api.get("/workloads/new").text
+    for label in ("Environment name", "Image URL", "Compute resource name"):
+        assert f">{label}</label>" in page
     form = _form(
         api,
-        command="",
-        image="kubeflow/pytorch-dist-mnist:latest",
+        image="not/this:one",
         new_environment_name="pytorch-dt",
+        new_environment_image="kubeflow/pytorch-dist-mnist:latest",
+        new_environment_env="EPOCHS=3",
         action="create-environment",
     )
     answer = _post(api, csrf, form)
@@ -297,14 +305,16 @@ def test_new_environment_and_compute_are_saved_selected_and_nothing_else(api: AP
     assert "Environment pytorch-dt created and selected." in answer.text
     (env,) = api.get("/api/v1/asset/environment").json()["entries"]
     assert env["spec"]["image"] == "kubeflow/pytorch-dist-mnist:latest"
+    assert env["spec"]["environmentVariables"][0]["name"] == "EPOCHS"
+    assert "command" not in env["spec"] or not env["spec"]["command"]  # the workload's own
     assert re.search(rf'<option value="{env["meta"]["id"]}"[^>]* selected>pytorch-dt', answer.text)
     assert 'value="dist"' in answer.text  # the rest of the form is kept
     # The seed's small-fraction: 1 device, 10% of it, 0.1 cores, 100M.
     form = _form(
         api,
-        gpu_portion="10",
-        cpu_cores="0.1",
-        cpu_memory="100M",
+        new_compute_gpu_portion="10",
+        new_compute_cpu_cores="0.1",
+        new_compute_cpu_memory="100M",
         new_compute_name="small-fraction",
         action="create-compute",
     )
@@ -316,9 +326,10 @@ def test_new_environment_and_compute_are_saved_selected_and_nothing_else(api: AP
     answer = _post(api, csrf, form)
     assert answer.status_code == 422
     assert "already exists" in _field_error(answer.text, "new_compute_name")
-    answer = _post(api, csrf, {**form, "new_compute_name": "", "gpu_memory": "4G"})
+    answer = _post(api, csrf, {**form, "new_compute_name": "", "new_compute_gpu_memory": "4G"})
     assert "give the new compute resource a name" in _field_error(answer.text, "new_compute_name")
-    assert "choose GPU request" in _field_error(answer.text, "gpu_memory")
+    assert "choose GPU request" in _field_error(answer.text, "new_compute_gpu_memory")
+    assert re.search(r'<details class="new-asset" open>\s*<summary>\+ New compute', answer.text)
     assert len(api.get("/api/v1/asset/compute").json()["entries"]) == 1
     assert _workloads(api) == []
 
@@ -424,6 +435,11 @@ def test_bounds_an_unknown_action_and_a_viewer_are_refused_by_their_fields(api: 
     answer = _post(api, csrf, _form(api, working_dir="/x" * 3000))
     assert answer.status_code == 422
     assert "at most 4096 characters" in _field_error(answer.text, "working_dir")
+    # A command longer than one exec argument can take: refused by the API's one bound.
+    answer = _post(api, csrf, _form(api, command="a" * 200_000))
+    assert answer.status_code == 422
+    assert f"at most {MAX_COMMAND_CHARS} characters" in _field_error(answer.text, "command")
+    assert len(answer.text) < 3 * MAX_COMMAND_CHARS  # shown again cut, not 200 KB twice
     answer = _post(api, csrf, _form(api, action="launch-missiles"))
     assert answer.status_code == 400 and "unknown action" in answer.text
     put = api.put("/api/v1/org-unit/projects/default/members/vic", json={"role": "viewer"})

@@ -80,11 +80,15 @@ def test_seed_002_a_distributed_pytorch_workload_through_the_wizard(ui: UI):
     page.wait_for_selector("#name-status.name-free")
     ui.shot("wizard-2-name")
     _continue(ui, "step-name")
-    # Step 3: + NEW ENVIRONMENT: pytorch-dt, the seed's image, CREATE ENVIRONMENT.
-    page.get_by_label("Image").first.fill("kubeflow/pytorch-dist-mnist:latest")
+    # Step 3, as the seed says it: + NEW ENVIRONMENT, pytorch-dt as the name, the
+    # seed's image as the Image URL, CREATE ENVIRONMENT.
     page.get_by_text("+ New environment").click()
     page.get_by_label("Environment name").fill("pytorch-dt")
+    page.get_by_label("Image URL").fill("kubeflow/pytorch-dist-mnist:latest")
     ui.shot("wizard-3-new-environment")
+    ui.page.set_viewport_size(NARROW)
+    ui.shot("wizard-narrow-3-new-environment")
+    ui.page.set_viewport_size({"width": 1280, "height": 800})
     page.get_by_role("button", name="Create environment").click()
     page.wait_for_selector("#saved")
     assert "Environment pytorch-dt created and selected." in page.inner_text("#saved")
@@ -94,8 +98,15 @@ def test_seed_002_a_distributed_pytorch_workload_through_the_wizard(ui: UI):
     assert page.get_by_label("Workload name").input_value() == "seed-dist"  # kept
     ui.shot("wizard-3-environment-selected")
     _continue(ui, "step-environment")
-    # Step 4: 2 workers and small-fraction.
+    # Step 4: 2 workers and small-fraction. Each GPU-request radio has its own name.
     assert page.get_by_label("Workers", exact=True).input_value() == "2"
+    assert page.get_by_label("% of device", exact=True).count() == 1
+    assert page.get_by_label("Master: % of device").count() == 1
+    page.get_by_text("+ New compute resource").click()
+    for label in ("Compute resource name", "GPU devices per pod", "CPU cores per pod"):
+        assert page.get_by_label(label, exact=True).last.is_visible()
+    ui.shot("wizard-4-new-compute")
+    page.get_by_text("+ New compute resource").click()
     page.locator("#f-compute").select_option(label="small-fraction (1 GPU x 10%, 0.1 CPU, 100M)")
     ui.shot("wizard-4-compute")
     _continue(ui, "step-compute")
@@ -186,9 +197,9 @@ def test_keyboard_only_creation(ui: UI):
     keys.type("by-keys")
     ui.page.wait_for_selector("#name-status.name-free")
     ui.shot("wizard-narrow-2-name")
-    _tab_to_continue(ui)
-    keys.press("Enter")
+    keys.press("Enter")  # in a field of a step not the last: Continue, not Create
     assert ui.page.evaluate("document.activeElement.id") == "f-environment"
+    assert "by-keys" not in _cli(ui, "list", "-A")
     keys.type("pytorch")  # a select takes typed letters
     assert ui.page.locator("#f-environment option:checked").inner_text().startswith("pytorch-dt")
     _tab_to_continue(ui)

@@ -7,9 +7,12 @@ from typing import Any
 from fastapi import Depends
 from pydantic import ValidationError
 
+from ringleader.server.accounts import RUN_AS_USER, account_name, mapped_name
+from ringleader.server.config import ServerConfig
 from ringleader.server.models import User
 from ringleader.server.services.roles import require_global_admin
 from ringleader.server.ui.session import csrf_checked, ui_user
+from ringleader.server.ui.wizard_form import friendly
 
 ROLES = ("researcher", "admin", "viewer")
 MAX_FIELD = 255  # characters of any one form field read
@@ -42,7 +45,9 @@ def pydantic_errors(exc: ValidationError, names: dict[str, str]) -> dict[str, st
     out: dict[str, str] = {}
     for error in exc.errors():
         where = str(error["loc"][0]) if error["loc"] else ""
-        message = error["msg"].removeprefix("Value error, ")
+        message = friendly(error["msg"])
+        if error["type"] == "string_too_short" and not error.get("input"):
+            message = "a name is required" if where in ("name", "username") else "required"
         if error["type"] == "string_pattern_mismatch":
             message = "letters, digits and . _ @ + - only, starting with a letter or digit"
             if where in ("osUser", "os_user"):
@@ -54,3 +59,22 @@ def pydantic_errors(exc: ValidationError, names: dict[str, str]) -> dict[str, st
                 )
         out.setdefault(names.get(where, where), message)
     return out
+
+
+def runs_as(config: ServerConfig, target: User) -> str:
+    """Which OS account ``target``'s workloads run as, in words (the "OS user" fact): the
+    user's own ``osUser``, else the account mapped from the name, unless the server runs
+    every workload as one account (``--run-as``)."""
+    own = target.os_user or "none"
+    fixed = account_name(config.run_as)
+    if fixed is not None:
+        return f"{own} (not used: every workload runs as {fixed}, --run-as account:{fixed})"
+    if config.run_as != RUN_AS_USER:
+        return f"{own} (not used: every workload runs as the server's account, --run-as server)"
+    if target.os_user:
+        return f"{target.os_user}: this user's workloads run as this existing account"
+    mapped = mapped_name(target.username, config.run_as_template)
+    return (
+        f"none: this user's workloads run as {mapped}, an account named after the user "
+        f"(--run-as-template {config.run_as_template}), created on first use"
+    )

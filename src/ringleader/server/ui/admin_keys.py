@@ -23,9 +23,17 @@ from ringleader.server.deps import get_session
 from ringleader.server.models import AccessKey, Project, Token, User
 from ringleader.server.schemas import AccessKeyIn
 from ringleader.server.services import projects, users
-from ringleader.server.ui.admin_common import ROLES, admin_form, admin_user, field, pydantic_errors
+from ringleader.server.ui.admin_common import (
+    ROLES,
+    admin_form,
+    admin_user,
+    field,
+    pydantic_errors,
+    runs_as,
+)
 from ringleader.server.ui.render import page
 from ringleader.server.ui.session import session_token, set_notice
+from ringleader.server.ui.wizard_form import friendly
 
 router = APIRouter(include_in_schema=False)
 
@@ -55,12 +63,13 @@ def user_page(
         status_code=status_code,
         title=f"User {target.username}",
         target=target,
+        runs_as=runs_as(request.app.state.config, target),
         keys=users.list_keys(s, s.get(User, target.id)).access_keys,  # type: ignore[arg-type]
         own_key=_own_key(s, request),
         joinable=joinable,
         roles=ROLES,
         max_keys=users.MAX_KEYS,
-        problem=problem,
+        problem=friendly(problem) if problem else None,
         errors=errors or {},
         values=values or {},
     )

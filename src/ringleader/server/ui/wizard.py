@@ -242,20 +242,28 @@ def _chosen_asset(
 
 
 def _validation_errors(exc: ValidationError, values: dict[str, str], errors: wf.FieldErrors,
-                       fallback: str = "") -> None:  # fmt: skip
+                       fallback: str = "", prefix: str = "") -> None:  # fmt: skip
+    """Each problem on its field; ``prefix`` names a new-asset panel's own fields."""
     for error in exc.errors():
         loc = error["loc"]
-        field = wf.field_for(loc) if loc and loc[0] != "meta" else fallback
-        errors.add(wf.blame_asset(field, values) or fallback, error["msg"])
+        field = wf.field_for(loc) if loc and loc[0] != "meta" else ""
+        if prefix:
+            errors.add(prefix + field if field else fallback, error["msg"])
+        else:
+            errors.add(wf.blame_asset(field, values) or fallback, error["msg"])
 
 
 def _service_errors(exc: RingleaderError, values: dict[str, str], errors: wf.FieldErrors,
-                    name_field: str) -> None:  # fmt: skip
+                    name_field: str, prefix: str = "") -> None:  # fmt: skip
     """A service's refusal on its field: InvalidSpec's ``where``, a taken name on
     the name, a project one may not use on the project."""
     if isinstance(exc, InvalidSpec):
         for where, problem in exc.fields:
-            errors.add(wf.blame_asset(wf.field_for(where), values), problem)
+            field = wf.field_for(where)
+            if prefix:
+                errors.add(prefix + field if field else name_field, problem)
+            else:
+                errors.add(wf.blame_asset(field, values), problem)
     elif isinstance(exc, Conflict):
         errors.add(name_field, str(exc))
     elif isinstance(exc, (NotFound, Forbidden)):
@@ -301,11 +309,12 @@ def _save_asset(
     errors: wf.FieldErrors,
     kind: AssetKind[Any, Any],
 ) -> Response:
-    """ "+ New environment" / "+ New compute resource": the entered values saved as an
-    asset of the project and selected; the workload is not created yet."""
+    """ "+ New environment" / "+ New compute resource": the panel's own fields saved as
+    an asset of the project and selected; the workload is not created yet."""
     is_env = kind is ENVIRONMENT
-    name_field = "new_environment_name" if is_env else "new_compute_name"
-    own = wf.environment_of(values, "", errors) if is_env else wf.compute_of(values, "", errors)
+    prefix = wf.NEW_ENV if is_env else wf.NEW_COMPUTE
+    name_field = prefix + "name"
+    own = (wf.environment_of if is_env else wf.compute_of)(values, prefix, errors)
     project = _project(s, user, values, errors)
     name = values[name_field].strip()
     if not name:
@@ -318,20 +327,20 @@ def _save_asset(
     try:
         body = request_model.model_validate({"meta": meta, "spec": own})
     except ValidationError as exc:
-        _validation_errors(exc, values, errors, fallback=name_field)
+        _validation_errors(exc, values, errors, fallback=name_field, prefix=prefix)
     if body is None or errors:
         return _form_page(request, s, user, values, errors, status_code=422)
     try:
         made = assets.create(s, user, kind, body.meta, body.spec)  # type: ignore[attr-defined]
     except RingleaderError as exc:
         s.rollback()
-        _service_errors(exc, values, errors, name_field)
+        _service_errors(exc, values, errors, name_field, prefix=prefix)
         return _form_page(request, s, user, values, errors, status_code=422)
     cleared = (*wf.POD_TEXT, "env") if is_env else wf.COMPUTE_FIELDS
-    values.update({field: "" for field in cleared})
+    values.update({prefix + field: "" for field in cleared})
     values.update({name_field: "", "environment" if is_env else "compute": made.meta.id})
     if not is_env:
-        values["gpu_request_type"] = "portion"
+        values[prefix + "gpu_request_type"] = "portion"
     saved = f"{kind.title.capitalize()} {made.meta.name} created and selected."
     step = "step-environment" if is_env else "step-compute"
     return _form_page(request, s, user, values, saved=saved, start_step=step)

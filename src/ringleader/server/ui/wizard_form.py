@@ -13,6 +13,7 @@ form field to mark.  ``from_spec`` goes back, for "Copy & edit".
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,10 @@ from ringleader.server.asset_schemas import ComputeAssetSpec, EnvironmentAssetSp
 from ringleader.spec import MAX_COMMAND_CHARS, MAX_ENV_TOTAL_CHARS, PodSpec, WorkloadSpec
 
 MASTER = "master_"  # the prefix of the master's own fields
+# The prefixes of the "+ New environment" / "+ New compute resource" panels' own fields:
+# the panel holds every field the asset saves (the seed: name, Image URL, CREATE).
+NEW_ENV = "new_environment_"
+NEW_COMPUTE = "new_compute_"
 POD_TEXT = ("image", "command", "args", "working_dir")
 COMPUTE_FIELDS = (
     "gpu_devices",
@@ -47,6 +52,8 @@ FIELDS = (
     "interactive",
     "master_differs",
     *(MASTER + f for f in POD_FIELDS),
+    *(NEW_ENV + f for f in (*POD_TEXT, "env")),
+    *(NEW_COMPUTE + f for f in COMPUTE_FIELDS),
 )
 # Characters one field may hold: a command is as long as the API takes; the rest short.
 _LONG = {"command": MAX_COMMAND_CHARS, "args": MAX_COMMAND_CHARS, "env": MAX_ENV_TOTAL_CHARS}
@@ -108,17 +115,58 @@ _SPEC_WIRE = {
 _ENVIRONMENT_OWN = {"image", "command", "args", "working_dir", "env"}
 
 
+def base_of(field: str) -> str:
+    """The field without its master or new-asset prefix (``master_image`` -> ``image``)."""
+    for prefix in (MASTER, NEW_ENV, NEW_COMPUTE):
+        if field.startswith(prefix) and field not in LABELS:
+            return field.removeprefix(prefix)
+    return field
+
+
+_WHOSE = {MASTER: "Master: ", NEW_ENV: "New environment: ", NEW_COMPUTE: "New compute resource: "}
+
+
 def label(field: str) -> str:
-    base = field.removeprefix(MASTER)
+    base = base_of(field)
     text = LABELS.get(base, base.replace("_", " ").capitalize())
-    return f"Master: {text}" if field.startswith(MASTER) else text
+    if base == "image" and field.startswith(NEW_ENV):
+        text = "Image URL"
+    whose = next((w for p, w in _WHOSE.items() if field != base and field.startswith(p)), "")
+    return whose + text
+
+
+# pydantic's wording -> the form's: "must be at least 1", not "Input should be ...".
+_FRIENDLY = [
+    (re.compile(r"^Input should be greater than or equal to (\S+)$"), r"must be at least \1"),
+    (re.compile(r"^Input should be less than or equal to (\S+)$"), r"must be at most \1"),
+    (re.compile(r"^Input should be greater than (\S+)$"), r"must be more than \1"),
+    (re.compile(r"^Input should be less than (\S+)$"), r"must be less than \1"),
+    (re.compile(r"^Input should be a valid integer.*$"), "must be a whole number"),
+    (re.compile(r"^Input should be a finite number$"), "must be a number"),
+    (re.compile(r"^Input should be a valid number.*$"), "must be a number"),
+    (re.compile(r"^String should have at least 1 characters?$"), "is required"),
+    (re.compile(r"^String should have at least (\d+) characters$"), r"at least \1 characters"),
+    (re.compile(r"^String should have at most (\d+) characters$"), r"at most \1 characters"),
+    (re.compile(r"^Field required$"), "is required"),
+    # A refusal names things by name; the internal id it may add means nothing here.
+    (re.compile(r" \(id [0-9a-f-]{36}(, ([^)]*))?\)"), r" (\2)"),
+    (re.compile(r" \(\)"), ""),
+]
+
+
+def friendly(message: str) -> str:
+    """A validation or service message in the UI's words (the API's stay as they are)."""
+    text = message.removeprefix("Value error, ")
+    for pattern, replacement in _FRIENDLY:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 class FieldErrors(dict[str, str]):
     """Form field (or "" for the form as a whole) -> its first problem."""
 
     def add(self, field: str | None, message: str) -> None:
-        self.setdefault(field or "", message.removeprefix("Value error, "))
+        self.setdefault(field or "", friendly(message))
 
 
 def field_for(loc: Sequence[str | int] | str | None) -> str:
@@ -150,7 +198,7 @@ def bounded_values(form: Mapping[str, Any], errors: FieldErrors) -> dict[str, st
     for field in FIELDS:
         raw = form.get(field)
         value = raw if isinstance(raw, str) else ""
-        bound = _LONG.get(field.removeprefix(MASTER), MAX_FIELD_CHARS)
+        bound = _LONG.get(base_of(field), MAX_FIELD_CHARS)
         if len(value) > bound:
             errors.add(field, f"at most {bound} characters; this has {len(value)}")
             value = value[:bound]
@@ -366,5 +414,6 @@ def defaults(project_id: str = "") -> dict[str, str]:
         backoff_limit="6",
         gpu_request_type="portion",
         master_gpu_request_type="portion",
+        new_compute_gpu_request_type="portion",
     )
     return values

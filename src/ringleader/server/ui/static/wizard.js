@@ -13,7 +13,7 @@
 
   // ----- which fields apply --------------------------------------------------------
   function showGpuKind() {
-    for (const prefix of ["", "master_"]) {
+    for (const prefix of ["", "master_", "new_compute_"]) {
       const kind = form.elements[prefix + "gpu_request_type"]?.value || "portion";
       for (const input of $$(`[name="${prefix}gpu_portion"], [name="${prefix}gpu_memory"]`)) {
         const field = input.closest(".field");
@@ -141,6 +141,19 @@
       }
     });
   }
+
+  // Enter in a field of a step that is not the last is CONTINUE: creating at once would
+  // skip the steps not yet seen. On the last step it creates (the form's first button).
+  // A textarea keeps its Enter (a new line); a button is pressed as itself.
+  form.addEventListener("keydown", (event) => {
+    const target = event.target;
+    if (event.key !== "Enter" || event.defaultPrevented || target.tagName !== "INPUT") return;
+    if (["button", "submit", "reset"].includes(target.type)) return;
+    const index = stepOf(target);
+    if (index < 0 || index >= steps.length - 1) return;
+    event.preventDefault();
+    show(index + 1, true);
+  });
 
   const invalid = $('[aria-invalid="true"]');
   let start = 0;
