@@ -15,23 +15,13 @@ from ringleader.server.models import AccessKey, Node
 from ringleader.server.services import ui_pages
 from ringleader.server.services.users import find_user
 from tests.server.conftest import API
-
-HTML = {"Accept": "text/html"}
+from tests.server.ui import forms
+from tests.server.ui.forms import HTML
 
 
 def login(api: API, client_id: str, secret: str) -> None:
     """Log the in-process client in through the login form (its cookie replaces any other)."""
-    client = api.client
-    client.cookies.clear()
-    form = client.get("/login", headers=HTML)
-    nonce = re.search(r'name="login_nonce" value="([^"]+)"', form.text).group(1)  # type: ignore[union-attr]
-    answer = client.post(
-        "/login",
-        data={"client_id": client_id, "client_secret": secret, "login_nonce": nonce},
-        headers=HTML,
-        follow_redirects=False,
-    )
-    assert answer.status_code == 303, answer.text
+    forms.login(api, client_id, secret)
 
 
 def login_admin(api: API) -> None:

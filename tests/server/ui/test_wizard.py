@@ -11,32 +11,10 @@ from typing import Any
 
 import httpx
 
-from ringleader.server.ui.session import csrf_token_for
 from ringleader.spec import MAX_COMMAND_CHARS
 from tests.server.conftest import API
-
-HTML = {"Accept": "text/html"}
-
-
-def _login(api: API, client_id: str | None = None, secret: str | None = None) -> str:
-    """Log the TestClient in through the login page; the session's CSRF token."""
-    client = api.client
-    client.cookies.clear()
-    form = client.get("/login", headers=HTML)
-    nonce = re.search(r'name="login_nonce" value="([^"]+)"', form.text).group(1)
-    answer = client.post(
-        "/login",
-        data={
-            "client_id": client_id or api.creds["clientId"],
-            "client_secret": secret or api.creds["clientSecret"],
-            "login_nonce": nonce,
-            "next": "/",
-        },
-        headers=HTML,
-        follow_redirects=False,
-    )
-    assert answer.status_code == 303, answer.text
-    return csrf_token_for(client.cookies["rl_session"])
+from tests.server.ui.forms import HTML
+from tests.server.ui.forms import login as _login
 
 
 def _form(api: API, **fields: str) -> dict[str, str]:
