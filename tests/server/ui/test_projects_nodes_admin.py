@@ -214,9 +214,8 @@ def test_a_new_users_secret_is_shown_once_and_its_key_logs_in(
     client_id = re.search(r"<code>(rl-[0-9a-f]+)</code>", created.text).group(1)  # type: ignore[union-attr]
     secret = re.search(r'id="client-secret">([^<]+)<', created.text).group(1)  # type: ignore[union-attr]
     assert "shown only this once" in created.text and "no-store" in created.headers["cache-control"]
-    # A Copy button for the secret (shown by pages.js; the text stays selectable without it).
+    # A Copy button for the secret (shown by app.js; the text stays selectable without it).
     assert re.search(r'<button type="button" class="copy" data-copy="client-secret"', created.text)
-    assert "/ui-static/pages.js" in created.text
     erin = next(u for u in api.get("/api/v1/users").json() if u["username"] == "erin")
     assert [(m["projectName"], m["role"]) for m in erin["projects"]] == [("default", "viewer")]
     for path in ("/admin/users", f"/admin/users/{erin['id']}"):

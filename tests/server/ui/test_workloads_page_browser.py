@@ -60,6 +60,7 @@ def test_a_workload_appears_updates_live_and_is_stopped_resumed_and_deleted(ui: 
     assert ui.page.locator('input[value="live-run-copy"]').count() == 1
     ui.goto("/workloads")
 
+    ui.page.once("dialog", lambda dialog: dialog.accept())  # Stop asks first, as Delete does
     ui.page.get_by_role("button", name="Stop live-run").click()
     ui.page.wait_for_load_state()
     assert "Stopping live-run." in ui.page.get_by_role("status").first.inner_text()

@@ -52,6 +52,39 @@ const ringleader = (() => {
     if (confirmed) confirmed.value = "yes";
   });
 
-  document.addEventListener("DOMContentLoaded", () => localTimes());
-  return { csrf, request, poll, localTimes };
+  // Copy ``source``'s text: to the clipboard, else (plain http, or refused) select it
+  // for Ctrl+C; the button (and a #copy-state live region, if any) says which.
+  async function copyFrom(source, button) {
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(source.textContent);
+      copied = true;
+    } catch (err) {
+      const range = document.createRange();
+      range.selectNodeContents(source);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      copied = Boolean(document.execCommand && document.execCommand("copy"));
+    }
+    button.textContent = copied ? "Copied" : "Selected: press Ctrl+C";
+    const state = document.getElementById("copy-state");
+    if (state) state.textContent = button.textContent;
+    setTimeout(() => { button.textContent = "Copy"; }, 2000);
+  }
+
+  // <button class="copy" data-copy="ID" hidden>: copies #ID's text; shown only once
+  // this script runs, so a page without script never shows a dead button.
+  function copyButtons(root = document) {
+    for (const button of root.querySelectorAll("button.copy[data-copy]")) {
+      const source = document.getElementById(button.dataset.copy);
+      if (!source || button.dataset.wired) continue;
+      button.dataset.wired = "1";
+      button.hidden = false;
+      button.addEventListener("click", () => copyFrom(source, button));
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => { localTimes(); copyButtons(); });
+  return { csrf, request, poll, localTimes, copyFrom, copyButtons };
 })();

@@ -250,27 +250,4 @@
     }, 150);
   });
   setInterval(() => { if (!document.hidden) pollMetrics(); }, METRICS_MS);
-
-  // ----- copy buttons ---------------------------------------------------------------------
-  const copyState = document.getElementById("copy-state");
-  for (const button of document.querySelectorAll("button.copy")) {
-    button.addEventListener("click", async () => {
-      const source = document.getElementById(button.dataset.copy);
-      let copied = false;
-      try {
-        await navigator.clipboard.writeText(source.textContent);
-        copied = true;
-      } catch (err) {
-        const range = document.createRange();
-        range.selectNodeContents(source);
-        const selection = window.getSelection();
-        selection.removeAllRanges();
-        selection.addRange(range);
-        copied = document.execCommand && document.execCommand("copy");
-      }
-      button.textContent = copied ? "Copied" : "Selected: press Ctrl+C";
-      copyState.textContent = button.textContent;
-      setTimeout(() => { button.textContent = "Copy"; }, 2000);
-    });
-  }
 })();

@@ -12,17 +12,13 @@
   let version = table.dataset.version;
 
   function addCopyButtons(root) {
-    if (!navigator.clipboard) return;
     for (const code of root.querySelectorAll("code.wl-command")) {
       const button = document.createElement("button");
       button.type = "button";
       button.className = "wl-copy";
       button.textContent = "Copy";
       button.setAttribute("aria-label", "Copy the command");
-      button.addEventListener("click", async () => {
-        await navigator.clipboard.writeText(code.textContent);
-        button.textContent = "Copied";
-      });
+      button.addEventListener("click", () => ringleader.copyFrom(code, button));
       code.after(button);
     }
   }
