@@ -16,7 +16,7 @@ from ringleader.server.db import Database, default_database_url, open_database
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Pod, User, Workload
 from ringleader.server.schemas import EventOut, PodOut, WorkloadOut
-from ringleader.server.services import views
+from ringleader.server.services import node_views, views
 from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
 
@@ -69,7 +69,7 @@ def test_a_workload_its_pods_and_events_as_the_ui_sees_them(database: Database) 
         events = views.events(s, admin, workload_id)
         page = views.workloads(s, admin, filters=["phase==Running"])
         count = views.workload_count(s, admin, ["name=@rai"])
-        (node,) = views.nodes(s, admin)
+        (node,) = node_views.nodes(s, admin)
 
     assert isinstance(shown, WorkloadOut)
     assert (shown.name, shown.actual_phase, shown.project_name) == ("train", "Running", "default")
@@ -106,6 +106,6 @@ def test_views_show_another_project_s_workload_to_nobody_but_its_members(
                 view(s, outsider, workload_id)
         assert views.workloads(s, outsider).total == 0
         assert views.me(s, outsider).projects == []
-        (node,) = views.nodes(s, outsider)
+        (node,) = node_views.nodes(s, outsider)
         assert node.allocated_gpus == 2.0 and node.pods == []  # amounts, not names
         assert s.get(Workload, workload_id) is not None

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
 from ringleader.server.schemas import NodeIn, NodeOut
-from ringleader.server.services import nodes, views
+from ringleader.server.services import node_views, nodes
 
 router = APIRouter(prefix="/api/v1/nodes", tags=["nodes"])
 
@@ -19,14 +19,14 @@ def list_all(
     user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> list[NodeOut]:
     """Every node, its resources and what the scheduler has allocated on it."""
-    return views.nodes(s, user)
+    return node_views.nodes(s, user)
 
 
 @router.get("/{name}", response_model=NodeOut, response_model_by_alias=True)
 def get(
     name: str, user: User = Depends(current_user), s: Session = Depends(get_session)
 ) -> NodeOut:
-    return views.node(s, user, name)
+    return node_views.node(s, user, name)
 
 
 @router.post("", status_code=201, response_model=NodeOut, response_model_by_alias=True)

@@ -1,5 +1,5 @@
 """The registration of SSH nodes (``nodes add``, ``nodes remove``); what a
-node shows (its allocation) is ``views.nodes`` / ``views.node``.
+node shows (its allocation) is ``node_views.nodes`` / ``node_views.node``.
 
 Registration probes the host over SSH before anything is stored, and holds
 no transaction (nor SQLite's write lock) while the probe waits. Only admins
@@ -21,7 +21,7 @@ from ringleader.errors import Conflict, NotFound
 from ringleader.hosts import ssh_host
 from ringleader.server.models import Node, Pod, User, Workload
 from ringleader.server.schemas import NodeIn, NodeOut
-from ringleader.server.services import views
+from ringleader.server.services import node_views
 from ringleader.server.services.projects import require_admin
 from ringleader.server.services.workloads import findable
 from ringleader.server.snapshot import holding
@@ -75,7 +75,7 @@ def register(session: Session, user: User, body: NodeIn, probe: Probe, python: s
     facts = probe(body.ssh)
     node = add_node(session, body, node_state(facts, python, time.time()))
     session.commit()
-    return views.node(session, user, node.name)
+    return node_views.node(session, user, node.name)
 
 
 def remove_node(session: Session, user: User, name: str) -> None:

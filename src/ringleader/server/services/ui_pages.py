@@ -8,7 +8,7 @@ from the same rows, so the figures are the ones the next cycle will use.
 
 Invariants: read-only; visibility is the views' (a user sees the projects
 they belong to, admins all; a GPU's holders from other projects are counted
-but not named, as ``views.nodes`` counts their pods without naming them).
+but not named, as ``node_views.nodes`` counts their pods without naming them).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ringleader.sched.state import CycleState
 from ringleader.sched.text import amount
 from ringleader.server.models import ProjectMember, User, Workload
 from ringleader.server.schemas import NodeOut, ProjectOut
-from ringleader.server.services import views
+from ringleader.server.services import node_views, views
 from ringleader.server.services.workloads import visible_projects
 from ringleader.server.snapshot import MB, holding, holds, load_snapshot
 
@@ -177,8 +177,8 @@ class NodeRow:
 
 
 def nodes(session: Session, user: User) -> list[NodeRow]:
-    """``views.nodes`` plus, per GPU, the shares bound on it and to whom."""
-    shown = views.nodes(session, user)
+    """``node_views.nodes`` plus, per GPU, the shares bound on it and to whom."""
+    shown = node_views.nodes(session, user)
     visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
     rows = session.scalars(
         select(Workload)
