@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from ringleader import spec as spec_module
+from ringleader import shellwords
 from ringleader.server.limits import BodyLimit
+from ringleader.shellwords import split_command
 from ringleader.spec import (
     MAX_COMMAND_CHARS,
     MAX_ENV_VALUE_CHARS,
     MAX_ENV_VARS,
     RESERVED_ENV,
     RESERVED_ENV_PREFIXES,
-    split_command,
 )
 from tests.server.conftest import API
 from tests.server.quiet import quiet_api
@@ -313,10 +313,10 @@ def test_split_command_is_linear_in_its_input(monkeypatch: pytest.MonkeyPatch, u
     possessive quantifiers (no backtracking), and there are at most as many matches
     as characters: the work grows with the input, never with its square (shlex.split
     copies a word at each of its characters)."""
-    segment = spec_module._SEGMENT
+    segment = shellwords._SEGMENT
     for n in (1_000, 100_000):
         counting = CountingPattern(segment)
-        monkeypatch.setattr(spec_module, "_SEGMENT", counting)
+        monkeypatch.setattr(shellwords, "_SEGMENT", counting)
         text = unit * n
         if text.count('"') % 2 or text.count("'") % 2:
             text = unit[0] + "a" * n + unit[0]  # one long quoted word

@@ -39,7 +39,8 @@ from pydantic.alias_generators import to_snake
 from ringleader.cli.submit_argv import ARGV_KEY, SubmitArgv, SubmitCommand
 from ringleader.cli.submit_flags import ASSET_OPTIONS, OPTIONS, V2_COMPUTE
 from ringleader.errors import InvalidSpec
-from ringleader.spec import Framework, WorkloadSpec, split_command
+from ringleader.shellwords import split_command
+from ringleader.spec import Framework, WorkloadSpec
 
 FRAMEWORKS = {f.value.lower(): f for f in Framework}  # --framework is case-insensitive
 # A spec field (snake_case) -> the options that set it; an error names the one typed.

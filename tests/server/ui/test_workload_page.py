@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from ringleader.server.auth import create_access_key
 from ringleader.server.models import User
 from ringleader.server.ui import workload_logs, workload_page
-from ringleader.spec import split_command
+from ringleader.shellwords import split_command
 from tests.conftest import wait_until
 from tests.server.conftest import API, SQLITE_ONLY
 from tests.server.ui.forms import FETCH, HTML, login
