@@ -6,7 +6,7 @@ and pods), ``status`` (the one state table, ``state.json`` -> our status),
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
 hold), ``cgroups`` (the kernel's record of a run's processes: kill,
 limits, usage), ``homes`` (a workload's directory in its OS account's
-home).  This module spawns supervisors and answers the server's calls.
+home), ``exec_target`` (where an exec session into a pod runs).  This module spawns supervisors and answers the server's calls.
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
@@ -52,8 +52,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ringleader.errors import Conflict, NotFound, RingleaderError
-from ringleader.launch.account import NOT_FOUND, pod_process, sudo_argv
+from ringleader.errors import Conflict, RingleaderError
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,
@@ -73,19 +72,18 @@ from ringleader.server.backends.base import (
     Capabilities,
     ExecTarget,
     LogLine,
-    RunAs,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
-from ringleader.server.backends.local.homes import prepare_account_dirs, through_sudo
+from ringleader.server.backends.local.exec_target import exec_target
+from ringleader.server.backends.local.homes import prepare_account_dirs
 from ringleader.server.backends.local.logtail import run_dir_logs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
     LocalPlan,
     LocalPod,
     Where,
-    account_run_as,
     isolation_of,
     plan_launch,
     pods_from_launch,
@@ -367,50 +365,7 @@ class LocalBackend(Backend):
     # ----- exec ----------------------------------------------------------------------
     def exec_target(self, handle: str, pod: str) -> ExecTarget:
         """Where ``exec``/``bash`` run: the pod's live process's directory and environment."""
-        run_dir = Path(handle).resolve()
-        launch = load_launch(run_dir)
-        if launch is None:
-            raise NotFound("workload run", handle)
-        pods = {p.name: p for p in pods_from_launch(launch)}
-        if pod not in pods:
-            raise NotFound("pod", pod)
-        self.check_exec(launch, pods[pod])
-        run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
-        run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
-        if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
-            return self._exec_through_sudo(launch, run_as, pod, rank)
-        found = pod_process(run_id, rank)
-        if found is None:
-            raise Conflict(no_process(pod))
-        pid, env = found
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            cwd = launch.spec.cwd
-        rel = f"{run_id}/{pod}"
-        hierarchy = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
-        if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
-            env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
-            return ExecTarget(
-                node=self.node, cwd=cwd, env=env, prefix=tuple(join_argv([])), run_as=run_as
-            )
-        return ExecTarget(node=self.node, cwd=cwd, env=env, run_as=run_as)
-
-    def _exec_through_sudo(
-        self, launch: LaunchFile, run_as: RunAs, pod: str, rank: int
-    ) -> ExecTarget:
-        """The session as the account through sudo: ``launch/account.py exec`` finds the
-        pod's process, enters its directory and takes its environment, as the account."""
-        python, run_id = launch.spec.python, launch.spec.run_id
-        found = through_sudo(run_as, python, "exec", "--check", run_id, str(rank))
-        if found.returncode == NOT_FOUND:
-            raise Conflict(no_process(pod))
-        if found.returncode != 0:
-            raise RingleaderError(
-                f"cannot exec as {run_as.name}: {found.stderr.strip() or found.returncode}"
-            )
-        prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), "--")
-        return ExecTarget(node=self.node, cwd="/", env={}, prefix=tuple(prefix))
+        return exec_target(self, handle, pod)
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
@@ -442,10 +397,3 @@ class LocalBackend(Backend):
         for handle, proc in list(self._children.items()):
             if proc.poll() is not None:
                 self._children.pop(handle, None)
-
-
-def no_process(pod: str) -> str:
-    return (
-        f"pod {pod} has no running process to exec into (its command has ended); "
-        "submit with --interactive to keep pods up after their command"
-    )

@@ -1,0 +1,85 @@
+"""Where ``ringleader exec``/``bash`` run in a local pod: its live process's
+directory and environment, inside the pod's cgroup (limited and killed with it),
+as the pod's account (through sudo when the server is not root).
+
+Why a module: the session must be the pod's own (same account, same cgroup,
+same variables), so finding it reads /proc, the launch file and the cgroup
+tree; the backend only answers the server's call with it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ringleader.errors import Conflict, NotFound, RingleaderError
+from ringleader.launch.account import NOT_FOUND, pod_process, sudo_argv
+from ringleader.launch.detached import LaunchFile, load_launch
+from ringleader.server.backends.base import ExecTarget, RunAs
+from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
+from ringleader.server.backends.local.homes import through_sudo
+from ringleader.server.backends.local.planning import (
+    ENVIRONMENT,
+    account_run_as,
+    isolation_of,
+    pods_from_launch,
+)
+
+if TYPE_CHECKING:
+    from ringleader.server.backends.local import LocalBackend
+
+
+def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
+    """The session's place for ``pod`` of the run at ``handle``; NotFound for an
+    unknown run or pod, Conflict when the pod has no live process."""
+    run_dir = Path(handle).resolve()
+    launch = load_launch(run_dir)
+    if launch is None:
+        raise NotFound("workload run", handle)
+    pods = {p.name: p for p in pods_from_launch(launch)}
+    if pod not in pods:
+        raise NotFound("pod", pod)
+    backend.check_exec(launch, pods[pod])
+    run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
+    run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
+    if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
+        return _through_sudo(backend.node, launch, run_as, pod, rank)
+    found = pod_process(run_id, rank)
+    if found is None:
+        raise Conflict(no_process(pod))
+    pid, env = found
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        cwd = launch.spec.cwd
+    rel = f"{run_id}/{pod}"
+    hierarchy = backend.cgroups if isolation_of(launch) != ENVIRONMENT else None
+    if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
+        env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
+        return ExecTarget(
+            node=backend.node, cwd=cwd, env=env, prefix=tuple(join_argv([])), run_as=run_as
+        )
+    return ExecTarget(node=backend.node, cwd=cwd, env=env, run_as=run_as)
+
+
+def _through_sudo(node: str, launch: LaunchFile, run_as: RunAs, pod: str, rank: int) -> ExecTarget:
+    """The session as the account through sudo: ``launch/account.py exec`` finds the
+    pod's process, enters its directory and takes its environment, as the account."""
+    python, run_id = launch.spec.python, launch.spec.run_id
+    found = through_sudo(run_as, python, "exec", "--check", run_id, str(rank))
+    if found.returncode == NOT_FOUND:
+        raise Conflict(no_process(pod))
+    if found.returncode != 0:
+        raise RingleaderError(
+            f"cannot exec as {run_as.name}: {found.stderr.strip() or found.returncode}"
+        )
+    prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), "--")
+    return ExecTarget(node=node, cwd="/", env={}, prefix=tuple(prefix))
+
+
+def no_process(pod: str) -> str:
+    return (
+        f"pod {pod} has no running process to exec into (its command has ended); "
+        "submit with --interactive to keep pods up after their command"
+    )
