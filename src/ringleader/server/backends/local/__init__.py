@@ -6,7 +6,8 @@ and pods), ``status`` (the one state table, ``state.json`` -> our status),
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
 hold), ``cgroups`` (the kernel's record of a run's processes: kill,
 limits, usage), ``homes`` (a workload's directory in its OS account's
-home), ``exec_target`` (where an exec session into a pod runs).  This module spawns supervisors and answers the server's calls.
+home), ``exec_target`` (where an exec session into a pod runs).  This
+module spawns supervisors and answers the server's calls.
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
