@@ -23,7 +23,6 @@ Invariants:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -53,10 +52,11 @@ from ringleader.server.services import runai_shapes
 from ringleader.server.services.workloads import (
     get,
     list_workloads,
+    requested,
     resolve_project,
     visible_projects,
 )
-from ringleader.server.snapshot import allocated, pod_requests
+from ringleader.server.snapshot import allocated
 from ringleader.spec import WorkloadSpec
 
 # ----- workloads ------------------------------------------------------------------------
@@ -176,12 +176,8 @@ def workload_out(
     changed = changed if changed is not None else phase_changes(session, [row])
     spec = WorkloadSpec.from_stored(row.spec)
     pods: list[Pod] = list(row.pods)
-    requests = pod_requests(spec, row.name)
-    pod_count = len(requests)
-    requested = math.fsum(
-        r.gpu_devices * (r.gpu_portion or 1.0) if r.gpu_memory_bytes is None else 0.0
-        for r in requests
-    )
+    asked = requested(spec)  # what the row's requested_* columns hold, by one rule
+    pod_count = asked["requested_pods"]
     pending = row.phase == "Pending" and row.phase_reason == "Unschedulable"
     project_name = names.get(row.project_id, row.project_id)
     creator = names.get(row.created_by or "")
@@ -213,7 +209,7 @@ def workload_out(
         pending_pods=sum(p.phase == "Pending" for p in pods)
         if pods
         else (pod_count if row.phase in ("Pending", "Creating") else 0),
-        requested_gpus=round(requested, 6),  # 3 x 0.1 is 0.3, not 0.30000000000000004
+        requested_gpus=asked["requested_gpus"],  # rounded: 3 x 0.1 is 0.3
         allocated_gpus=round(allocated(row), 6),
         nodes=sorted({p.node for p in pods if p.phase == "Running" and p.node}),
         pending_reason=row.phase_message if pending else None,
