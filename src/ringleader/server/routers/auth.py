@@ -6,10 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
-from ringleader.errors import Unauthorized
 from ringleader.server.deps import bearer_token, current_user, get_session
 from ringleader.server.models import User
-from ringleader.server.ratelimit import RateLimited
 from ringleader.server.schemas import MeOut, TokenRequest, TokenResponse
 from ringleader.server.services import tokens, views
 
@@ -20,20 +18,9 @@ router = APIRouter(prefix="/api/v1", tags=["auth"])
 async def token(body: TokenRequest, request: Request) -> TokenResponse:
     """Rate limited per source address and client id (429 with Retry-After); the
     key check runs on its own few threads, off the event loop."""
-    state = request.app.state
     address = request.client.host if request.client else ""
-    try:
-        state.token_limits.check(body.client_id, address)
-    except RateLimited as refused:
-        await state.token_limits.hold(refused)  # a flood then costs no CPU (ratelimit.py)
-        raise
-    try:
-        return await state.key_checks.run(
-            tokens.issue_token, state.readers, state.sessions, body, state.config.token_ttl_s
-        )
-    except Unauthorized:
-        state.token_limits.failed(body.client_id, address)
-        raise
+    state = request.app.state
+    return await tokens.issue_limited(state, body, address, state.config.token_ttl_s)
 
 
 @router.delete("/token", status_code=204)

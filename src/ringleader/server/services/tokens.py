@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ringleader.errors import Unauthorized
 from ringleader.server.auth import check_access_key, record_token, revoke_token
+from ringleader.server.ratelimit import RateLimited
 from ringleader.server.schemas import TokenRequest, TokenResponse
 
 Sessions = Callable[[], AbstractContextManager[Session]]
@@ -28,6 +31,24 @@ def issue_token(
     with writers() as session, session.begin():
         issued = record_token(session, key, ttl_s)
     return TokenResponse(access_token=issued.token, expires_in=ttl_s)
+
+
+async def issue_limited(state: Any, body: TokenRequest, address: str, ttl_s: int) -> TokenResponse:
+    """``issue_token`` behind the token endpoint's bounds, for every door that takes an
+    access key (POST /api/v1/token, the web UI's login): the rate limits per address
+    and client id (a refusal is held before it is answered, so a flood costs no CPU),
+    the slow check on the key-check threads, a failure counted against both.
+    ``state``: the app's state (``token_limits``, ``key_checks``, the sessions)."""
+    try:
+        state.token_limits.check(body.client_id, address)
+    except RateLimited as refused:
+        await state.token_limits.hold(refused)
+        raise
+    try:
+        return await state.key_checks.run(issue_token, state.readers, state.sessions, body, ttl_s)
+    except Unauthorized:
+        state.token_limits.failed(body.client_id, address)
+        raise
 
 
 def revoke(session: Session, token: str) -> None:

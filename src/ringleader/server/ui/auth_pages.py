@@ -101,11 +101,8 @@ async def login(
     address = request.client.host if request.client else ""
     try:
         body = TokenRequest.model_validate({"clientID": client_id, "clientSecret": client_secret})
-        state.token_limits.check(client_id, address)
         ttl_s = state.config.ui_session_ttl_s
-        issued = await state.key_checks.run(
-            tokens.issue_token, state.readers, state.sessions, body, ttl_s
-        )
+        issued = await tokens.issue_limited(state, body, address, ttl_s)
     except ValidationError:
         return _login_page(request, next, "Client ID or secret is malformed.", "", 400)
     except RateLimited as refused:
@@ -114,7 +111,6 @@ async def login(
             request, next, f"Too many attempts; try again in {wait}.", client_id, 429
         )
     except Unauthorized:
-        state.token_limits.failed(client_id, address)
         return _login_page(request, next, "Wrong client ID or secret.", client_id, 401)
     response = RedirectResponse(safe_next(next), status_code=303)
     set_session_cookie(response, request, issued.access_token, ttl_s)
