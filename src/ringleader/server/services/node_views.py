@@ -11,21 +11,24 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import NotFound
-from ringleader.server.models import Node, User, Workload
+from ringleader.sched.model import PodRequest
+from ringleader.server.models import Node, Pod, User, Workload
 from ringleader.server.schemas import NodeGpuOut, NodeOut
 from ringleader.server.services.workloads import findable, visible_projects
 from ringleader.server.snapshot import holding, holds, pod_asks
 
 
-def nodes(session: Session, user: User) -> list[NodeOut]:
-    """Every node, its resources and what the scheduler has allocated on it."""
+def nodes(session: Session, user: User, held: list[HeldPod] | None = None) -> list[NodeOut]:
+    """Every node, its resources and what the scheduler has allocated on it;
+    ``held``: ``held_pods``' answer when the caller has read it already."""
     rows = list(session.scalars(select(Node).order_by(Node.pool, Node.name)))
-    usage = _usage(session, user)
+    usage = _usage(held if held is not None else held_pods(session, user))
     return [_node_out(n, usage.get(n.name)) for n in rows]
 
 
@@ -34,7 +37,34 @@ def node(session: Session, user: User, name: str) -> NodeOut:
     row = session.scalar(select(Node).where(Node.name == name)) if findable(name) else None
     if row is None:
         raise NotFound("node", name)
-    return _node_out(row, _usage(session, user).get(name))
+    return _node_out(row, _usage(held_pods(session, user)).get(name))
+
+
+@dataclass(frozen=True)
+class HeldPod:
+    """A pod holding resources on its node; ``named``: of a project the caller may
+    see (only those are named; the amounts count everyone's, capacity is shared)."""
+
+    workload: Workload
+    pod: Pod
+    named: bool
+
+
+def held_pods(session: Session, user: User) -> list[HeldPod]:
+    """Every pod that holds resources now, in one query (its workload's project
+    loaded: the nodes page names it)."""
+    visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
+    rows = session.scalars(
+        select(Workload)
+        .options(selectinload(Workload.pods), selectinload(Workload.project))
+        .where(holding())
+    )
+    return [
+        HeldPod(row, pod, visible is None or row.project_id in visible)
+        for row in rows
+        for pod in sorted(row.pods, key=lambda p: p.name)
+        if holds(row, pod)
+    ]
 
 
 class _Usage:
@@ -45,26 +75,23 @@ class _Usage:
         self.pods: list[str] = []
 
 
-def _usage(session: Session, user: User) -> dict[str, _Usage]:
-    """Allocation per node; pod names only of projects ``user`` may see (the
-    amounts count everyone's: capacity is shared)."""
-    visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
-    rows = session.scalars(select(Workload).options(selectinload(Workload.pods)).where(holding()))
+def _usage(held: list[HeldPod]) -> dict[str, _Usage]:
+    """Allocation per node; pod names only of visible projects."""
     usage: dict[str, _Usage] = defaultdict(_Usage)
-    for row in rows:
-        requests = {r.name: r for r in pod_asks(row).requests}
-        for pod in row.pods:
-            if not holds(row, pod):
-                continue
-            on = usage[pod.node]
-            if visible is None or row.project_id in visible:
-                on.pods.append(pod.name)
-            request = requests.get(pod.name)
-            if request is not None:
-                on.cpu += request.cpu_cores
-                on.memory += request.memory_bytes
-            for gpu in pod.gpus or []:
-                on.gpu_shares[int(gpu["index"])] += float(gpu.get("share", 1.0))
+    asks: dict[str, dict[str, PodRequest]] = {}
+    for item in held:
+        row, pod = item.workload, item.pod
+        if row.id not in asks:
+            asks[row.id] = {r.name: r for r in pod_asks(row).requests}
+        on = usage[pod.node]
+        if item.named:
+            on.pods.append(pod.name)
+        request = asks[row.id].get(pod.name)
+        if request is not None:
+            on.cpu += request.cpu_cores
+            on.memory += request.memory_bytes
+        for gpu in pod.gpus or []:
+            on.gpu_shares[int(gpu["index"])] += float(gpu.get("share", 1.0))
     return usage
 
 

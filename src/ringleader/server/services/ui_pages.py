@@ -18,17 +18,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from ringleader.sched.model import RESOURCES, Resource
 from ringleader.sched.quota import fair_shares
 from ringleader.sched.state import CycleState
 from ringleader.sched.text import amount
-from ringleader.server.models import ProjectMember, User, Workload
+from ringleader.server.models import ProjectMember, User
 from ringleader.server.schemas import NodeOut, ProjectOut
 from ringleader.server.services import node_views, views
-from ringleader.server.services.workloads import visible_projects
-from ringleader.server.snapshot import MB, holding, holds, load_snapshot
+from ringleader.server.snapshot import MB, load_snapshot
 
 LABELS: dict[Resource, str] = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "Memory"}
 
@@ -107,8 +106,8 @@ def projects(session: Session, user: User) -> list[ProjectRow]:
         return []
     loaded = load_snapshot(session)
     state = CycleState(loaded.snapshot)
-    fair = fair_shares(state.book, state.capacity(), state.demand())
     capacity = state.capacity()
+    fair = fair_shares(state.book, capacity, state.demand())
     roles = dict(
         session.execute(
             select(ProjectMember.project_id, ProjectMember.role).where(
@@ -178,31 +177,23 @@ class NodeRow:
 
 def nodes(session: Session, user: User) -> list[NodeRow]:
     """``node_views.nodes`` plus, per GPU, the shares bound on it and to whom."""
-    shown = node_views.nodes(session, user)
-    visible = None if user.is_admin else set(session.scalars(visible_projects(session, user)))
-    rows = session.scalars(
-        select(Workload)
-        .options(selectinload(Workload.pods), selectinload(Workload.project))
-        .where(holding())
-    )
+    held_now = node_views.held_pods(session, user)  # one read for both
+    shown = node_views.nodes(session, user, held_now)
     # (node, gpu) -> (workload id or "" for the unnamed) -> its holder, shares summed.
     held: dict[tuple[str, int], dict[str, Holder]] = defaultdict(dict)
-    for row in rows:
-        named = visible is None or row.project_id in visible
-        for pod in sorted(row.pods, key=lambda p: p.name):
-            if not holds(row, pod):
-                continue
-            for gpu in pod.gpus or []:
-                on = held[pod.node, int(gpu["index"])]
-                key = row.id if named else ""
-                holder = on.get(key)
-                if holder is None:
-                    holder = on[key] = (
-                        Holder(0.0, row.name, row.id, row.project.name) if named else Holder(0.0)
-                    )
-                holder.share = round(holder.share + float(gpu.get("share", 1.0)), 6)
-                if named:
-                    holder.pods.append(pod.name)
+    for item in held_now:
+        row, pod, named = item.workload, item.pod, item.named
+        for gpu in pod.gpus or []:
+            on = held[pod.node, int(gpu["index"])]
+            key = row.id if named else ""
+            holder = on.get(key)
+            if holder is None:
+                holder = on[key] = (
+                    Holder(0.0, row.name, row.id, row.project.name) if named else Holder(0.0)
+                )
+            holder.share = round(holder.share + float(gpu.get("share", 1.0)), 6)
+            if named:
+                holder.pods.append(pod.name)
     out = []
     for node in shown:
         per_gpu = {
