@@ -133,7 +133,8 @@ def workload_metrics(
         # A workload run as its account owns its directory: a link there must not
         # lead the server to another workload's records.
         return empty
-    owner = {r: p.name for p in pods_from_launch(launch) for r in p.ranks}
+    pods = pods_from_launch(launch)
+    owner = {r: p.name for p in pods for r in p.ranks}
     files: dict[int, list[tuple[int, Path]]] = {}
     for path in Path(folder).iterdir():
         match = _FILE.fullmatch(path.name)
@@ -169,7 +170,7 @@ def workload_metrics(
             )
         )
     resources: list[PodResources] = []
-    for pod in pods_from_launch(launch):
+    for pod in pods:
         samples = _read_resources(Path(folder) / podstats.file_name(pod.name))
         if samples:
             until = max(until or samples[-1].time, samples[-1].time)

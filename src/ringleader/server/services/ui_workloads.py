@@ -234,7 +234,7 @@ def visible_project_names(session: Session, user: User) -> dict[str, str]:
 
 
 def page_rows(
-    session: Session, user: User, query: PageQuery, *, cluster_id: str = ""
+    session: Session, user: User, query: PageQuery
 ) -> tuple[list[Workload], int, dict[str, str]]:
     """The page's workload rows (pods loaded) and the total, by the API's list logic."""
     projects = visible_project_names(session, user)
@@ -270,9 +270,9 @@ def row_version(row: Workload) -> str:
     return digest.hexdigest()[:10]
 
 
-def version(rows: list[Workload], total: int, row_versions: list[str] | None = None) -> str:
+def version(total: int, row_versions: list[str]) -> str:
     """A short digest of the whole page: its rows' versions, in order, and the total."""
-    joined = ".".join(row_versions if row_versions is not None else map(row_version, rows))
+    joined = ".".join(row_versions)
     return hashlib.sha256(f"{total}|{joined}".encode()).hexdigest()[:16]
 
 
@@ -292,7 +292,7 @@ def to_rows(session: Session, rows: list[Workload], *, cluster_id: str = "") -> 
                 view=views.workload_out(
                     session, row, names, full=False, cluster_id=cluster_id, changed=changed
                 ),
-                cpu_requested=round(sum(r.cpu_cores for r in requests.values()), 3),
+                cpu_requested=round(row.requested_cpu_cores, 3),  # stored at submit
                 cpu_allocated=round(held, 3),
                 actions=actions(row),
                 version=row_version(row),
@@ -303,15 +303,15 @@ def to_rows(session: Session, rows: list[Workload], *, cluster_id: str = "") -> 
 
 def workloads_page(session: Session, user: User, query: PageQuery, *, cluster_id: str = "") -> Page:
     """The page for ``query``; past the last page, the last page."""
-    rows, total, projects = page_rows(session, user, query, cluster_id=cluster_id)
+    rows, total, projects = page_rows(session, user, query)
     if not rows and total and query.page > 1:
         query = replace(query, page=max(1, math.ceil(total / query.size)))
-        rows, total, projects = page_rows(session, user, query, cluster_id=cluster_id)
+        rows, total, projects = page_rows(session, user, query)
     shown = to_rows(session, rows, cluster_id=cluster_id)
     return Page(
         query=query,
         rows=shown,
         total=total,
         projects=sorted(projects),
-        version=version(rows, total, [r.version for r in shown]),
+        version=version(total, [r.version for r in shown]),
     )

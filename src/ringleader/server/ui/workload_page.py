@@ -164,10 +164,6 @@ def _version(pieces: dict[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _cluster(request: Request) -> str:
-    return this_cluster_id(request)
-
-
 @router.get("/workloads/{workload_id}", response_class=HTMLResponse)
 def workload_page(
     workload_id: str,
@@ -175,7 +171,7 @@ def workload_page(
     user: User = Depends(ui_user),
     s: Session = Depends(get_session),
 ) -> HTMLResponse:
-    parts = _parts(s, user, workload_id, _cluster(request))
+    parts = _parts(s, user, workload_id, this_cluster_id(request))
     w: WorkloadOut = parts["w"]
     pieces = _pieces(parts, request.state.csrf_token)
     return page(
@@ -208,7 +204,7 @@ def workload_live(
     s: Session = Depends(get_session),
 ) -> dict[str, Any]:
     """The page's changing parts, or ``same`` when they are what the page has."""
-    parts = _parts(s, user, workload_id, _cluster(request))
+    parts = _parts(s, user, workload_id, this_cluster_id(request))
     pieces = _pieces(parts, request.state.csrf_token)
     now = _version(pieces)
     base = {"phase": parts["w"].actual_phase, "final": parts["final"], "version": now}

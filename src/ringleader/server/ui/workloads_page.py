@@ -26,7 +26,7 @@ router = APIRouter(include_in_schema=False)
 router.include_router(workload_actions.router)  # Stop, Run, Delete: shared with the workload page
 
 
-def _context(request: Request, result: uw.Page) -> dict[str, object]:
+def _context(result: uw.Page) -> dict[str, object]:
     return {
         "result": result,
         "q": result.query,
@@ -38,7 +38,7 @@ def _context(request: Request, result: uw.Page) -> dict[str, object]:
     }
 
 
-def _refused_page(request: Request, problem: InvalidSpec, projects: list[str]) -> uw.Page:
+def _refused_page(problem: InvalidSpec, projects: list[str]) -> uw.Page:
     """An empty page that says which parameter was wrong (the controls stay usable)."""
     return uw.Page(
         query=uw.PageQuery(),
@@ -63,7 +63,7 @@ def workloads(
         result = uw.workloads_page(s, user, query, cluster_id=cluster_id)
         status = 200
     except InvalidSpec as bad:
-        result = _refused_page(request, bad, sorted(uw.visible_project_names(s, user)))
+        result = _refused_page(bad, sorted(uw.visible_project_names(s, user)))
         status = 400
     return page(
         request,
@@ -71,7 +71,7 @@ def workloads(
         user,
         status_code=status,
         title="Workloads",
-        **_context(request, result),
+        **_context(result),
     )
 
 
@@ -89,11 +89,11 @@ def live(
     HTML of only the rows the browser does not have (``have``: its rows' versions)."""
     try:
         query = uw.PageQuery.parse(request.query_params)
-        rows, total, _ = uw.page_rows(s, user, query, cluster_id=cluster_id)
+        rows, total, _ = uw.page_rows(s, user, query)
     except InvalidSpec as bad:
         return JSONResponse({"code": 400, "message": str(bad)}, status_code=400)
     order = [uw.row_version(r) for r in rows]
-    current = uw.version(rows, total, order)
+    current = uw.version(total, order)
     if current == version:
         return JSONResponse({"v": current}, headers=SECURITY_HEADERS)
     held = set(have.split("."))
