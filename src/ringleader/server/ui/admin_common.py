@@ -6,10 +6,12 @@ from typing import Any
 
 from fastapi import Depends
 from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ringleader.server.accounts import RUN_AS_USER, account_name, mapped_name
 from ringleader.server.config import ServerConfig
-from ringleader.server.models import User
+from ringleader.server.models import Project, User
 from ringleader.server.services.roles import require_global_admin
 from ringleader.server.ui.session import csrf_checked, ui_user
 from ringleader.server.ui.wizard_form import friendly
@@ -78,3 +80,8 @@ def runs_as(config: ServerConfig, target: User) -> str:
         f"none: this user's workloads run as {mapped}, an account named after the user "
         f"(--run-as-template {config.run_as_template}), created on first use"
     )
+
+
+def project_names(s: Session) -> list[tuple[str, str]]:
+    """(id, name) of every project, by name: the project selects of the admin pages."""
+    return list(s.execute(select(Project.id, Project.name).order_by(Project.name)).all())

@@ -23,11 +23,13 @@ from ringleader.server.deps import get_session
 from ringleader.server.models import AccessKey, Project, Token, User
 from ringleader.server.schemas import AccessKeyIn
 from ringleader.server.services import projects, users
+from ringleader.server.services.workloads import findable
 from ringleader.server.ui.admin_common import (
     ROLES,
     admin_form,
     admin_user,
     field,
+    project_names,
     pydantic_errors,
     runs_as,
 )
@@ -51,11 +53,7 @@ def user_page(
 ) -> HTMLResponse:
     target = users.get(s, admin, key)
     member_of = {m.project_id for m in target.projects}
-    joinable = [
-        (i, n)
-        for i, n in s.execute(select(Project.id, Project.name).order_by(Project.name))
-        if i not in member_of
-    ]
+    joinable = [(i, n) for i, n in project_names(s) if i not in member_of]
     return page(
         request,
         "admin_user.html",
@@ -83,10 +81,6 @@ def _own_key(s: Session, request: Request) -> str | None:
     return s.scalar(select(Token.access_key_id).where(Token.token_hash == token_digest(token)))
 
 
-def _target(s: Session, key: str) -> User:
-    return users.find_user(s, key)
-
-
 @router.get("/admin/users/{key}", response_class=HTMLResponse)
 def show_user(
     key: str, request: Request, admin: User = Depends(admin_user), s: Session = Depends(get_session)
@@ -98,7 +92,7 @@ def show_user(
 def delete_user(
     key: str, request: Request, admin: User = Depends(admin_form), s: Session = Depends(get_session)
 ) -> Response:
-    target = _target(s, key)
+    target = users.find_user(s, key)
     name = target.name
     try:
         users.remove(s, admin, target.id)
@@ -114,7 +108,7 @@ def delete_user(
 async def create_key(
     key: str, request: Request, admin: User = Depends(admin_form), s: Session = Depends(get_session)
 ) -> HTMLResponse:
-    target = _target(s, key)
+    target = users.find_user(s, key)
     form = await request.form()
     errors: dict[str, str] = {}
     name = field(form, "name", errors)
@@ -156,8 +150,8 @@ def revoke_key(
     admin: User = Depends(admin_form),
     s: Session = Depends(get_session),
 ) -> Response:
-    target = _target(s, key)
-    row = s.get(AccessKey, key_id) if len(key_id) <= 64 else None
+    target = users.find_user(s, key)
+    row = s.get(AccessKey, key_id) if findable(key_id) else None
     if row is None or row.user_id != target.id:
         raise NotFound("access key", f"{key_id} of {target.name}")
     name = row.name
@@ -171,7 +165,7 @@ def revoke_key(
 async def add_to_project(
     key: str, request: Request, admin: User = Depends(admin_form), s: Session = Depends(get_session)
 ) -> Response:
-    target = _target(s, key)
+    target = users.find_user(s, key)
     form = await request.form()
     errors: dict[str, str] = {}
     project_id, role = field(form, "project", errors), field(form, "role", errors)
@@ -199,8 +193,8 @@ def remove_from_project(
     admin: User = Depends(admin_form),
     s: Session = Depends(get_session),
 ) -> Response:
-    target = _target(s, key)
-    project = s.get(Project, project_id) if len(project_id) <= 64 else None
+    target = users.find_user(s, key)
+    project = s.get(Project, project_id) if findable(project_id) else None
     if project is None:
         raise NotFound("project", project_id)
     projects.remove_member(s, admin, project.id, target.id)

@@ -25,14 +25,17 @@ from ringleader.server.models import AccessKey, Project, User
 from ringleader.server.schemas import UserIn
 from ringleader.server.services import projects, users
 from ringleader.server.ui import admin_keys
-from ringleader.server.ui.admin_common import ROLES, admin_form, admin_user, field, pydantic_errors
+from ringleader.server.ui.admin_common import (
+    ROLES,
+    admin_form,
+    admin_user,
+    field,
+    project_names,
+    pydantic_errors,
+)
 from ringleader.server.ui.render import page
 
 router = APIRouter(include_in_schema=False)
-
-
-def _project_names(s: Session) -> list[tuple[str, str]]:
-    return list(s.execute(select(Project.id, Project.name).order_by(Project.name)).all())
 
 
 def key_summaries(s: Session) -> dict[str, tuple[int, Any]]:
@@ -59,7 +62,7 @@ def users_page(
         title="Users",
         users=users.list_users(s, admin),
         keys=key_summaries(s),
-        projects=_project_names(s),
+        projects=project_names(s),
         roles=ROLES,
         errors=errors or {},
         values=values or {},
