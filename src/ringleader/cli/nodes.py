@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from ringleader.cli.common import client, console, err_console, reports_errors
-from ringleader.cli.top import size
 from ringleader.errors import Conflict, InvalidSpec, RingleaderError
+from ringleader.sched.text import decimal_size as size
 
 if TYPE_CHECKING:
     from ringleader.server.schemas import NodeIn, NodeOut

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.common import client, console, err_console, reports_errors
+from ringleader.sched.text import decimal_size
 
 if TYPE_CHECKING:
     from ringleader.server.schemas import NodeOut
@@ -24,14 +25,6 @@ top_app = typer.Typer(
     help="Allocation against capacity: nodes or jobs.\n\nExample: ringleader top job -A",
     no_args_is_help=True,
 )
-
-
-def size(value: float) -> str:
-    """Bytes as 512M / 64G / 1.5T: decimal, as ``--gpu-memory 40G`` reads them."""
-    for unit, factor in (("T", 10**12), ("G", 10**9), ("M", 10**6)):
-        if value >= factor:
-            return f"{value / factor:.3g}{unit}"
-    return f"{value:.0f}" if value else "0"
 
 
 def _kind(node: NodeOut) -> str:
@@ -61,9 +54,9 @@ def nodes_list() -> None:
             n.pool,
             n.status,
             str(n.gpu_count),
-            "/".join(size(m) for m in sorted(memory)) or "-",
+            "/".join(decimal_size(m) for m in sorted(memory)) or "-",
             f"{n.cpu_cores:g}",
-            size(n.memory_bytes),
+            decimal_size(n.memory_bytes),
             f"{n.allocated_gpus:g}",
             str(len(n.pods)),
         )
@@ -93,7 +86,7 @@ def top_node() -> None:
             f"{n.allocated_gpus:g}/{n.gpu_count}",
             devices,
             f"{n.allocated_cpu_cores:g}/{n.cpu_cores:g}",
-            f"{size(n.allocated_memory_bytes)}/{size(n.memory_bytes)}",
+            f"{decimal_size(n.allocated_memory_bytes)}/{decimal_size(n.memory_bytes)}",
         )
     console.print(table)
 

@@ -24,6 +24,15 @@ def size(value: float) -> str:
     return f"{number(value)} B"
 
 
+def decimal_size(value: float) -> str:
+    """Bytes as 512M / 64G / 1.5T: decimal, as ``--memory 64G`` reads them and
+    ``ringleader nodes list`` prints them."""
+    for unit, factor in (("T", 10**12), ("G", 10**9), ("M", 10**6)):
+        if value >= factor:
+            return f"{value / factor:.3g}{unit}"
+    return f"{value:.0f}" if value else "0"
+
+
 def amount(resource: Resource, value: float) -> str:
     """The bare figure of an amount of a resource (bytes get a unit)."""
     return size(value) if resource == "memory" else number(value)

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from ringleader.sched.model import RESOURCES, Resource
 from ringleader.sched.quota import fair_shares
 from ringleader.sched.state import CycleState
-from ringleader.sched.text import amount
+from ringleader.sched.text import amount, decimal_size
 from ringleader.server.models import ProjectMember, User
 from ringleader.server.schemas import NodeOut, ProjectOut
 from ringleader.server.services import node_views, views
@@ -32,18 +32,9 @@ from ringleader.server.snapshot import MB, load_snapshot
 LABELS: dict[Resource, str] = {"gpu": "GPUs", "cpu": "CPU cores", "memory": "Memory"}
 
 
-def size(value: float) -> str:
-    """Bytes as 512M / 64G / 1.5T: decimal, as ``--memory 64G`` reads them and
-    ``ringleader nodes list`` prints them."""
-    for unit, factor in (("T", 10**12), ("G", 10**9), ("M", 10**6)):
-        if value >= factor:
-            return f"{value / factor:.3g}{unit}"
-    return f"{value:.0f}" if value else "0"
-
-
 def figure(resource: Resource, value: float) -> str:
     """An amount as the page shows it: memory in decimal units, else the scheduler's."""
-    return size(value) if resource == "memory" else amount(resource, value)
+    return decimal_size(value) if resource == "memory" else amount(resource, value)
 
 
 @dataclass

@@ -8,11 +8,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from ringleader.sched.text import decimal_size as size
 from ringleader.sched.text import number
 from ringleader.server.deps import get_session
 from ringleader.server.models import User
 from ringleader.server.services import ui_pages
-from ringleader.server.services.ui_pages import size
 from ringleader.server.ui.render import page
 from ringleader.server.ui.session import ui_user
 
