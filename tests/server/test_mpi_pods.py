@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
+from tests.fixtures.tenants import (
+    Site,
+    tenant_site,  # noqa: F401 (the fixture: site)
+)
 from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess
-from tests.server.test_run_as import Site, site  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.usefixtures("mpirun_available")
 KEEP_ENV = "env > {dir}/rank-$RANK.env; exec sleep infinity"
@@ -209,7 +212,7 @@ def test_mpi_ranks_follow_their_pods_nodes_and_the_launcher_gets_where_it_is() -
 
 
 def test_bash_in_the_launcher_of_a_users_workload_runs_mpirun_as_that_user(
-    site: Site,  # noqa: F811 (the fixture imported above)
+    site: Site,
 ) -> None:
     """With a root server running workloads as their users: the launcher's hostfile and
     the prompt's rc file are the account's to read, and mpirun runs as the account."""

@@ -14,14 +14,9 @@ import json
 import os
 import pwd
 import re
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
-import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,20 +29,12 @@ from ringleader.server.accounts import (
     check_template,
     mapped_name,
 )
-from tests.server.conftest import ServerProcess, stop_workloads
+from tests.fixtures.tenants import (
+    Site,
+    need_root_and_useradd,
+    tenant_site,  # noqa: F401 (the fixture: site)
+)
 from tests.server.probes import ATTEMPTS, probe_result
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-WORKLOAD_PYTHON = "/usr/bin/python3"
-
-
-def _need_root_and_useradd() -> None:
-    missing = os.geteuid() != 0 or shutil.which("useradd") is None
-    missing = missing or not os.access(WORKLOAD_PYTHON, os.X_OK)
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail("these tests need root, useradd and /usr/bin/python3 (CI=true)")
-        pytest.skip("needs root, useradd and /usr/bin/python3")
 
 
 # ----- unit: the mapping and the checks ---------------------------------------------------
@@ -153,112 +140,6 @@ def test_resolution_never_falls_back_to_root_or_a_system_account() -> None:
     root_template = Accounts("{user}", lookup=table.__getitem__, create=create, first_uid=1000)
     with pytest.raises(AccountError, match=r"uid or gid 0|system account"):
         root_template.resolve("root", None)
-
-
-# ----- a real server with real accounts --------------------------------------------------
-class Site:
-    """A server running workloads as users, and the accounts a test made or it made."""
-
-    def __init__(self, base: Path, prefix: str) -> None:
-        self.base, self.prefix = base, prefix
-        self.scripts = base / "scripts"
-        self.scripts.mkdir(mode=0o755)
-        self.server = ServerProcess(
-            base / "home",
-            "--run-as", "user",
-            "--run-as-template", f"{prefix}-{{user}}",
-            "--workload-python", WORKLOAD_PYTHON,
-        )  # fmt: skip
-        self.server.env["PYTHONPATH"] = SRC
-
-    def account(self) -> str:
-        """A fresh OS account (an explicit osUser)."""
-        name = f"{self.prefix}x{uuid.uuid4().hex[:6]}"
-        subprocess.run(["useradd", "--create-home", "--user-group", name], check=True)
-        return name
-
-    def user(self, name: str, os_user: str | None = None) -> tuple[str, str]:
-        """A ringleader user (researcher in default) and its key."""
-        args = ["user", "create", name, *(["--os-user", os_user] if os_user else [])]
-        made = self.server.cli(*args)
-        assert made.returncode == 0, made.stderr
-        ids = re.search(r"Client ID:\s+(\S+)", made.stdout)
-        secret = re.search(r"Client secret:\s+(\S+)", made.stdout)
-        assert ids and secret, made.stdout
-        role = self.server.cli("user", "assign", name, "default", "--role", "researcher")
-        assert role.returncode == 0, role.stderr
-        return ids.group(1), secret.group(1)
-
-    def script(self, name: str, text: str) -> str:
-        path = self.scripts / name
-        path.write_text(text)
-        path.chmod(0o644)
-        return str(path)
-
-    def as_user(
-        self, creds: tuple[str, str], *args: str, cwd: str | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        # Submitted as workingDir: by default a directory every account can enter.
-        return self.server.cli(*args, creds=creds, cwd=cwd or self.scripts)
-
-    def submit(
-        self,
-        creds: tuple[str, str],
-        name: str,
-        *command: str,
-        interactive: bool = False,
-        env: tuple[str, ...] = (),
-    ) -> str:
-        flags = ["--interactive"] if interactive else []
-        flags += [arg for pair in env for arg in ("-e", pair)]
-        sub = self.as_user(
-            creds, "submit-dist", "pytorch", name, "--workers", "1", *flags, "--", *command
-        )
-        assert sub.returncode == 0, sub.stderr
-        return self.workload_id(name)
-
-    def workload_id(self, name: str) -> str:
-        out = self.server.cli("describe", name).stdout
-        found = re.search(r"Id:\s+(\S+)", out)
-        assert found, out
-        return found.group(1)
-
-    def wait_logs(self, name: str, word: str, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while word not in (logs := self.server.cli("logs", name).stdout):
-            assert time.monotonic() < deadline, (logs, self.server.cli("describe", name).stdout)
-            time.sleep(0.3)
-        return logs
-
-    def wait_phase(self, name: str, phase: str, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while not re.search(
-            rf"Status:\s+{phase}\b", out := self.server.cli("describe", name).stdout
-        ):
-            assert time.monotonic() < deadline, out
-            time.sleep(0.3)
-        return out
-
-    def cleanup(self) -> None:
-        for entry in pwd.getpwall():  # ours, and those the server made from its template
-            if entry.pw_name.startswith(self.prefix):
-                subprocess.run(["userdel", "-r", entry.pw_name], capture_output=True, check=False)
-
-
-@pytest.fixture(scope="module")
-def site() -> Iterator[Site]:
-    _need_root_and_useradd()
-    base = Path(tempfile.mkdtemp(prefix="rl-run-as-", dir="/var/tmp"))
-    base.chmod(0o755)  # enterable by all: the server's home must protect itself
-    made = Site(base, f"rlt{uuid.uuid4().hex[:5]}")
-    try:
-        made.server.start()
-        yield made
-    finally:
-        made.server.kill()
-        stop_workloads(made.server.home)
-        made.cleanup()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 ESCALATE = (
@@ -383,7 +264,7 @@ def test_an_os_user_that_does_not_exist_fails_the_workload_and_nothing_runs(site
 def test_a_server_whose_workload_python_users_cannot_run_refuses_to_start(
     tmp_path: Path,
 ) -> None:
-    _need_root_and_useradd()
+    need_root_and_useradd()
     if _runnable_by_nobody(sys.executable):
         pytest.skip("this interpreter is runnable by other users here")
     started = subprocess.run(
