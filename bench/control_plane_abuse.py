@@ -1,15 +1,28 @@
-"""The abuse phases of bench/control_plane.py: a token flood, and big submissions.
+"""Abuse benchmark: /healthz and another user's list while a tenant attacks the server.
+
+Standalone (``python bench/control_plane_abuse.py``): one real ``ringleader
+server`` per database (SQLite, PostgreSQL), its loops and local backend on.
+A researcher, mallory, in a project of her own, runs each attack of
+bench/abuse_attacks.py in turn (a token flood, 2.9 MB bodies, 200k-key specs,
+150 follows, 200 half-sent headers, metrics reads of 180 MB of files her
+workload wrote); meanwhile the admin, another user, times ``GET /healthz`` and
+``GET /api/v1/workloads`` sequentially, in chunks alternately quiet and under
+the attack. Figure: p99 under attack / p99 quiet, same server, same run.
+Target: within 1.5x for each attack and endpoint (issue 22). Writes
+bench/results/control_plane_abuse.json and .md (not with --quick).
+
+Also the abuse phases of bench/control_plane.py: a token flood, and big submissions.
 
 flood: a server with its loops off (``api`` mode) holds --flood-workloads
 Pending workloads; ``GET /api/v1/workloads?limit=50`` is timed sequentially
 in chunks of 25, alternately quiet and while FLOOD_THREADS client threads
 POST ``/api/v1/token`` with the admin's client id and a wrong secret as fast
 as the server answers (each thread its own keep-alive connection). The
-flooding threads live in a process of their own (``python
-bench/control_plane_abuse.py --flood URL CLIENT_ID``), so they do not share
-the timing client's interpreter lock. The flood is running (a first answer
-seen on every thread) before a flooded chunk starts and is stopped (every
-thread joined, the process gone) before a quiet one. Figure: p99
+flooding threads live in a process of their own (abuse_attacks.py's
+``token_flood``), so they do not share the timing client's interpreter lock.
+The flood is running (a first answer seen on every thread) before a flooded
+chunk starts and is stopped (every thread joined, the process gone) before a
+quiet one. Figure: p99
 while flooded / p99 quiet, same server, same run. Target: within 1.5x (a
 wrong secret must not cost the server more than a bounded, rate-limited
 check; a key derivation per attempt on every thread lets the flood take the
@@ -22,10 +35,16 @@ the server stores and would run), next to the normal burst's figure.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import platform
+import re
+import shlex
+import shutil
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -33,68 +52,19 @@ from typing import Any
 
 import httpx
 
+from abuse_attacks import ATTACKS
+
 FLOOD_THREADS = 16
 TARGET_FLOOD_RATIO = 1.5
 BIG_COMMAND_BYTES = 32 * 1024  # the most a command may hold (spec.MAX_COMMAND_CHARS)
 CHUNK = 25  # GETs per quiet or flooded stretch
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def big_command(size: int = BIG_COMMAND_BYTES) -> str:
     """A valid command line of exactly ``size`` characters (ASCII)."""
     head, tail = "python -c \"s = '", "'; print(len(s))\""
     return head + "x" * (size - len(head) - len(tail)) + tail
-
-
-class TokenFlood:
-    """``threads`` clients asking for a token with a wrong secret until ``stop()``."""
-
-    def __init__(self, url: str, client_id: str, threads: int = FLOOD_THREADS) -> None:
-        self.url, self.client_id, self.threads = url, client_id, threads
-        self.statuses: Counter[int | str] = Counter()
-        self.lock = threading.Lock()
-        self.running = threading.Event()
-        self.workers: list[threading.Thread] = []
-        self.first_answers = threading.Barrier(threads + 1)
-        self.started = self.stopped = 0.0
-
-    def _work(self, index: int) -> None:
-        body = {
-            "grantType": "client_credentials",
-            "clientID": self.client_id,
-            "clientSecret": f"wrong-secret-{index}",
-        }
-        first = True
-        with httpx.Client(base_url=self.url, timeout=60) as client:
-            while self.running.is_set():
-                try:
-                    status: int | str = client.post("/api/v1/token", json=body).status_code
-                except httpx.HTTPError as exc:
-                    status = type(exc).__name__
-                with self.lock:
-                    self.statuses[status] += 1
-                if first:
-                    first = False
-                    self.first_answers.wait()
-        if first:  # stopped before its first answer: let start() go on
-            self.first_answers.abort()
-
-    def start(self) -> None:
-        """Start the threads; returns once every one has had an answer."""
-        self.running.set()
-        self.workers = [
-            threading.Thread(target=self._work, args=(i,), daemon=True) for i in range(self.threads)
-        ]
-        for worker in self.workers:
-            worker.start()
-        self.first_answers.wait(timeout=120)
-        self.started = time.perf_counter()
-
-    def stop(self) -> None:
-        self.stopped = time.perf_counter()
-        self.running.clear()
-        for worker in self.workers:
-            worker.join(timeout=120)
-        self.first_answers.reset()
 
 
 def timed_gets(server: Any, count: int, params: dict[str, str]) -> list[float]:
@@ -110,44 +80,6 @@ def timed_gets(server: Any, count: int, params: dict[str, str]) -> list[float]:
     return got
 
 
-class FloodProcess:
-    """A TokenFlood in a child process: started, flowing, then stopped on request."""
-
-    def __init__(self, url: str, client_id: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--flood", url, client_id],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        ready = self.proc.stdout.readline()  # every thread has had an answer
-        if ready.strip() != "flooding":
-            self.proc.kill()
-            self.proc.wait()
-            raise RuntimeError(f"the token flood did not start: {ready!r}")
-
-    def stop(self) -> dict[str, Any]:
-        """Stop it; what it saw: answers by status, and how long it flooded."""
-        out, _ = self.proc.communicate("stop\n", timeout=180)
-        return json.loads(out.strip().splitlines()[-1])
-
-
-def flood_main(url: str, client_id: str) -> int:
-    """The child's side: flood until a line (or EOF) on stdin, then report."""
-    flood = TokenFlood(url, client_id)
-    flood.start()
-    print("flooding", flush=True)
-    sys.stdin.readline()
-    flood.stop()
-    report = {
-        "statuses": {str(k): v for k, v in flood.statuses.items()},
-        "seconds": flood.stopped - flood.started,
-    }
-    print(json.dumps(report), flush=True)
-    return 0
-
-
 def list_under_flood(
     server: Any, client_id: str, requests: int, percentile: Any, clean: Any
 ) -> dict[str, Any]:
@@ -161,7 +93,7 @@ def list_under_flood(
     for first in range(0, requests, CHUNK):
         n = min(CHUNK, requests - first)
         quiet += clean("flood: quiet", lambda n=n: timed_gets(server, n, params))[0]
-        flood = FloodProcess(server.url, client_id)
+        flood = AttackProcess("token_flood", server.url, client_id)
         try:
             flooded += timed_gets(server, n, params)
         finally:
@@ -186,7 +118,240 @@ def list_under_flood(
     }
 
 
+# ----- standalone: every attack of abuse_attacks.py against one real server per database ----
+TARGET_RATIO = 1.5
+ENDPOINTS = {"healthz": "/healthz", "list": "/api/v1/workloads"}
+METRICS_FILES, METRICS_FILE_MB = 3, 60  # 180 MB: the issue's 182 MB
+WRITE_METRICS = f"""
+import json, os, time
+if os.environ.get("RANK") == "0":
+    line = (json.dumps({{"step": 1, "time": time.time(), "loss": 0.5, "samples": 8}}) + "\\n")
+    for i in range({METRICS_FILES}):
+        path = os.path.join(os.environ["RINGLEADER_METRICS_DIR"], f"rank-{{i}}.attempt-0.jsonl")
+        with open(path, "w") as f:
+            f.write(line * ({METRICS_FILE_MB} * 1024 * 1024 // len(line)))
+    print("METRICS-WRITTEN", flush=True)
+time.sleep(3600)
+"""
+
+
+class AttackProcess:
+    """An attack of abuse_attacks.py in a child process: in effect, then stopped."""
+
+    def __init__(self, name: str, url: str, arg: str) -> None:
+        script = Path(__file__).resolve().parent / "abuse_attacks.py"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), name, url, arg],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"attack {name} did not start")
+
+    def stop(self) -> dict[str, Any]:
+        out, _ = self.proc.communicate("stop\n", timeout=300)
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def timed(server: Any, path: str, count: int) -> tuple[list[float], int]:
+    """Milliseconds of ``count`` sequential GETs of ``path`` as the admin, and how many
+    failed (an error answer or no answer in 60 s counts with the time it took)."""
+    got, failed = [], 0
+    params = {"limit": "50"} if "workloads" in path else {}
+    for _ in range(count):
+        t = time.perf_counter()
+        try:
+            ok = server.request("GET", path, params=params).status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        got.append((time.perf_counter() - t) * 1000)
+        failed += not ok
+    return got, failed
+
+
+def cli(server: Any, *args: str) -> str:
+    env = {**os.environ, "RINGLEADER_HOME": str(server.home), "RINGLEADER_URL": server.url}
+    done = subprocess.run(
+        [sys.executable, "-m", "ringleader", *args], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"ringleader {' '.join(args)}: {done.stderr}")
+    return done.stdout
+
+
+def attacker(server: Any) -> dict[str, str]:
+    """Mallory: a researcher of her own project, her token, her two workloads (one that
+    only sleeps, for follows; one that wrote 180 MB of metrics files)."""
+    made = cli(server, "user", "create", "mallory")
+    creds = {k: re.search(rf"{k}:\s+(\S+)", made).group(1) for k in ("Client ID", "Client secret")}  # type: ignore[union-attr]
+    cli(server, "project", "create", "abuse")
+    cli(server, "user", "assign", "mallory", "abuse", "--role", "researcher")
+    token = httpx.post(
+        f"{server.url}/api/v1/token",
+        json={
+            "grantType": "client_credentials",
+            "clientID": creds["Client ID"],
+            "clientSecret": creds["Client secret"],
+        },
+    ).json()["accessToken"]
+    headers = {"Authorization": f"Bearer {token}"}
+    project = server.get("/api/v1/org-unit/projects/abuse")["id"]
+
+    def submit(name: str, command: list[str]) -> str:
+        body = {"name": name, "projectId": project, "spec": {"command": shlex.join(command)}}
+        body["spec"]["numWorkers"] = 1
+        response = httpx.post(
+            f"{server.url}/api/v1/workloads/distributed", json=body, headers=headers
+        )
+        response.raise_for_status()
+        return response.json()["workloadId"]
+
+    sleeper = submit("sleeper", [sys.executable, "-c", "import time; time.sleep(3600)"])
+    writer = submit("writer", [sys.executable, "-c", WRITE_METRICS])
+    deadline = time.monotonic() + 600
+    while "METRICS-WRITTEN" not in server.request("GET", f"/api/v1/workloads/{writer}/logs").text:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the metrics writer did not finish")
+        time.sleep(0.5)
+    return {
+        "token_flood": json.loads((server.home / "credentials.json").read_text())["clientId"],
+        "big_body": "-",
+        "many_keys": f"{token} {project}",
+        "follows": f"{token} {sleeper}",
+        "half_open": "-",
+        "metrics": f"{token} {writer}",
+    }
+
+
+def under_attack(
+    server: Any, name: str, arg: str, requests: int, percentile: Any
+) -> dict[str, Any]:
+    """Both endpoints quiet and attacked, interleaved in two chunks each; p99 ratios."""
+    quiet: dict[str, list[float]] = {e: [] for e in ENDPOINTS}
+    attacked: dict[str, list[float]] = {e: [] for e in ENDPOINTS}
+    failed: Counter[str] = Counter()
+    answers: Counter[str] = Counter()
+    half = max(1, requests // 2)
+    for _ in range(2):
+        for endpoint, path in ENDPOINTS.items():
+            got, errors = timed(server, path, half)
+            quiet[endpoint] += got
+            failed[f"{endpoint} quiet"] += errors
+        attack = AttackProcess(name, server.url, arg)
+        try:
+            for endpoint, path in ENDPOINTS.items():
+                got, errors = timed(server, path, half)
+                attacked[endpoint] += got
+                failed[f"{endpoint} attacked"] += errors
+        finally:
+            answers.update(attack.stop()["statuses"])
+    out: dict[str, Any] = {"attacker_answers": dict(sorted(answers.items()))}
+    for endpoint in ENDPOINTS:
+        q, a = percentile(quiet[endpoint], 99), percentile(attacked[endpoint], 99)
+        out[endpoint] = {
+            "quiet_p50_ms": percentile(quiet[endpoint], 50),
+            "quiet_p99_ms": q,
+            "attacked_p50_ms": percentile(attacked[endpoint], 50),
+            "attacked_p99_ms": a,
+            "p99_ratio": a / q,
+            "failed": failed[f"{endpoint} quiet"] + failed[f"{endpoint} attacked"],
+            "meets_target": a / q <= TARGET_RATIO and not failed[f"{endpoint} attacked"],
+        }
+    return out
+
+
+def table(report: dict[str, Any]) -> str:
+    lines = [
+        "# Control plane under abuse (bench/control_plane_abuse.py)",
+        "",
+        f"{report['date']}, {report['machine']}; {report['requests']} GETs per endpoint "
+        "quiet and as many under each attack, interleaved; target: p99 under attack within "
+        f"{TARGET_RATIO}x of quiet.",
+        "",
+        "| database | attack | /healthz p99 quiet / attacked (ms) | ratio | list p99 quiet / "
+        "attacked (ms) | ratio | failed GETs | attacker's answers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, attacks in report["results"].items():
+        for name, r in attacks.items():
+            h, li = r["healthz"], r["list"]
+            lines.append(
+                f"| {kind} | {name} | {h['quiet_p99_ms']:.1f} / {h['attacked_p99_ms']:.1f} | "
+                f"{h['p99_ratio']:.2f}x | {li['quiet_p99_ms']:.1f} / {li['attacked_p99_ms']:.1f} | "
+                f"{li['p99_ratio']:.2f}x | {h['failed'] + li['failed']} | "
+                + ", ".join(f"{k}: {v}" for k, v in r["attacker_answers"].items())
+                + " |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    from control_plane import Databases, Server, percentile
+
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite,postgresql")
+    parser.add_argument("--requests", type=int, default=100, help="GETs per endpoint and state")
+    parser.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated")
+    parser.add_argument("--quick", action="store_true", help="20 GETs each; writes nothing")
+    args = parser.parse_args()
+    if args.quick:
+        args.requests = 20
+    kinds = [k for k in args.databases.split(",") if k]
+    names = [a for a in args.attacks.split(",") if a]
+    if unknown := [a for a in names if a not in ATTACKS]:
+        parser.error(f"--attacks: unknown {', '.join(unknown)} (known: {', '.join(ATTACKS)})")
+    tmp = Path(tempfile.mkdtemp(prefix="ringleader-bench-abuse-"))
+    dbs = Databases(tmp, kinds)
+    report: dict[str, Any] = {
+        "benchmark": "control_plane_abuse",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
+        "requests": args.requests,
+        "loadavg_before": os.getloadavg(),
+        "results": {},
+    }
+    try:
+        dbs.start()
+        for kind in kinds:
+            home, url, _ = dbs.fresh(kind, "abuse")
+            server = Server(home, url, "real")
+            server.start()
+            try:
+                arguments = attacker(server)
+                for name in names:
+                    result = under_attack(server, name, arguments[name], args.requests, percentile)
+                    report["results"].setdefault(kind, {})[name] = result
+                    print(
+                        f"{kind} {name}: healthz x{result['healthz']['p99_ratio']:.2f}, "
+                        f"list x{result['list']['p99_ratio']:.2f}, {result['attacker_answers']}",
+                        flush=True,
+                    )
+            finally:
+                server.stop()
+    finally:
+        dbs.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    report["loadavg_after"] = os.getloadavg()
+    report["meets_target"] = all(
+        r[e]["meets_target"]
+        for a in report["results"].values()
+        for r in a.values()
+        for e in ENDPOINTS
+    )
+    text = table(report)
+    print(text)
+    if not args.quick:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "control_plane_abuse.json").write_text(json.dumps(report, indent=2) + "\n")
+        (RESULTS / "control_plane_abuse.md").write_text(text)
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--flood":
-        sys.exit(flood_main(sys.argv[2], sys.argv[3]))
-    sys.exit(f"usage: python {sys.argv[0]} --flood URL CLIENT_ID (started by control_plane.py)")
+    sys.exit(main())
