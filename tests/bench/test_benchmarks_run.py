@@ -35,6 +35,11 @@ BENCHMARKS = [
             "| GET `?limit=50` p99 (ms): quiet / under a 16-thread wrong-secret token flood",
         ),
     ),
+    (  # issue 22's attacks; the heavy ones (200k keys, 180 MB of metrics) only in full runs
+        "control_plane_abuse.py",
+        ["--databases", "sqlite", "--attacks", "token_flood,big_body,half_open,follows"],
+        "| database | attack | /healthz p99",
+    ),
     ("scheduler.py", [], "| metric | value | target |"),
     ("netbench.py", [], "| size | each rank moves"),
     # --quick for launch.py comes with the `launch starts light` work (issue 11, item 9).
