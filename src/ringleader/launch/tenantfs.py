@@ -40,7 +40,9 @@ import stat
 
 __all__ = [
     "Refused",
+    "open_dir",
     "open_file",
+    "open_in",
     "read",
     "read_from",
     "read_or_none",
@@ -107,33 +109,60 @@ def _open_anchor(anchor: str) -> int:
     return fd
 
 
+def open_dir(path: str, anchor: str | None = None) -> int:
+    """A descriptor of the directory ``path``, walked from ``anchor`` (default:
+    ``trusted_prefix(path)``) with no link followed; the caller closes it.  What is
+    opened through it later (``open_in``) is in this directory, whatever is renamed
+    or swapped at ``path`` meanwhile."""
+    anchor = trusted_prefix(path) if anchor is None else anchor
+    parts = [] if _same(anchor, path) else _below(anchor, path)
+    dir_fd = _open_anchor(anchor)
+    for name in parts:
+        try:
+            fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            os.close(dir_fd)
+            raise _why(exc, path, name) from None
+        os.close(dir_fd)
+        dir_fd = fd
+    return dir_fd
+
+
+def open_in(dir_fd: int, name: str) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file ``name`` in the directory ``dir_fd``
+    and its ``fstat``, checked as the module says; the caller closes it."""
+    if not name or os.sep in name or name in (os.curdir, os.pardir):
+        raise Refused(f"{name!r} is not a file name")
+    try:
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _why(exc, name, name) from None
+    info = os.fstat(fd)
+    problem = _problem(info, os.fstat(dir_fd))
+    if problem:
+        os.close(fd)
+        raise Refused(f"{name}: {problem}")
+    return fd, info
+
+
 def open_file(path: str, anchor: str | None = None) -> tuple[int, os.stat_result]:
     """A read-only descriptor of the regular file ``path`` and its ``fstat``, walked
     from ``anchor`` (default: ``trusted_prefix(path)``) as the module says; the caller
     closes it.  Raises ``Refused`` or the kernel's ``OSError``."""
     anchor = trusted_prefix(path) if anchor is None else anchor
-    parts = _below(anchor, path)
-    dir_fd = _open_anchor(anchor)
+    _below(anchor, path)  # refuses what is not under the anchor before anything opens
+    dir_fd = open_dir(os.path.dirname(os.path.abspath(path)), anchor)
     try:
-        for name in parts[:-1]:
-            try:
-                fd = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
-            except OSError as exc:
-                raise _why(exc, path, name) from None
-            os.close(dir_fd)
-            dir_fd = fd
         try:
-            fd = os.open(parts[-1], FILE_FLAGS, dir_fd=dir_fd)
-        except OSError as exc:
-            raise _why(exc, path, parts[-1]) from None
-        info = os.fstat(fd)
-        problem = _problem(info, os.fstat(dir_fd))
-        if problem:
-            os.close(fd)
-            raise Refused(f"{path}: {problem}")
-        return fd, info
+            return open_in(dir_fd, os.path.basename(path))
+        except Refused as exc:
+            raise Refused(f"{path}: {exc}") from None
     finally:
         os.close(dir_fd)
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
 
 
 def _why(exc: OSError, path: str, name: str) -> OSError:
