@@ -145,12 +145,18 @@ def _collect(
     """The series and resources of the metrics directory open at ``dir_fd``."""
     budget = metric_files.Budget()
     owner = {r: p.name for p in pods for r in p.ranks}
-    files: dict[int, list[tuple[int, str]]] = {}
+    listed: list[tuple[int, int, str]] = []
     for name in metric_files.names(dir_fd, _is_rank_file, budget):
         match = _FILE.fullmatch(name)
         if match:
-            rank, attempt = int(match.group(1)), int(match.group(2))
-            files.setdefault(rank, []).append((attempt, name))
+            listed.append((int(match.group(1)), int(match.group(2)), name))
+    listed.sort()
+    room = max(0, metric_files.MAX_FILES - len(pods))  # the pods' resources files count too
+    if len(listed) > room:  # the lowest ranks' files are read, the rest not at all
+        budget.partial, listed = True, listed[:room]
+    files: dict[int, list[tuple[int, str]]] = {}
+    for rank, attempt, name in listed:
+        files.setdefault(rank, []).append((attempt, name))
     series: list[RankSeries] = []
     latest_rates: dict[int, tuple[int, float]] = {}
     until: float | None = None
