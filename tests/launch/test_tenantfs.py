@@ -131,3 +131,23 @@ def test_error_files_and_markers_planted_as_links_or_fifos_are_not_read(tmp_path
     assert teardown.read_marker_time(str(tenant / "rank-1.ended"), str(anchor)) == 1764000000.5
     (tenant / "rank-2.ended").write_text("123 nan\n")
     assert teardown.read_marker_time(str(tenant / "rank-2.ended"), str(anchor)) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lchown to another account needs root")
+def test_only_a_link_root_or_we_made_on_a_trusted_way_is_followed(tmp_path: Path) -> None:
+    """/var -> /private/var (macOS): a system link on the way is no tenant's doing."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (real / "f").write_text("ok")
+    (tmp_path / "alias").symlink_to(real)  # ours, in a directory only we can change
+    assert tenantfs.read(str(tmp_path / "alias" / "f"), 10) == b"ok"
+    assert tenantfs.trusted_prefix(str(tmp_path / "alias" / "f")) == str(real)
+    (tmp_path / "planted").symlink_to(real)
+    os.lchown(tmp_path / "planted", OTHER_UID, OTHER_UID)  # someone else's link
+    with pytest.raises(tenantfs.Refused, match="symbolic link"):
+        tenantfs.read(str(tmp_path / "planted" / "f"), 10)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, OTHER_UID, OTHER_UID)
+    (tmp_path / "toshared").symlink_to(shared)  # ours, but to a directory not trusted
+    assert tenantfs.trusted_prefix(str(tmp_path / "toshared" / "f")) == str(tmp_path)

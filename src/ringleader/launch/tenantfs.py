@@ -75,19 +75,33 @@ def trusted(info: os.stat_result) -> bool:
 
 def trusted_prefix(path: str) -> str:
     """The deepest ancestor directory of ``path`` that, like every directory above it,
-    is ``trusted`` and no link: no tenant can redirect a walk that starts there."""
-    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[1:-1]
+    is ``trusted``: no tenant can redirect a walk that starts there."""
+    return _trusted_walk(path)[0]
+
+
+def _trusted_walk(path: str) -> tuple[str, list[str]]:
+    """``trusted_prefix`` and the components of ``path`` below it.  A link on the way
+    is followed only where only root or we could have made it (ours, in a trusted
+    directory: /var -> /private/var) and only to a directory as trusted as the way
+    there; any other link ends the prefix (the walk below it refuses it)."""
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)[1:]
     prefix = os.sep
-    for name in parts:
+    for i, name in enumerate(parts[:-1]):
         step = os.path.join(prefix, name)
         try:
             info = os.lstat(step)
         except OSError:
-            break
-        if not trusted(info):  # a link's mode is never a directory's
-            break
-        prefix = step
-    return prefix
+            return prefix, parts[i:]
+        if stat.S_ISLNK(info.st_mode) and info.st_uid in _owners():
+            real = os.path.realpath(step)
+            if real == os.sep or _trusted_walk(os.path.join(real, "x"))[0] != real:
+                return prefix, parts[i:]
+            prefix = real
+        elif trusted(info):
+            prefix = step
+        else:
+            return prefix, parts[i:]
+    return prefix, parts[-1:]
 
 
 def _below(anchor: str, path: str) -> list[str]:
@@ -114,8 +128,11 @@ def open_dir(path: str, anchor: str | None = None) -> int:
     ``trusted_prefix(path)``) with no link followed; the caller closes it.  What is
     opened through it later (``open_in``) is in this directory, whatever is renamed
     or swapped at ``path`` meanwhile."""
-    anchor = trusted_prefix(path) if anchor is None else anchor
-    parts = [] if _same(anchor, path) else _below(anchor, path)
+    if anchor is None:
+        anchor, parts = _trusted_walk(os.path.join(path, "x"))
+        parts = parts[:-1]
+    else:
+        parts = [] if _same(anchor, path) else _below(anchor, path)
     dir_fd = _open_anchor(anchor)
     for name in parts:
         try:
@@ -149,8 +166,8 @@ def open_file(path: str, anchor: str | None = None) -> tuple[int, os.stat_result
     """A read-only descriptor of the regular file ``path`` and its ``fstat``, walked
     from ``anchor`` (default: ``trusted_prefix(path)``) as the module says; the caller
     closes it.  Raises ``Refused`` or the kernel's ``OSError``."""
-    anchor = trusted_prefix(path) if anchor is None else anchor
-    _below(anchor, path)  # refuses what is not under the anchor before anything opens
+    if anchor is not None:
+        _below(anchor, path)  # refuses what is not under the anchor before anything opens
     dir_fd = open_dir(os.path.dirname(os.path.abspath(path)), anchor)
     try:
         try:

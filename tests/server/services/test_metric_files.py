@@ -76,8 +76,10 @@ def test_links_fifos_and_a_linked_directory_are_not_read(tmp_path: Path) -> None
     os.mkfifo(tmp_path / "mine" / "fifo")
     assert _read(tmp_path / "mine", "f", metric_files.Budget()) == ([], False)
     assert _read(tmp_path / "mine", "fifo", metric_files.Budget()) == ([], False)
-    (tmp_path / "linked").symlink_to(real)
-    with metric_files.folder(str(tmp_path / "linked")) as dir_fd:
+    (tmp_path / "tenant").mkdir()  # a directory someone else can change (an account's)
+    (tmp_path / "tenant" / "metrics").symlink_to(real)  # below the trusted prefix: never
+    os.chmod(tmp_path / "tenant", 0o777)
+    with metric_files.folder(str(tmp_path / "tenant" / "metrics")) as dir_fd:
         assert dir_fd is None
 
 
