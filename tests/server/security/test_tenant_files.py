@@ -88,9 +88,11 @@ def test_error_files_and_markers_planted_as_links_fifos_or_sparse_files(site: Si
 
 
 def _metrics_writer(lines: str, then: str = "") -> str:
-    """A rank that writes report()'s records itself, then does ``then``."""
+    """Rank 0 writes report()'s records itself, then does ``then``."""
     return (
         "import json, os, sys, time\n"
+        "if os.environ['RANK'] != '0':  # one writer: the gang's other rank is done\n"
+        "    sys.exit(0)\n"
         "folder = os.environ['RINGLEADER_METRICS_DIR']\n"
         f"{lines}\n"
         "print('WROTE', flush=True)\n"
@@ -142,6 +144,7 @@ def test_a_swapped_metrics_directory_never_shows_another_users_records(site: Sit
             key = "own" if losses else "empty"
             seen[key] = seen.get(key, 0) + 1
     print("eve's metrics during the swap:", seen)
+    assert seen.get("own"), seen  # her own records were read while she swapped
     _assert_supervisor_memory_is_bounded(eve_id)
     assert site.server.cli("delete", "eve-swap").returncode == 0
 
