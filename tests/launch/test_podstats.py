@@ -132,8 +132,11 @@ def test_bounds_a_cap_no_link_and_no_metrics_dir(tmp_path: Path, monkeypatch, bu
     sampler.watch(busy.pid, {podstats.METRICS_DIR: str(tmp_path), podstats.POD_VAR: "b"})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (tmp_path / "linked").symlink_to(elsewhere)  # an account's planted directory link
-    sampler.watch(busy.pid, {podstats.METRICS_DIR: str(tmp_path / "linked"), podstats.POD_VAR: "d"})
+    account = tmp_path / "account"  # a directory someone else can change (an account's)
+    account.mkdir()
+    account.chmod(0o777)
+    (account / "linked").symlink_to(elsewhere)  # an account's planted directory link
+    sampler.watch(busy.pid, {podstats.METRICS_DIR: str(account / "linked"), podstats.POD_VAR: "d"})
     sampler.sample()
     assert target.read_text() == "untouched\n" and not list(elsewhere.iterdir())
     sampler.close()

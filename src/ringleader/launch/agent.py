@@ -216,9 +216,11 @@ class Agent:
         for reader in rp.readers:  # a grandchild may hold the pipe open: don't wait forever
             reader.join(timeout=1.0)
         signum = -code if code < 0 else None
-        error = read_error_file(error_file) if code != 0 else None
+        # The rank's files are read from our own run dir, never through its links.
+        error = read_error_file(error_file, self.rundir) if code != 0 else None
         extra: dict[str, Any] = {}
-        raised = teardown.read_marker_time(rp.marker) if code != 0 and rp.marker else None
+        marker = rp.marker if code != 0 else None
+        raised = teardown.read_marker_time(marker, self.rundir) if marker else None
         if raised is not None:
             # It failed when its exception escaped (the root cause's time), not at its exit.
             ended, extra["raised"] = raised, True

@@ -203,11 +203,13 @@ class _PodFile:
         """Open (create) the file; False while its directory does not exist yet.
 
         The agent may be root and the directory the account's: the directory is
-        opened first and checked on its descriptor (so it cannot be swapped after
-        the check) to be the one named, through no link; the file is created in
-        it without following one, and must be a regular file with no other name."""
+        reached as ``tenantfs`` reaches one (from a directory only root or we can
+        change, through no link), the file is created in it through that descriptor
+        without following one, and must be a regular file with no other name."""
+        from ringleader.launch import tenantfs  # only where a server asks for samples
+
         try:
-            dir_fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            dir_fd = tenantfs.open_dir(self.folder)
         except FileNotFoundError:
             return False  # the directory comes with the first rank's report
         except OSError as exc:
@@ -215,12 +217,6 @@ class _PodFile:
             return False
         fd = None
         try:
-            try:
-                opened = os.readlink(f"/proc/self/fd/{dir_fd}")
-            except OSError:  # no /proc (macOS): checked by name
-                opened = os.path.realpath(self.folder)
-            if opened != os.path.abspath(self.folder):
-                raise OSError(f"{self.folder} is reached through a symbolic link")
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
             fd = os.open(self.name, flags | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
             info = os.fstat(fd)

@@ -81,12 +81,16 @@ class RankProcess:
         self.hung = False  # killed by the hung-teardown rule
 
 
-def read_error_file(path: str) -> dict[str, Any] | None:
-    """The traceback a rank recorded, if the runtime helper or torch wrote one."""
+def read_error_file(path: str, anchor: str | None = None) -> dict[str, Any] | None:
+    """The traceback a rank recorded, if the runtime helper or torch wrote one.
+
+    The rank (maybe another account) owns the file and its directory: it is read
+    from ``anchor`` (the agent's own run dir) through ``launch.tenantfs``, capped,
+    never through a link, a FIFO or a hard link (``runtime.errorfile``)."""
     from ringleader.runtime.errorfile import read_error_file as read
 
     try:
-        return read(path)
+        return read(path, anchor=anchor)
     except Exception:  # a malformed error file must not hide the exit itself
         return None
 

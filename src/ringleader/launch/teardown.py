@@ -33,7 +33,7 @@ import signal
 import threading
 import time
 
-from ringleader.launch import procs
+from ringleader.launch import procs, tenantfs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -61,13 +61,21 @@ def arm(env: dict[str, str], marker: str) -> None:
     env["PYTHONPATH"] = HOOK_DIR + (os.pathsep + path if path else "")
 
 
-def read_marker_time(marker: str) -> float | None:
-    """When the exception escaped (the marker's second field), if it says."""
+#: The most of a marker that is read: it holds "PID TIME\n".
+MARKER_CAP = 256
+
+
+def read_marker_time(marker: str, anchor: str | None = None) -> float | None:
+    """When the exception escaped (the marker's second field), if it says.
+
+    The rank (maybe another account) writes the marker: it is read from ``anchor``
+    (the agent's run dir) through ``tenantfs``, capped, never through a link or a FIFO."""
+    raw = tenantfs.read_or_none(marker, MARKER_CAP, anchor)
     try:
-        with open(marker) as f:
-            return float(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
+        moment = float((raw or b"").split()[1])
+    except (ValueError, IndexError):
         return None
+    return moment if 0 < moment < 1e11 else None  # a time, not nan or inf
 
 
 def reason(grace_s: float) -> str:
@@ -125,7 +133,7 @@ class EndedWatcher:
                 if w.stopped:
                     continue
                 if w.seen is None:
-                    if os.path.exists(w.marker):
+                    if os.path.lexists(w.marker):  # its presence only: never followed
                         w.seen = now
                 elif now - w.seen >= self._grace():
                     w.stopped = True

@@ -146,23 +146,38 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def read_error_file(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+#: The most of an error file that is read: a traceback is kilobytes; a rank that left a
+#: 1 GiB (sparse) file there must not make the agent, which may be root, read it whole.
+READ_CAP = 256 * 1024
+#: The most of a parsed message and traceback that is kept (a traceback's end: its cause).
+MESSAGE_CAP = 4000
+TRACEBACK_CAP = 32_000
+
+
+def read_error_file(
+    path: str | os.PathLike[str], *, anchor: str | None = None
+) -> dict[str, Any] | None:
     """Parse an error file written by ringleader or torch.
 
     Returns ``{"message", "traceback", "timestamp", "error_code"}`` (the last three may
-    be None), or None when there is no file or it is empty.  A file that is not the
-    expected JSON still yields a dict, whose message is its raw text, because a
-    half-understood error beats none.
+    be None), or None when there is no file, it is empty, or it is not a plain file
+    reachable without a link (``launch.tenantfs``: the rank that wrote it may be
+    another account than the reader, which may be root; ``anchor`` is the directory
+    the walk starts from, default the path's deepest trusted ancestor).  At most
+    ``READ_CAP`` bytes are read; message and traceback are capped too.  A file that
+    is not the expected JSON still yields a dict, whose message is its raw text,
+    because a half-understood error beats none.
     """
-    try:
-        with open(path) as fp:
-            text = fp.read()
-    except (FileNotFoundError, IsADirectoryError):
+    from ringleader.launch import tenantfs
+
+    raw = tenantfs.read_or_none(os.fspath(path), READ_CAP, anchor)
+    if raw is None:
         return None
+    text = raw.decode("utf-8", errors="replace")
     if not text.strip():
         return None
     result: dict[str, Any] = {
-        "message": text.strip()[:4000],
+        "message": text.strip()[:MESSAGE_CAP],
         "traceback": None,
         "timestamp": None,
         "error_code": None,
@@ -175,12 +190,14 @@ def read_error_file(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         return result
     message = data["message"]
     if isinstance(message, dict):
-        extra = message.get("extraInfo") or {}
-        result["message"] = str(message.get("message", ""))
-        result["traceback"] = extra.get("py_callstack")
+        extra = message.get("extraInfo")
+        extra = extra if isinstance(extra, dict) else {}
+        result["message"] = str(message.get("message", ""))[:MESSAGE_CAP]
+        callstack = extra.get("py_callstack")
+        result["traceback"] = str(callstack)[-TRACEBACK_CAP:] if callstack else None
         result["timestamp"] = _as_int(extra.get("timestamp"))
         result["error_code"] = _as_int(message.get("errorCode"))
     else:
-        result["message"] = str(message)
+        result["message"] = str(message)[:MESSAGE_CAP]
         result["timestamp"] = _as_int(data.get("timestamp"))
     return result

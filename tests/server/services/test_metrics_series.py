@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
+from typing import Any
 
+from ringleader.server.services import metric_files
 from ringleader.server.services.metrics import (
+    READ_CAP,
     _bucket_resources,
     _derive,
     _downsample,
-    _read,
-    _read_resources,
+    _parse,
+    _parse_resources,
 )
+
+
+def _through_folder(path: Path, parse: metric_files.Parser) -> tuple[list[Any], bool]:
+    """What the service reads of ``path``: through its directory's descriptor."""
+    with metric_files.folder(str(path.parent)) as dir_fd:
+        assert dir_fd is not None
+        budget = metric_files.Budget()
+        return metric_files.read(dir_fd, str(path.parent), path.name, parse, READ_CAP, budget)
+
+
+def _read(path: Path, attempt: int) -> tuple[list[Any], bool]:
+    return _through_folder(path, functools.partial(_parse, attempt=attempt))
+
+
+def _read_resources(path: Path) -> list[Any]:
+    return _through_folder(path, _parse_resources)[0]
 
 
 def _write(path: Path, lines: list[str]) -> Path:

@@ -13,9 +13,13 @@ Derived here, from consecutive records of one rank and attempt: step time
 over the time between them).  Bounds: at most ``MAX_POINTS`` points per
 series (consecutive records are merged into buckets: the last step, loss and
 scalars, the mean step time, the bucket's samples over its time), at most
-``READ_CAP`` bytes read per file (a rank's file is capped smaller by
-``report``), never through a symbolic link, and ``since`` (a UNIX time)
-returns only later records, for cheap live updates.
+``READ_CAP`` bytes of a file (a rank's file is capped smaller by ``report``),
+``since`` (a UNIX time) returns only later records, for cheap live updates.
+The directory is the workload's own (its account's): how it is read (never
+through a link, a FIFO or a hard link; at most ``metric_files.MAX_FILES`` files
+and ``REQUEST_READ_CAP`` new bytes per request, the rest next time with
+``partial`` set; parsed records cached so a poll reads only what is new) is
+``metric_files``' docstring.
 
 ``resources``: CPU and memory per pod, sampled by the agent that owns the pod's
 ranks (``launch.podstats``: its docstring says what and how often) into
@@ -26,14 +30,12 @@ each bucket, at its last sample's time; ``since`` and ``until`` cover them too.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
-import os
 import re
-import stat
 from dataclasses import dataclass
-from pathlib import Path
 
 from pydantic import Field
 from sqlalchemy.orm import Session
@@ -42,9 +44,10 @@ from ringleader.launch import podstats
 from ringleader.launch.detached import load_launch
 from ringleader.runtime.metrics import MAX_FILE_BYTES, METRICS_DIR
 from ringleader.server.backends import BackendSet
-from ringleader.server.backends.local.planning import pods_from_launch
+from ringleader.server.backends.local.planning import LocalPod, pods_from_launch
 from ringleader.server.models import User
 from ringleader.server.schemas import Wire
+from ringleader.server.services import metric_files
 from ringleader.server.services.workloads import get
 
 MAX_POINTS = 500
@@ -91,9 +94,10 @@ class WorkloadMetrics(Wire):
     resources: list[PodResources] = Field(default_factory=list)  # CPU and memory per pod
     total_samples_per_second: float | None = None  # the latest rate of every rank, summed
     until: float | None = None  # the latest record's time: the next call's ``since``
+    partial: bool = False  # a cap left files or bytes unread: the next call reads on
 
 
-@dataclass
+@dataclass(slots=True)
 class _Raw:
     attempt: int
     step: int
@@ -127,28 +131,41 @@ def workload_metrics(
         return WorkloadMetrics(workload_id=wid, collected=False, series=[])
     launch = load_launch(run_dir)
     folder = launch.spec.env.get(METRICS_DIR) if launch is not None else None
-    if launch is None or not folder or not Path(folder).is_dir():
+    if launch is None or not folder:
         return empty
-    if os.path.realpath(folder) != os.path.normpath(folder):
-        # A workload run as its account owns its directory: a link there must not
-        # lead the server to another workload's records.
-        return empty
-    pods = pods_from_launch(launch)
+    with metric_files.folder(folder) as dir_fd:
+        if dir_fd is None:  # missing, or reached through a link: the workload's own doing
+            return empty
+        return _collect(wid, folder, dir_fd, pods_from_launch(launch), since, max_points)
+
+
+def _collect(
+    wid: str, folder: str, dir_fd: int, pods: list[LocalPod], since: float | None, max_points: int
+) -> WorkloadMetrics:
+    """The series and resources of the metrics directory open at ``dir_fd``."""
+    budget = metric_files.Budget()
     owner = {r: p.name for p in pods for r in p.ranks}
-    files: dict[int, list[tuple[int, Path]]] = {}
-    for path in Path(folder).iterdir():
-        match = _FILE.fullmatch(path.name)
+    listed: list[tuple[int, int, str]] = []
+    for name in metric_files.names(dir_fd, _is_rank_file, budget):
+        match = _FILE.fullmatch(name)
         if match:
-            rank, attempt = int(match.group(1)), int(match.group(2))
-            files.setdefault(rank, []).append((attempt, path))
+            listed.append((int(match.group(1)), int(match.group(2)), name))
+    listed.sort()
+    room = max(0, metric_files.MAX_FILES - len(pods))  # the pods' resources files count too
+    if len(listed) > room:  # the lowest ranks' files are read, the rest not at all
+        budget.partial, listed = True, listed[:room]
+    files: dict[int, list[tuple[int, str]]] = {}
+    for rank, attempt, name in listed:
+        files.setdefault(rank, []).append((attempt, name))
     series: list[RankSeries] = []
     latest_rates: dict[int, tuple[int, float]] = {}
     until: float | None = None
     for rank in sorted(files):
         raw: list[_Raw] = []
         capped = False
-        for attempt, path in sorted(files[rank]):
-            records, was_capped = _read(path, attempt)
+        for attempt, name in sorted(files[rank]):
+            parse = functools.partial(_parse, attempt=attempt)
+            records, was_capped = metric_files.read(dir_fd, folder, name, parse, READ_CAP, budget)
             capped = capped or was_capped
             _derive(records)
             raw.extend(records)
@@ -171,7 +188,11 @@ def workload_metrics(
         )
     resources: list[PodResources] = []
     for pod in pods:
-        samples = _read_resources(Path(folder) / podstats.file_name(pod.name))
+        name = podstats.file_name(pod.name)
+        found, _ = metric_files.read(
+            dir_fd, folder, name, _parse_resources, RESOURCES_READ_CAP, budget
+        )
+        samples = sorted(found, key=lambda p: p.time)  # two agents' attempts may interleave
         if samples:
             until = max(until or samples[-1].time, samples[-1].time)
         fresh = [p for p in samples if since is None or p.time > since]
@@ -187,27 +208,19 @@ def workload_metrics(
         resources=resources,
         total_samples_per_second=sum(rates) if rates else None,
         until=until,
+        partial=budget.partial,
     )
 
 
-def _read_bytes(path: Path, cap: int) -> bytes:
-    """At most ``cap`` bytes of a regular file, never through a link (see above; a FIFO
-    would block); nothing when it is missing or anything else."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return b""
-            return handle.read(cap)
-    except OSError:
-        return b""
+def _is_rank_file(name: str) -> bool:
+    return _FILE.fullmatch(name) is not None
 
 
-def _read(path: Path, attempt: int) -> tuple[list[_Raw], bool]:
-    """One file's well-formed records (a torn last line or a stray one is skipped)."""
+def _parse(lines: list[bytes], attempt: int) -> tuple[list[_Raw], bool]:
+    """Well-formed records of a rank's lines (a stray line is skipped); True: capped."""
     records: list[_Raw] = []
     capped = False
-    for line in _read_bytes(path, READ_CAP).splitlines():
+    for line in lines:
         try:
             item = json.loads(line)
         except ValueError:
@@ -292,10 +305,10 @@ def _point(bucket: list[_Raw]) -> MetricPoint:
     )
 
 
-def _read_resources(path: Path) -> list[ResourcePoint]:
-    """One pod's well-formed samples, in time order (a torn or stray line is skipped)."""
+def _parse_resources(lines: list[bytes]) -> tuple[list[ResourcePoint], bool]:
+    """A pod's well-formed samples (a stray line is skipped); never capped-flagged."""
     points: list[ResourcePoint] = []
-    for line in _read_bytes(path, RESOURCES_READ_CAP).splitlines():
+    for line in lines:
         try:
             item = json.loads(line)
         except ValueError:
@@ -310,8 +323,7 @@ def _read_resources(path: Path) -> list[ResourcePoint]:
                 memory_bytes=memory if isinstance(memory, int) and memory >= 0 else None,
             )
         )
-    points.sort(key=lambda p: p.time)  # two agents' attempts may interleave
-    return points
+    return points, False
 
 
 def _bucket_resources(points: list[ResourcePoint], max_points: int) -> list[ResourcePoint]:

@@ -107,6 +107,10 @@ from ringleader.server.backends.local.status import STATES, pod_phase, status_of
 __all__ = ["LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
 
 DETECT: Any = object()  # LocalBackend(cgroups=DETECT): this host's hierarchy, if any
+#: The supervisor's cgroup (the detached supervisor, its agents, mpirun): root processes
+#: that read what ranks write, bounded so that no bug or tenant's file can take the
+#: host's memory through them (past it the kernel kills there: the workload fails).
+SUPERVISOR_LIMITS = cgroupfs.Limits(memory_bytes=1 << 30)
 
 
 class LocalBackend(Backend):
@@ -226,7 +230,7 @@ class LocalBackend(Backend):
                 # the supervisor starts; it joins before its first instruction runs.
                 held.enter_context(hierarchy.lock())
                 run_id = plan.spec.run_id
-                hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}")
+                hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}", SUPERVISOR_LIMITS)
                 for pod, limits in plan.limits.items():
                     hierarchy.create(f"{run_id}/{pod}", limits)
                     if plan.run_as is not None:  # its ranks join it as the account
