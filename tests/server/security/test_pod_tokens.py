@@ -208,7 +208,11 @@ def test_an_admins_pod_token_is_no_admin_and_sees_no_other_project(api: API) -> 
     submit_elsewhere = api.client.post(
         "/api/v1/workloads/distributed",
         headers=pod,
-        json={"name": "x", "projectId": other.json()["id"], "spec": {"command": "true", "numWorkers": 1}},
+        json={
+            "name": "x",
+            "projectId": other.json()["id"],
+            "spec": {"command": "true", "numWorkers": 1},
+        },
     )
     assert submit_elsewhere.status_code == 404, submit_elsewhere.text
     refused = api.client.post("/api/v1/access-keys", headers=pod, json={"name": "k"})
