@@ -34,6 +34,12 @@ OUTPUT = typer.Option(
 PROJECT = typer.Option(
     None, "-p", "--project", metavar="NAME", help="Project (default: the current one)."
 )
+RAW = typer.Option(
+    False,
+    "--raw",
+    help="Print the workload's own text as it is, control characters too "
+    "(by default they are shown as ^[ and the like: a terminal would obey them).",
+)
 WAIT_POLL_S = 1.0  # how often `logs -f` looks again at a workload that waits to start
 ENDED = ("Completed", "Failed", "Stopped", "Deleting", "Deleted")  # a follow ends with these
 
@@ -52,12 +58,13 @@ def list_workloads(
 
     Example: ringleader list -A
     """
+    from ringleader.cli.safetext import visible_data
     from ringleader.cli.show import print_list
 
     c = client()
     filters = [] if all_projects else [f"projectName=={project or c.project or 'default'}"]
     listing = c.list_workloads(filters, limit=500)
-    print_list(console, listing, listing.workloads, all_projects, output)
+    print_list(console, listing, visible_data(listing.workloads), all_projects, output)
 
 
 @reports_errors
@@ -65,16 +72,24 @@ def describe(
     name: str = typer.Argument(..., help="Workload name or id."),
     project: str = PROJECT,
     output: str = OUTPUT,
+    raw: bool = RAW,
 ) -> None:
     """Show a workload: spec, phase with its reason, pods, events.
 
+    Its text (a failure's message, events) is the workload's own: control
+    characters in it are shown, not sent to the terminal (--raw sends them).
+
     Example: ringleader describe mnist
     """
+    from ringleader.cli.safetext import visible_data
     from ringleader.cli.show import print_describe
 
     c = client()
     w = c.find(name, project)
-    print_describe(console, w, c.pods(w.workload_id), c.events(w.workload_id), output)
+    shown = (w, c.pods(w.workload_id), c.events(w.workload_id))
+    if not raw:  # -o json and yaml escape them themselves
+        shown = visible_data(shown)
+    print_describe(console, *shown, output)
 
 
 @reports_errors
@@ -101,16 +116,23 @@ def logs(
     ),
     timestamps: bool = typer.Option(False, "--timestamps", help="Prefix each line with its time."),
     project: str = PROJECT,
+    raw: bool = RAW,
 ) -> None:
     """Print a workload's logs: every pod merged and prefixed, or one pod.
 
     A workload that waits to start has no logs yet: it says why it waits
     (on stderr), and with -f waits for it to start, then follows it.
 
+    On a terminal, control characters the workload printed are shown (ESC as
+    ^[), not obeyed; --raw sends them as they are.  Into a pipe or a file the
+    lines are exact.
+
     Example: ringleader logs mnist -f
     """
+    from ringleader.cli.safetext import visible
     from ringleader.cli.show import WAITING
 
+    shown = (lambda line: line) if raw or not sys.stdout.isatty() else visible
     c = client()
     w = c.find(name, project)
     if w.actual_phase in WAITING:
@@ -121,7 +143,7 @@ def logs(
     for line in c.logs(
         w.workload_id, pod=pod, tail=tail, since=since, follow=follow, timestamps=timestamps
     ):
-        sys.stdout.write(line + "\n")
+        sys.stdout.write(shown(line) + "\n")
         sys.stdout.flush()
         printed += 1
     if follow:  # a follow ends with the workload, or because the server went away
@@ -142,8 +164,10 @@ def logs(
 def _wait_to_start(c: Client, w: WorkloadOut, follow: bool) -> WorkloadOut | None:
     """Say why ``w`` waits; with ``follow``, wait until it has started (the workload
     then), else None: there is nothing to print yet."""
+    from ringleader.cli.safetext import visible_data
     from ringleader.cli.show import WAITING, why_waiting
 
+    w = visible_data(w)  # its message is tenant-written, and stderr is a terminal
     said = why_waiting(w)
     err_console.print(f"{w.name} is {w.actual_phase}: {said}", markup=False, soft_wrap=True)
     if not follow:
@@ -161,7 +185,7 @@ def _wait_to_start(c: Client, w: WorkloadOut, follow: bool) -> WorkloadOut | Non
     )
     while w.actual_phase in WAITING:
         time.sleep(WAIT_POLL_S)  # the API has no phase-change stream to wait on
-        w = c.workload(w.workload_id)
+        w = visible_data(c.workload(w.workload_id))
         if w.actual_phase in WAITING and why_waiting(w) != said:
             said = why_waiting(w)
             err_console.print(f"{w.name} is {w.actual_phase}: {said}", markup=False, soft_wrap=True)
@@ -172,8 +196,10 @@ def _wait_to_start(c: Client, w: WorkloadOut, follow: bool) -> WorkloadOut | Non
 def _say_why_silent(w: WorkloadOut) -> None:
     """No line came: say so when the workload's status explains it (it ended, or has
     not started), so an empty answer is not a mystery."""
+    from ringleader.cli.safetext import visible_data
     from ringleader.cli.show import status_lines
 
+    w = visible_data(w)
     if w.actual_phase in ("Running", "Initializing", "Degraded"):
         return  # it runs and has printed nothing yet: nothing to explain
     lines = status_lines(w, err_console.width if wraps(err_console) else None)

@@ -15,6 +15,12 @@ Invariants:
   batch at a time, whenever a token is issued;
 - checking credentials costs the same for an unknown client id as for a
   known one (a dummy hash is verified), so ids cannot be told apart by time;
+- a *pod token* (``issue_pod_token``: the token a workload's pods get) is its
+  submitter's, confined to the workload's project: ``user_for_token`` records
+  that project in the request's ``session.info`` (``pod_project``), which the
+  role checks and the API's route gate read (no access keys, users, tokens or
+  memberships, no other project's workloads, an admin's no more than a
+  researcher's); it is refused once its workload ends (revoked, and checked);
 - the first start creates an admin with one access key and writes it to a
   credentials file readable only by its owner (0600).
 """
@@ -43,6 +49,11 @@ from ringleader.server.models import AccessKey, Project, ProjectMember, Token, U
 PBKDF2_ROUNDS = 120_000
 DEFAULT_PROJECT = "default"
 PURGE_BATCH = 500  # expired tokens deleted per token issued: bounded work per request
+# session.info's key for the project a pod token confines a request to (pod_project).
+POD_PROJECT = "ringleader.pod_project"
+# A workload in one of these phases has ended (phases.WORKLOAD_ENDED, which
+# imports this module) or is going: its pods' token no longer acts.
+POD_TOKEN_ENDS = frozenset({"Completed", "Failed", "Stopped", "Deleting", "Deleted"})
 
 
 def hash_secret(secret: str) -> str:
@@ -200,20 +211,35 @@ def revoke_pod_tokens(session: Session, workload_id: str) -> None:
 
 
 def user_for_token(session: Session, token: str) -> User:
-    """The token's user, in one query (every API call makes it)."""
+    """The token's user, in one query (every API call makes it).
+
+    A pod token confines ``session`` to its workload's project (``pod_project``);
+    one whose workload has ended or gone is refused even if a revocation was
+    missed (a deleted workload's tokens also go with its row)."""
     row = session.execute(
-        select(User, Token.expires_at)
+        select(User, Token.expires_at, Token.workload_id, Workload.project_id, Workload.phase)
         .join(Token, Token.user_id == User.id)
+        .outerjoin(Workload, Workload.id == Token.workload_id)
         .where(Token.token_hash == token_digest(token))
     ).first()
     if row is None:
         raise Unauthorized("invalid token")
-    user, expires_at = row
+    user, expires_at, workload_id, project_id, phase = row
     if expires_at <= utcnow():
         raise Unauthorized(
             "token expired; get a new one with `ringleader token` or POST /api/v1/token"
         )
+    if workload_id is not None:
+        if project_id is None or phase in POD_TOKEN_ENDS:
+            raise Unauthorized("invalid token: its workload has ended")
+        session.info[POD_PROJECT] = project_id
     return user
+
+
+def pod_project(session: Session) -> str | None:
+    """The project a pod token confines this request's session to; None for any
+    other caller (a user's own token, the server's loops)."""
+    return session.info.get(POD_PROJECT)
 
 
 def write_credentials(path: Path, url: str, key: IssuedKey) -> None:

@@ -1,4 +1,12 @@
-"""Request-scoped dependencies: the DB session and the caller."""
+"""Request-scoped dependencies: the DB session and the caller.
+
+A pod token (``auth.issue_pod_token``) reaches only ``POD_ROUTES``: its own
+project's workloads (the role checks confine it to that project, see
+``auth.pod_project``), who it is, its own logout and the read-only views a
+client needs to name that project and cluster.  Every other route, and any
+route added later, is a 403 for it: a stolen pod token cannot mint access keys
+or tokens, make users or change memberships, so it dies with its workload.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +16,27 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from ringleader.errors import Unauthorized
-from ringleader.server.auth import user_for_token
+from ringleader.errors import Forbidden, Unauthorized
+from ringleader.server.auth import pod_project, user_for_token
 from ringleader.server.models import User
 
 bearer = HTTPBearer(auto_error=False, description="Bearer token from POST /api/v1/token")
 
 
 READ_METHODS = frozenset({"GET", "HEAD"})
+# Where a pod token may go besides its project's workloads (WORKLOAD_ROUTES): the
+# method and the route's path template, so a route added later is closed to pods.
+POD_ROUTES: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("GET", "/api/v1/me"),
+        ("DELETE", "/api/v1/token"),  # its own logout
+        ("GET", "/api/v1/clusters"),
+        ("GET", "/api/v1/clusters/{cluster_uuid}"),
+        ("GET", "/api/v1/org-unit/projects"),  # its own project only (visible_projects)
+        ("GET", "/api/v1/org-unit/projects/{key}"),
+    }
+)
+WORKLOAD_ROUTES = "/api/v1/workloads"
 
 
 def get_session(request: Request) -> Iterator[Session]:
@@ -41,8 +62,28 @@ def bearer_token(
     return credentials.credentials
 
 
+def pod_may_reach(method: str, route_path: str) -> bool:
+    """Whether a pod token may call this route (``route_path``: its template)."""
+    method = "GET" if method == "HEAD" else method
+    if route_path == WORKLOAD_ROUTES or route_path.startswith(WORKLOAD_ROUTES + "/"):
+        return True
+    return (method, route_path) in POD_ROUTES
+
+
 def current_user(
-    token: str = Depends(bearer_token), session: Session = Depends(get_session)
+    request: Request,
+    token: str = Depends(bearer_token),
+    session: Session = Depends(get_session),
 ) -> User:
-    """The caller: the user of a valid, unexpired, unrevoked token (else 401)."""
-    return user_for_token(session, token)
+    """The caller: the user of a valid, unexpired, unrevoked token (else 401); a pod
+    token only on ``pod_may_reach``'s routes (else 403)."""
+    user = user_for_token(session, token)
+    if pod_project(session) is not None:
+        route = request.scope.get("route")
+        path = getattr(route, "path", request.url.path)
+        if not pod_may_reach(request.method, path):
+            raise Forbidden(
+                "a pod's token acts only on its own project's workloads; "
+                f"{request.method} {path} needs the user's own access key"
+            )
+    return user

@@ -29,10 +29,15 @@ Invariants:
 - ``Workload.running_pods`` is the number of its pods in phase Running: the
   writers of pod phases here keep it (``_count_running``) so the workload list
   can sort by it through an index.
+- Every reason, message and pod name written here is ``storable``: a tenant
+  writes much of it (an error file's text, a rank's last lines, an exit
+  message), and PostgreSQL refuses NUL in text and more than 255 characters in
+  a reason, which would fail the loop's whole transaction, every pass.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, inspect
@@ -41,7 +46,7 @@ from sqlalchemy.orm import Session
 from ringleader.errors import RingleaderError
 from ringleader.server.auth import revoke_pod_tokens
 from ringleader.server.db import utcnow
-from ringleader.server.models import Event, Pod, Workload
+from ringleader.server.models import NAME_LENGTH, Event, Pod, Workload
 
 WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
     "Creating": frozenset({"Pending", "Failed", "Deleting"}),
@@ -107,6 +112,27 @@ OBSERVED_INSTEAD: dict[tuple[str, str], tuple[str, str, str]] = {
 }
 
 
+# A phase's or event's message: a root cause with its traceback fits; more is cut.
+MESSAGE_CHARS = 16_000
+REASON_CHARS = NAME_LENGTH  # reasons and pod names are VARCHAR(255) columns
+TYPE_CHARS = 64  # an event's type (note_pending's is its reason): VARCHAR(64)
+ELLIPSIS = "\u2026"
+# What no row can hold: NUL (PostgreSQL text) and lone surrogates (no UTF-8 encoder
+# writes one: the insert, or every response showing it, would fail).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str, max_chars: int = MESSAGE_CHARS) -> str:
+    """``text`` as any database holds it: NUL and lone surrogates become U+FFFD (the
+    replacement character, so a reader sees something was there), and text longer
+    than ``max_chars`` keeps its start and ends with an ellipsis.  Control
+    characters stay: they are data here; whoever prints them makes them safe."""
+    text = _UNSTORABLE.sub("\ufffd", text)
+    if len(text) > max_chars:
+        text = text[: max_chars - len(ELLIPSIS)] + ELLIPSIS
+    return text
+
+
 class IllegalTransition(RingleaderError):
     """A phase change the transition table does not allow (a bug or a race, never input)."""
 
@@ -151,6 +177,7 @@ def transition(
         return False
     _check(WORKLOAD_TRANSITIONS, current, to_phase, f"workload {workload.name!r} ({workload.id})")
     at = _now(now)
+    reason, message = storable(reason, REASON_CHARS), storable(message)
     workload.phase = to_phase
     workload.phase_reason = reason
     workload.phase_message = message
@@ -315,12 +342,12 @@ def _add_event(
     event = Event(
         workload=workload,
         time=at,
-        type=type,
+        type=storable(type, TYPE_CHARS),
         from_phase=from_phase,
         to_phase=to_phase,
-        reason=reason,
-        message=message,
-        pod_name=pod_name,
+        reason=storable(reason, REASON_CHARS),
+        message=storable(message),
+        pod_name=None if pod_name is None else storable(pod_name, REASON_CHARS),
     )
     session.add(event)
     return event
@@ -395,6 +422,7 @@ def note_pending(session: Session, workload: Workload, reason: str, message: str
     event marks only the first time for a reason."""
     if workload.phase not in ("Pending", "Initializing"):
         return
+    reason, message = storable(reason, REASON_CHARS), storable(message)
     if workload.phase_reason != reason:
         record_event(session, workload, reason, reason=reason, message=message)
     workload.phase_reason, workload.phase_message = reason, message

@@ -11,7 +11,9 @@ Invariants:
   "forbidden": its existence is not revealed; a member without the right
   role gets a 403 that names the role needed;
 - users, projects and nodes are managed by global admins only
-  (``require_global_admin``).
+  (``require_global_admin``);
+- a pod token's session (``auth.pod_project``) sees no project but its own,
+  and acts there with its user's role (a global admin's pod token included).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Forbidden, NotFound
+from ringleader.server.auth import pod_project
 from ringleader.server.models import Project, ProjectMember, User
 
 Role = Literal["admin", "researcher", "viewer"]
@@ -52,10 +55,11 @@ def role_in(session: Session, user: User, project_id: str) -> str | None:
 
 def require_role(session: Session, user: User, project: Project | str, action: Action) -> None:
     """Raise unless ``user`` may do ``action`` in ``project`` (a row or its id)."""
-    if user.is_admin:
-        return
     project_id = project if isinstance(project, str) else project.id
-    role = role_in(session, user, project_id)
+    confined = pod_project(session)
+    if user.is_admin and confined in (None, project_id):
+        return
+    role = role_in(session, user, project_id) if confined in (None, project_id) else None
     if role in ALLOWED[action]:
         return
     row = session.get(Project, project_id) if isinstance(project, str) else project

@@ -40,6 +40,7 @@ from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.runai_fields import ignored_fields, ignored_message
 from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server import phases
+from ringleader.server.auth import pod_project
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import check_supported, check_suspendable
 from ringleader.server.images import resolve_image
@@ -85,6 +86,8 @@ def visible_projects(session: Session, user: User) -> Select[Any]:
     query = select(Project.id)
     if not user.is_admin:
         query = query.join(ProjectMember).where(ProjectMember.user_id == user.id)
+    if (confined := pod_project(session)) is not None:  # a pod token: its project only
+        query = query.where(Project.id == confined)
     return query
 
 
@@ -101,7 +104,10 @@ def resolve_project(session: Session, user: User, key: str) -> Project:
 
 
 def may_use(session: Session, user: User, project_id: str) -> bool:
-    """Admins use every project; others the projects they are members of."""
+    """Admins use every project; others the projects they are members of; a pod
+    token (``auth.pod_project``) its own project only."""
+    if (confined := pod_project(session)) is not None and project_id != confined:
+        return False
     if user.is_admin:
         return True
     member = select(ProjectMember.project_id).where(
@@ -336,7 +342,8 @@ def list_workloads(
     limit: int = 50,
 ) -> tuple[list[Workload], int]:
     terms: list[ColumnElement[bool]] = [Workload.deleted_at.is_(None)]
-    if not user.is_admin:  # an admin sees every project: no IN, so the sort can use an index
+    # An admin sees every project: no IN, so the sort can use an index (not a pod's).
+    if not user.is_admin or pod_project(session) is not None:
         terms.append(Workload.project_id.in_(visible_projects(session, user)))
     if sort_by not in _SORTS:
         raise InvalidSpec(f"unknown field; choose one of {sorted(_SORTS)}", "sortBy")
