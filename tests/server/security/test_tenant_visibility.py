@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -170,6 +173,16 @@ def test_a_tenant_finds_nothing_of_another_tenants_running_workload(site: Site) 
 
 
 # ----- unit: the private view and the cgroup modes ----------------------------------------
+@pytest.fixture
+def kept() -> Iterator[Path]:
+    """An agent's run dir in the host's /tmp (root's, 0711), which a view keeps."""
+    need_root_and_useradd()
+    path = Path(tempfile.mkdtemp(prefix="rl-kept-", dir="/tmp"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def _nobody() -> tuple[int, int]:
     entry = pwd.getpwnam("nobody")
     return entry.pw_uid, entry.pw_gid
@@ -183,41 +196,29 @@ def _run(argv: list[str], env: dict[str, str], **kw: object) -> subprocess.Compl
 
 
 def test_the_private_view_hides_tmp_and_other_accounts_processes_and_keeps_the_run_dir(
-    tmp_path: Path,
+    kept: Path,
 ) -> None:
-    need_root_and_useradd()
-    kept = Path(
-        subprocess.run(
-            ["mktemp", "-d", "/tmp/rl-kept-XXXXXX"], capture_output=True, text=True
-        ).stdout.strip()
+    (kept / "hostfile").write_text("localhost slots=1\n")
+    (kept / "hostfile").chmod(0o644)
+    script = (
+        "import os, sys\n"
+        "print(sorted(os.listdir('/tmp')))\n"
+        "print(open(sys.argv[1]).read().strip())\n"
+        "print(os.path.exists('/proc/1'), os.path.exists(f'/proc/{os.getpid()}'))\n"
+        "print(os.getuid(), os.getgroups())\n"
+        "open('/tmp/mine', 'w').write('x')\n"
     )
-    try:
-        kept.chmod(0o711)
-        (kept / "hostfile").write_text("localhost slots=1\n")
-        (kept / "hostfile").chmod(0o644)
-        script = (
-            "import os, sys\n"
-            "print(sorted(os.listdir('/tmp')))\n"
-            "print(open(sys.argv[1]).read().strip())\n"
-            "print(os.path.exists('/proc/1'), os.path.exists(f'/proc/{os.getpid()}'))\n"
-            "print(os.getuid(), os.getgroups())\n"
-            "open('/tmp/mine', 'w').write('x')\n"
-        )
-        env = {"PATH": os.environ["PATH"], "LD_PRELOAD": "/nonexistent/evil.so"}
-        done = _run(
-            ["/usr/bin/python3", "-c", script, str(kept / "hostfile")], env, keep=[str(kept)]
-        )
-        assert done.returncode == 0, done.stderr
-        listing, hostfile, procs, ids = done.stdout.splitlines()[:4]
-        assert listing == repr([kept.name])  # only the kept run dir, at its own path
-        assert hostfile == "localhost slots=1"
-        assert procs == "False True"  # root's init is hidden, its own process is not
-        assert ids == f"{_nobody()[0]} []"
-        assert not Path("/tmp/mine").exists()  # written in its own /tmp, gone with it
-        # The wrapper (root) never ran with the rank's LD_PRELOAD: only the rank did.
-        assert done.stderr.count("evil.so") == 1, done.stderr
-    finally:
-        subprocess.run(["rm", "-rf", "--", str(kept)], check=False)
+    env = {"PATH": os.environ["PATH"], "LD_PRELOAD": "/nonexistent/evil.so"}
+    done = _run(["/usr/bin/python3", "-c", script, str(kept / "hostfile")], env, keep=[str(kept)])
+    assert done.returncode == 0, done.stderr
+    listing, hostfile, procs, ids = done.stdout.splitlines()[:4]
+    assert listing == repr([kept.name])  # only the kept run dir, at its own path
+    assert hostfile == "localhost slots=1"
+    assert procs == "False True"  # root's init is hidden, its own process is not
+    assert ids == f"{_nobody()[0]} []"
+    assert not Path("/tmp/mine").exists()  # written in its own /tmp, gone with it
+    # The wrapper (root) never ran with the rank's LD_PRELOAD: only the rank did.
+    assert done.stderr.count("evil.so") == 1, done.stderr
 
 
 def test_a_command_that_cannot_start_says_so_and_exits_127() -> None:
@@ -300,3 +301,41 @@ def _no_leftover_mounts() -> object:
     before = Path("/proc/self/mountinfo").read_text().count("\n")
     yield
     assert Path("/proc/self/mountinfo").read_text().count("\n") == before
+
+
+FALLBACK = r"""
+import ctypes, json, sys
+from ringleader.launch import podns
+
+class Refusing:  # a host whose seccomp filter refuses unshare
+    def unshare(self, flags):
+        ctypes.set_errno(1)
+        return -1
+
+podns._libc = Refusing
+sys.exit(podns._run(json.loads(sys.argv[1])))
+"""
+
+
+def test_where_the_host_refuses_a_namespace_tmpdir_is_private_and_the_pod_says_so(
+    kept: Path,
+) -> None:
+    request = {
+        "argv": ["sh", "-c", 'echo "$TMPDIR"; touch "$TMPDIR/mine"'],
+        "cwd": "/",
+        "env": {"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"},
+        "uid": _nobody()[0],
+        "gid": _nobody()[1],
+        "keep": [str(kept)],
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", FALLBACK, json.dumps(request)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    tmpdir = Path(done.stdout.strip())
+    assert tmpdir.parent == kept and (tmpdir / "mine").stat().st_uid == _nobody()[0]
+    assert stat.S_IMODE(tmpdir.stat().st_mode) == 0o700
+    assert "no private mount namespace" in done.stderr and str(tmpdir) in done.stderr
