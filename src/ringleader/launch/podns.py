@@ -150,17 +150,41 @@ def enter(libc: Any, ns_fd: int) -> None:
     _check(libc.setns(ns_fd, CLONE_NEWNS), "setns")
 
 
-def private_view(libc: Any, keep: Sequence[str]) -> list[str]:
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _open_as(path: str, uid: int, gid: int) -> int | None:
+    """``path`` opened (``O_PATH``) with the account's rights alone, or None: a
+    tenant's path is never resolved with root's."""
+    os.setegid(gid)
+    os.seteuid(uid)
+    try:
+        return os.open(path, os.O_PATH | os.O_DIRECTORY)
+    except OSError:
+        return None
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def private_view(libc: Any, keep: Sequence[str], cwd: str, uid: int, gid: int) -> list[str]:
     """A new mount namespace with a private /tmp and a hidepid /proc; what could not
     be made, as notes (an empty list: all of it).  Raises only when no namespace
-    could be made at all (then nothing changed)."""
+    could be made at all (then nothing changed).  ``keep``: the agent's directories
+    to bind back (root's own); ``cwd``: the command's directory, bound back too when
+    it is in /tmp, as the account resolves it."""
     _check(libc.unshare(CLONE_NEWNS), "unshare")
     _mount(libc, "none", "/", None, MS_REC | MS_SLAVE, "")
     notes: list[str] = []
-    kept = []
+    kept: list[tuple[str, int]] = []
     for path in keep:
-        if path == TMP or path.startswith(TMP + "/"):
+        if _under(path, TMP):
             kept.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)))
+    if _under(cwd, TMP) and cwd != TMP and not any(_under(cwd, k) for k in keep):
+        fd = _open_as(cwd, uid, gid)
+        if fd is not None:
+            kept.append((os.path.normpath(cwd), fd))
     try:
         _mount(libc, "tmpfs", TMP, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
         for path, fd in kept:
@@ -200,6 +224,7 @@ def _run(request: dict[str, Any]) -> int:
         return CANNOT_START
     import warnings  # noqa: F401 (os.execvpe imports it: the account may not read this stdlib)
 
+    os.setgroups([])  # root's groups never count, not even while opening as the account
     libc = _libc()
     notes: list[str] = []
     if request.get("enter_fd") is not None:
@@ -211,7 +236,7 @@ def _run(request: dict[str, Any]) -> int:
         os.close(int(request["enter_fd"]))
     else:
         try:
-            notes = private_view(libc, request.get("keep") or [])
+            notes = private_view(libc, request.get("keep") or [], request["cwd"], uid, gid)
         except OSError as exc:
             notes = [f"no private mount namespace ({exc.strerror}): /tmp and /proc are the host's"]
         shared_tmp = any(n.startswith(("/tmp", "no private")) for n in notes)
@@ -221,7 +246,6 @@ def _run(request: dict[str, Any]) -> int:
             notes.append(f"TMPDIR is {env['TMPDIR']}")
     for note in notes:
         print(f"{NOTE}{note}", file=sys.stderr, flush=True)
-    os.setgroups([])
     os.setgid(gid)
     os.setuid(uid)
     try:

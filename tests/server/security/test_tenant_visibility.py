@@ -339,3 +339,24 @@ def test_where_the_host_refuses_a_namespace_tmpdir_is_private_and_the_pod_says_s
     assert tmpdir.parent == kept and (tmpdir / "mine").stat().st_uid == _nobody()[0]
     assert stat.S_IMODE(tmpdir.stat().st_mode) == 0o700
     assert "no private mount namespace" in done.stderr and str(tmpdir) in done.stderr
+
+
+def test_a_working_directory_in_tmp_is_bound_back_as_the_account_resolves_it() -> None:
+    need_root_and_useradd()
+    own, closed = (Path(tempfile.mkdtemp(prefix="rl-cwd-", dir="/tmp")) for _ in range(2))
+    try:
+        os.chown(own, *_nobody())
+        (own / "data.txt").write_text("here\n")
+        (own / "data.txt").chmod(0o644)
+        env = {"PATH": "/usr/bin:/bin"}
+        with podns.popen_args(["cat", "data.txt"], str(own), env, _nobody()) as args:
+            done = subprocess.run(**args, capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (0, "here\n"), done.stderr
+        # root's own 0700 directory: not resolved with root's rights, so not there.
+        with podns.popen_args(["true"], str(closed), env, _nobody()) as args:
+            refused = subprocess.run(**args, capture_output=True, text=True, timeout=60)
+        assert refused.returncode == podns.CANNOT_START, refused.stderr
+        assert "cannot start 'true'" in refused.stderr
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+        shutil.rmtree(closed, ignore_errors=True)
