@@ -31,9 +31,9 @@ container without ``CAP_SYS_ADMIN``, a seccomp filter), the process still
 runs: ``TMPDIR`` becomes a private directory in the agent's run dir, and one
 line on its stderr says what was not possible.
 
-Entering (``exec``/``bash`` sessions): ``enter_fd``, an open
-``/proc/PID/ns/mnt`` of the pod's process (found by its cgroup), makes the
-session ``setns`` into the pod's view before it drops to the account.
+Entering (``exec``/``bash`` sessions): ``popen_args(enter_fd=view_of(PID))``,
+with PID the pod's process (found by its cgroup), makes the session ``setns``
+into the pod's view before it drops to the account.
 
 Invariants: standard library only, and this file runs as a script (``-I -S``),
 importing nothing of ringleader; root never follows a tenant's path here (the
@@ -120,6 +120,13 @@ def popen_args(
         }
     finally:
         os.close(fd)
+
+
+def view_of(pid: int) -> int:
+    """An open handle on the view of the process ``pid`` (its ``/proc/PID/ns/mnt``),
+    for ``popen_args(enter_fd=...)``.  Open it, then check that ``pid`` is still the
+    pod's (its cgroup): the handle stays on that view even if the pid is reused."""
+    return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
 
 
 # ----- the wrapper's side (root, until it drops) -------------------------------------------

@@ -241,7 +241,7 @@ def test_a_session_enters_the_view_of_a_running_pod() -> None:
         pod = subprocess.Popen(**args, stdout=subprocess.PIPE, text=True)
     try:
         assert pod.stdout is not None and pod.stdout.readline().strip() == "ready"
-        ns = os.open(f"/proc/{pod.pid}/ns/mnt", os.O_RDONLY)
+        ns = podns.view_of(pod.pid)
         try:
             done = _run(["cat", "/tmp/pod-file"], {"PATH": "/usr/bin:/bin"}, enter_fd=ns)
         finally:
