@@ -34,14 +34,13 @@ import threading
 import time
 from subprocess import DEVNULL, PIPE, Popen
 
-from ringleader.launch import netif, procs, teardown
+from ringleader.launch import netif, podns, procs, teardown
 from ringleader.launch.lines import forward_lines
 from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
 from ringleader.launch.rank_process import (
     CPU_AFFINITY,
     RUN_AS_VAR,
     RankProcess,
-    as_account,
     hand_over,
     pin,
     private_dir,
@@ -171,16 +170,7 @@ class Agent:
         try:
             if account is not None:
                 hand_over(os.path.dirname(error_file), *account)
-            proc = Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=DEVNULL,
-                stdout=PIPE,
-                stderr=PIPE,
-                start_new_session=True,
-                **as_account(account),
-            )
+            proc = self._popen(argv, cwd, env, account)
         except OSError as exc:
             self.writer.send(
                 "out", rank=rank, stream="stderr", line=f"cannot start {argv[0]!r}: {exc.strerror}"
@@ -206,6 +196,16 @@ class Agent:
             thread.start()
             rp.readers.append(thread)
         threading.Thread(target=self._wait, args=(rp, error_file), daemon=True).start()
+
+    def _popen(
+        self, argv: list[str], cwd: str, env: dict[str, str], account: tuple[int, int] | None
+    ) -> Popen[bytes]:
+        """Start one rank as ``account``: under a root agent in the pod's private view
+        (its own /tmp and a /proc without other accounts; ``podns``), with this
+        host's run dir still at its path inside."""
+        keep = [self.rundir] if self.rundir else []
+        with podns.popen_args(argv, cwd, env, account, keep=keep) as args:
+            return Popen(**args, stdin=DEVNULL, stdout=PIPE, stderr=PIPE, start_new_session=True)
 
     def _wait(self, rp: RankProcess, error_file: str) -> None:
         code = rp.proc.wait()

@@ -25,6 +25,11 @@ Nomenclature:
   ``cgroup.procs`` named by ``RINGLEADER_CGROUP``, unsets it, and ``exec``s
   the command (same pid, so nothing of the command ever runs outside).
 
+- *modes*: no account lists what runs: the parent is 0711 (enter, not list),
+  every cgroup below it is made 0700 (root's), and ``hand_over`` opens a pod's
+  cgroup (0750) and its run's (0710) to the pod account's group alone, so a
+  rank reaches its own cgroup by path and no other (nor learns its name).
+
 Invariants: ``kill`` returns only once the run cgroup holds no process (or
 its timeout passed); ``remove`` deletes leaves first; nothing here runs for
 ``ringleader launch`` without a server (the backend imports this module).
@@ -150,16 +155,23 @@ class Hierarchy:
         return sorted(names)
 
     def create(self, rel: str, limits: Limits = Limits()) -> None:
+        depth = len(Path(rel).parts) if rel != "." else 0
         for d in self.dirs(rel):
-            d.mkdir(parents=True, exist_ok=True)
+            make(d, depth)
         self.limit(rel, limits)
 
     def hand_over(self, rel: str, uid: int, gid: int) -> None:
         """Let the account ``uid`` move its own processes into ``rel`` (a pod's cgroup),
         so its join shim runs as the account: the membership files become its own.
-        Every other cgroup's stay root's, so it can join no other pod's."""
+        Every other cgroup's stay root's, so it can join no other pod's.  The way
+        there opens to the account's group only: its run's cgroup 0710 (enter), the
+        pod's 0750 (enter and list its own files); the parent stays 0711."""
         for name in self.membership_files(rel):
             os.chown(name, uid, gid)
+        for d in self.dirs(rel):
+            for depth, cgroup in enumerate([d, *list(d.parents)[: len(Path(rel).parts) - 1]]):
+                os.chown(cgroup, 0, gid)
+                os.chmod(cgroup, 0o750 if depth == 0 else 0o710)
 
     def membership_files(self, rel: str) -> list[str]:
         """What a process writes to move into ``rel``; v1 also has ``tasks`` (threads)."""
@@ -231,6 +243,22 @@ class Hierarchy:
 
     def rmdir(self, path: Path) -> None:
         os.rmdir(path)
+
+
+def make(path: Path, below_parent: int) -> None:
+    """``path`` and what is missing of it ``below_parent`` levels under the parent,
+    each made 0700 (root's: no account lists or enters it before ``hand_over``);
+    with 0, the parent itself, made (or kept) 0711: entered by a name, never listed."""
+    if below_parent == 0:
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o711)
+        return
+    for made in reversed([path, *list(path.parents)[: below_parent - 1]]):  # top-down
+        try:
+            made.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        os.chmod(made, 0o700)
 
 
 def _walk(top: Path) -> Iterator[Path]:
@@ -320,11 +348,11 @@ class CgroupV2(Hierarchy):
         # cgroups without processes of their own may enable them (the leaves hold them).
         self._enable(self.top.parent)
         path = self.top
-        path.mkdir(exist_ok=True)
+        make(path, 0)
         for part in Path(rel).parts if rel != "." else ():
             self._enable(path)
             path = path / part
-            path.mkdir(exist_ok=True)
+            make(path, 1)
         self.limit(rel, limits)
 
     def membership_files(self, rel: str) -> list[str]:

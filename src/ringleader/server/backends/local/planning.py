@@ -235,6 +235,8 @@ def plan_launch(
     env[METRICS_DIR] = f"{own_dir}/metrics"
     if run_as is not None:  # its own identity, never the server's (set last: not the spec's)
         env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
+        if not run_as.sudo:  # a root agent gives each pod a /tmp of its own (launch/podns)
+            env.setdefault("TMPDIR", "/tmp")
     layout = spec.pod_layout(request.name)
     ranks = framework.pod_ranks(workers, dist.slots_per_worker)
     placements = request.placements
