@@ -15,10 +15,12 @@ import math
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from itertools import islice
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -39,7 +41,7 @@ from ringleader.server.background.heartbeats import NodeMonitor
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import Database, open_database
 from ringleader.server.engine_pools import EngineNodes
-from ringleader.server.limits import BodyLimit
+from ringleader.server.limits import BodyLimit, JsonBounds
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
@@ -85,22 +87,43 @@ def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
 
 
 _ECHO_CHARS = 200  # of an input echoed in a 422: enough to recognise it
+_ECHO_ITEMS = 10  # of an object or list echoed in a 422; deeper than _ECHO_DEPTH: none
+_ECHO_DEPTH = 3
+MAX_ERRORS = 20  # a 422 lists the first of its errors, and says how many there were
 
 
-def _finite(value: Any) -> Any:
-    """``value`` as JSON can carry it: inf and NaN (JSON has neither) as strings
-    ("inf", "nan"), a lone surrogate (no UTF-8 encoder writes one) escaped as
-    ``\\ud800``, and a long string cut to its start."""
+def _finite(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON can carry it, and small: inf and NaN (JSON has neither) as
+    strings ("inf", "nan"), a lone surrogate (no UTF-8 encoder writes one) escaped as
+    ``\\ud800``, a long string cut to its start, an object or list to its first
+    ``_ECHO_ITEMS`` items and ``_ECHO_DEPTH`` levels (the rest as "...")."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, str):
         cut = value if len(value) <= _ECHO_CHARS else value[:_ECHO_CHARS] + "..."
         return cut.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, (dict, list, tuple)) and depth >= _ECHO_DEPTH:
+        return "..."
     if isinstance(value, dict):
-        return {_finite(key): _finite(item) for key, item in value.items()}
+        items = list(islice(value.items(), _ECHO_ITEMS))
+        shown = {_finite(key, depth + 1): _finite(item, depth + 1) for key, item in items}
+        if len(value) > _ECHO_ITEMS:
+            shown["..."] = f"{len(value) - _ECHO_ITEMS} more keys"
+        return shown
     if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
+        head = [_finite(item, depth + 1) for item in islice(value, _ECHO_ITEMS)]
+        more = len(value) - _ECHO_ITEMS
+        return head + ([f"... {more} more items"] if more > 0 else [])
     return value
+
+
+def _small(error: dict[str, Any]) -> dict[str, Any]:
+    """One of pydantic's errors with every part made small by ``_finite``: its
+    ``loc`` part by part (a loc may be deep), its ``input`` and ``ctx`` whole."""
+    shown = {key: _finite(item) for key, item in error.items() if key != "loc"}
+    if "loc" in error:
+        shown["loc"] = [_finite(part) for part in error["loc"]]
+    return shown
 
 
 # A field whose name says it holds a secret (clientSecret, AppSecret, password,
@@ -132,17 +155,28 @@ def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """FastAPI's own 422, except that the input it echoes is made renderable
-    (``_finite``): FastAPI's response would fail to render inf, NaN or a lone
-    surrogate and answer 500 instead, and would echo a megabyte back; and a
-    secret is not echoed at all.  A body that is no JSON also gets a ``message``
-    naming its line and column (FastAPI gives a character offset)."""
-    errors = [_unechoed(error) for error in jsonable_encoder(exc.errors())]
-    content: dict[str, Any] = {"detail": _finite(errors)}
-    broken = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
-    if broken is not None:
-        content["message"] = _json_position(await request.body(), broken)
+    """FastAPI's own 422, except that it is bounded and built off the event loop: the
+    first ``MAX_ERRORS`` errors (and a ``message`` saying how many there were), each
+    input echoed small and renderable (``_finite``: FastAPI's response would fail to
+    render inf, NaN or a lone surrogate and answer 500, and would echo a megabyte
+    back), a secret not at all.  A body that is no JSON gets a ``message`` naming its
+    line and column (FastAPI gives a character offset)."""
+    raw = await request.body()
+    content = await anyio.to_thread.run_sync(_validation_content, exc.errors(), raw)
     return JSONResponse(content, status_code=422)
+
+
+def _validation_content(every: Sequence[Any], raw: bytes) -> dict[str, Any]:
+    """The 422's body for ``every`` error (work that grows with them: in a thread)."""
+    first = list(islice(every, MAX_ERRORS))
+    errors = [_unechoed(error) for error in jsonable_encoder([_small(e) for e in first])]
+    content: dict[str, Any] = {"detail": errors}
+    broken = next((e for e in first if e.get("type") == "json_invalid"), None)
+    if broken is not None:
+        content["message"] = _json_position(raw, broken)
+    elif len(every) > MAX_ERRORS:
+        content["message"] = f"{len(every)} errors; the first {MAX_ERRORS} are listed"
+    return content
 
 
 def _json_position(raw: bytes, error: dict[str, Any]) -> str:
@@ -276,6 +310,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
+    app.add_middleware(JsonBounds)  # inside BodyLimit: sees whole bodies within the bound
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
 
     @app.get("/healthz", tags=["health"])
