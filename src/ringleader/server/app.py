@@ -52,6 +52,7 @@ from ringleader.server.routers import clusters as cluster_routes
 from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
 from ringleader.server.services import clusters
+from ringleader.server.services.logs import FollowSlots
 from ringleader.server.ssh_nodes import probe_node
 
 # IllegalTransition is a race or a bug, never input: a conflict with what just happened.
@@ -293,6 +294,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     )
     app.state.config = config
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
+    app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
     book = NodeBook()  # filled from the nodes table once the database is open
