@@ -10,11 +10,11 @@ from pathlib import Path
 from ringleader.launch.detached import LaunchFile
 from ringleader.launch.plan import LaunchSpec
 from ringleader.launch.run_logs import FROM_MARK, RotatingLog, format_log_line, read_logs
-from ringleader.server.app import MAX_ERRORS, _validation_content
 from ringleader.server.backends.local.logtail import tail_logs
 from ringleader.server.backends.local.planning import LocalPod
 from ringleader.server.backends.local.status import rotation_note
 from ringleader.server.limits import MAX_JSON_DEPTH, MAX_JSON_KEYS, MAX_JSON_VALUES, json_problem
+from ringleader.server.validation import MAX_ERRORS, validation_content
 
 
 def test_the_json_shape_bound_names_where_a_body_is_too_big() -> None:
@@ -37,13 +37,13 @@ def test_a_422_lists_the_first_errors_with_small_echoes() -> None:
         {"type": "extra_forbidden", "loc": ("body", "spec", f"x{i}"), "msg": "no", "input": big}
         for i in range(5_000)
     ]
-    content = _validation_content(errors, b"{}")
+    content = validation_content(errors, b"{}")
     assert len(content["detail"]) == MAX_ERRORS and "5000 errors" in content["message"]
     assert len(json.dumps(content)) < 100_000
     echoed = content["detail"][0]["input"]
     assert len(echoed) == 11 and echoed["..."] == "490 more keys"  # ten, and how many more
     secret = [{"type": "x", "loc": ("body",), "msg": "m", "input": {"clientSecret": "s3"}}]
-    assert "s3" not in json.dumps(_validation_content(secret, b"{}"))
+    assert "s3" not in json.dumps(validation_content(secret, b"{}"))
 
 
 def write_lines(path: Path, count: int, cap: int) -> int:
@@ -89,3 +89,30 @@ def test_the_status_names_the_pods_whose_logs_were_rotated() -> None:
     note = rotation_note(state, pods)
     assert "w-master-0 stdout" in note and "65536 bytes" in note and "--max-log-bytes" in note
     assert rotation_note({}, pods) == ""
+
+
+def test_a_failing_body_is_refused_before_fastapi_validates_it(tmp_path: Path) -> None:
+    """The off-loop check refuses the body: FastAPI's own (on-loop) validation never
+    runs for it, and the 422 names the fields as FastAPI's would."""
+    from unittest import mock
+
+    from fastapi.testclient import TestClient
+
+    from ringleader.server import validation
+    from ringleader.server.app import create_app
+    from ringleader.server.config import ServerConfig
+
+    app = create_app(ServerConfig(data_dir=tmp_path, background=False, run_as="server"))
+    body = {"grantType": "client_credentials", **{f"k{i}": i for i in range(500)}}
+    checked = mock.Mock(wraps=validation._errors)
+    with (
+        TestClient(app) as client,
+        mock.patch.object(validation, "_errors", checked),
+        mock.patch("fastapi.dependencies.utils.request_body_to_args") as fastapis,
+    ):
+        answer = client.post("/api/v1/token", json=body)
+    assert answer.status_code == 422 and checked.call_count == 1 and not fastapis.called
+    assert [e["loc"] for e in answer.json()["detail"]] == [
+        ["body", "clientID"],
+        ["body", "clientSecret"],
+    ]

@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import gc
 import json
-import math
-import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from itertools import islice
 from typing import Any
 
-import anyio
-from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
@@ -54,6 +49,8 @@ from ringleader.server.routers import exec as exec_routes
 from ringleader.server.services import clusters
 from ringleader.server.services.logs import FollowSlots
 from ringleader.server.ssh_nodes import probe_node
+from ringleader.server.validation import SECRET_NAME as SECRET_NAME  # ui.workload_cli reads it here
+from ringleader.server.validation import body_checked_off_loop, validation_error
 
 # IllegalTransition is a race or a bug, never input: a conflict with what just happened.
 _STATUS: list[tuple[type[RingleaderError], int]] = [
@@ -85,110 +82,6 @@ def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
         {"code": 409, "message": "conflicts with a record written at the same time; retry"},
         status_code=409,
     )
-
-
-_ECHO_CHARS = 200  # of an input echoed in a 422: enough to recognise it
-_ECHO_ITEMS = 10  # of an object or list echoed in a 422; deeper than _ECHO_DEPTH: none
-_ECHO_DEPTH = 3
-MAX_ERRORS = 20  # a 422 lists the first of its errors, and says how many there were
-
-
-def _finite(value: Any, depth: int = 0) -> Any:
-    """``value`` as JSON can carry it, and small: inf and NaN (JSON has neither) as
-    strings ("inf", "nan"), a lone surrogate (no UTF-8 encoder writes one) escaped as
-    ``\\ud800``, a long string cut to its start, an object or list to its first
-    ``_ECHO_ITEMS`` items and ``_ECHO_DEPTH`` levels (the rest as "...")."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, str):
-        cut = value if len(value) <= _ECHO_CHARS else value[:_ECHO_CHARS] + "..."
-        return cut.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, (dict, list, tuple)) and depth >= _ECHO_DEPTH:
-        return "..."
-    if isinstance(value, dict):
-        items = list(islice(value.items(), _ECHO_ITEMS))
-        shown = {_finite(key, depth + 1): _finite(item, depth + 1) for key, item in items}
-        if len(value) > _ECHO_ITEMS:
-            shown["..."] = f"{len(value) - _ECHO_ITEMS} more keys"
-        return shown
-    if isinstance(value, (list, tuple)):
-        head = [_finite(item, depth + 1) for item in islice(value, _ECHO_ITEMS)]
-        more = len(value) - _ECHO_ITEMS
-        return head + ([f"... {more} more items"] if more > 0 else [])
-    return value
-
-
-def _small(error: dict[str, Any]) -> dict[str, Any]:
-    """One of pydantic's errors with every part made small by ``_finite``: its
-    ``loc`` part by part (a loc may be deep), its ``input`` and ``ctx`` whole."""
-    shown = {key: _finite(item) for key, item in error.items() if key != "loc"}
-    if "loc" in error:
-        shown["loc"] = [_finite(part) for part in error["loc"]]
-    return shown
-
-
-# A field whose name says it holds a secret (clientSecret, AppSecret, password,
-# refreshToken ...) is never echoed in a 422, on any route, at any depth.
-SECRET_NAME = re.compile(r"secret|password|token", re.IGNORECASE)
-REDACTED = "<redacted>"
-
-
-def _redacted(value: Any) -> Any:
-    """``value`` with what any secret-named key holds replaced, at every depth."""
-    if isinstance(value, dict):
-        return {
-            key: REDACTED if SECRET_NAME.search(str(key)) else _redacted(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_redacted(item) for item in value]
-    return value
-
-
-def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
-    """The error without its input where the input is a secret (its field's name,
-    or a parent's, says so), and with the secrets inside a body's input redacted."""
-    if any(SECRET_NAME.search(str(part)) for part in error.get("loc") or ()):
-        return {key: item for key, item in error.items() if key != "input"}
-    if "input" in error:
-        return {**error, "input": _redacted(error["input"])}
-    return error
-
-
-async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """FastAPI's own 422, except that it is bounded and built off the event loop: the
-    first ``MAX_ERRORS`` errors (and a ``message`` saying how many there were), each
-    input echoed small and renderable (``_finite``: FastAPI's response would fail to
-    render inf, NaN or a lone surrogate and answer 500, and would echo a megabyte
-    back), a secret not at all.  A body that is no JSON gets a ``message`` naming its
-    line and column (FastAPI gives a character offset)."""
-    raw = await request.body()
-    content = await anyio.to_thread.run_sync(_validation_content, exc.errors(), raw)
-    return JSONResponse(content, status_code=422)
-
-
-def _validation_content(every: Sequence[Any], raw: bytes) -> dict[str, Any]:
-    """The 422's body for ``every`` error (work that grows with them: in a thread)."""
-    first = list(islice(every, MAX_ERRORS))
-    errors = [_unechoed(error) for error in jsonable_encoder([_small(e) for e in first])]
-    content: dict[str, Any] = {"detail": errors}
-    broken = next((e for e in first if e.get("type") == "json_invalid"), None)
-    if broken is not None:
-        content["message"] = _json_position(raw, broken)
-    elif len(every) > MAX_ERRORS:
-        content["message"] = f"{len(every)} errors; the first {MAX_ERRORS} are listed"
-    return content
-
-
-def _json_position(raw: bytes, error: dict[str, Any]) -> str:
-    """The 422 message for a body JSON cannot read: its line, column and the problem."""
-    where = error.get("loc", ())
-    offset = where[1] if len(where) > 1 and isinstance(where[1], int) else len(raw)
-    before = raw[:offset].decode("utf-8", errors="replace")
-    line = before.count("\n") + 1
-    column = len(before) - (before.rfind("\n") + 1) + 1
-    problem = str((error.get("ctx") or {}).get("error") or error.get("msg") or "")[:200]
-    return f"the request body is not valid JSON: line {line}, column {column}: {problem}"
 
 
 class _JSON(JSONResponse):
@@ -291,6 +184,8 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         docs_url=None,
         redoc_url=None,
         default_response_class=_JSON,
+        # Every route's body is checked on a worker thread before FastAPI validates it.
+        dependencies=[Depends(body_checked_off_loop)],
     )
     app.state.config = config
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
@@ -310,7 +205,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.state.node_python = getattr(app.state.backend, "python", sys.executable)
     app.state.probe_node = probe_node  # replaceable in tests that must not open SSH
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
     app.add_middleware(JsonBounds)  # inside BodyLimit: sees whole bodies within the bound
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)

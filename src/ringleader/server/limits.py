@@ -37,11 +37,14 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 # The shape of a JSON body (``JsonBounds``): far above any spec's (256 variables of
 # 3 keys, 64 pools), far below what makes validating or reporting errors costly.
 MAX_JSON_KEYS = 1_000  # in one object
-MAX_JSON_VALUES = 20_000  # in the whole body: every object's values and list's items
+MAX_JSON_VALUES = 4_096  # in the whole body: every object's values and list's items
 MAX_JSON_DEPTH = 32
 # Bodies checked at once (each in a worker thread of its own): more wait their turn,
 # so big bodies never take the threads every other request's handler runs on.
 JSON_CHECKS = 2
+# Where JsonBounds leaves the body it parsed, for the route's own check
+# (``validation.validate_bodies_off_loop``), so a body is parsed once off the loop.
+PARSED_BODY = "ringleader.parsed_body"
 
 
 class BodyLimit:
@@ -121,16 +124,20 @@ class JsonBounds:
         self.limiter = anyio.CapacityLimiter(JSON_CHECKS)
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _is_json(scope):
+        if scope["type"] != "http" or not is_json(scope):
             await self.app(scope, receive, send)
             return
         message = await receive()  # BodyLimit hands the whole body on in one message
         body = message.get("body", b"") if message["type"] == "http.request" else b""
         if body.strip():
-            problem = await anyio.to_thread.run_sync(json_problem, body, limiter=self.limiter)
+            parsed, problem = await anyio.to_thread.run_sync(
+                parsed_within_bounds, body, limiter=self.limiter
+            )
             if problem is not None:
                 await _refuse_422(send, *problem)
                 return
+            if parsed is not _NO_JSON:
+                scope[PARSED_BODY] = parsed
         first: Message | None = message
 
         async def replay() -> Message:
@@ -143,17 +150,31 @@ class JsonBounds:
         await self.app(scope, replay, send)
 
 
-def json_problem(body: bytes) -> tuple[list[str | int], str] | None:
-    """Where ``body`` exceeds the shape bounds and how (None: within them, or no JSON).
+_NO_JSON = object()
+Problem = tuple[list[str | int], str]
+
+
+def json_problem(body: bytes) -> Problem | None:
+    """Where ``body`` exceeds the shape bounds and how (None: within them, or no JSON)."""
+    return parsed_within_bounds(body)[1]
+
+
+def parsed_within_bounds(body: bytes) -> tuple[Any, Problem | None]:
+    """``body`` parsed (``_NO_JSON`` when it is none: FastAPI's own 422 says where), and
+    where it exceeds the shape bounds and how (None: within them).
 
     The walk is iterative (no recursion however deep the body) and stops at the
     first excess, so its cost is bounded by the body's size."""
     try:
         value = json.loads(body)
     except RecursionError:
-        return [], f"nested deeper than {MAX_JSON_DEPTH} levels"
-    except ValueError:  # JSONDecodeError, bad UTF-8: FastAPI's own 422 says where
-        return None
+        return _NO_JSON, ([], f"nested deeper than {MAX_JSON_DEPTH} levels")
+    except ValueError:  # JSONDecodeError, bad UTF-8
+        return _NO_JSON, None
+    return value, _shape_problem(value)
+
+
+def _shape_problem(value: Any) -> Problem | None:
     values = 0
     stack: list[tuple[Any, list[str | int]]] = [(value, [])]
     while stack:
@@ -194,7 +215,7 @@ def _cut(key: str, keep: int = 100) -> str:
     return key if len(key) <= keep else key[:keep] + "..."
 
 
-def _is_json(scope: MutableMapping[str, Any]) -> bool:
+def is_json(scope: MutableMapping[str, Any]) -> bool:
     """Whether FastAPI would parse the body as JSON: an ``application/json`` or
     ``application/*+json`` content type (FastAPI ignores a body without one)."""
     for key, value in scope.get("headers") or ():

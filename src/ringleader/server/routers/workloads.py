@@ -207,6 +207,7 @@ def logs(
             follow=follow,
             timestamps=timestamps,
             stopping=state.stopping,
+            threads=state.follows.threads,
         )
     except BaseException:
         release()

@@ -63,6 +63,7 @@ def log_text(
     timestamps: bool = False,
     stopping: threading.Event | None = None,
     seen: dict[tuple[str, int, str], int] | None = None,
+    threads: anyio.CapacityLimiter | None = None,
 ) -> Iterator[str] | AsyncIterator[str]:
     """Check the request, close ``session``, and return the lines to stream (with
     ``follow``, an async iterator whose waits hold no thread: ``_follow``).
@@ -71,7 +72,8 @@ def log_text(
     duration (``5m``) or an ISO time; ``follow`` streams until the workload ends
     or ``stopping`` is set (the server shuts down).  ``seen``: lines already sent per
     (pod, attempt, stream), updated as lines are read: a cursor for the UI's polls,
-    which get only the lines after it (the last ``tail`` of them).
+    which get only the lines after it (the last ``tail`` of them).  ``threads``: where
+    a follow's reads run (``FollowSlots.threads``; None: a limiter of its own).
     """
     stopping = stopping or threading.Event()
     workload = get(session, user, workload_id)
@@ -139,14 +141,14 @@ def log_text(
 
     if not follow:
         return stream()
-    return _follow(fetch, finished, tail, timestamps, stopping)
+    threads = threads or anyio.CapacityLimiter(FOLLOW_THREADS)
+    return _follow(fetch, finished, tail, timestamps, stopping, threads)
 
 
 # What every follow's reads share: a few threads of their own, so open follows never
 # take the threads (or, through them, the database connections) other requests need.
 FOLLOW_THREADS = 2
 FOLLOW_BATCH = 1_000  # lines read per turn on a thread: memory stays this, not the log's
-_follow_threads = anyio.CapacityLimiter(FOLLOW_THREADS)
 
 
 async def _follow(
@@ -155,20 +157,19 @@ async def _follow(
     tail: int | None,
     timestamps: bool,
     stopping: threading.Event,
+    threads: anyio.CapacityLimiter,
 ) -> AsyncIterator[str]:
     """Follow's stream: each read (files, then one short database read) runs on
-    ``FOLLOW_THREADS``; between reads it waits on the event loop, holding no thread
+    ``threads``; between reads it waits on the event loop, holding no thread
     and no database connection."""
     sent: dict[tuple[str, int, str], int] = {}
-    lines = await anyio.to_thread.run_sync(fetch, sent, tail, limiter=_follow_threads)
+    lines = await anyio.to_thread.run_sync(fetch, sent, tail, limiter=threads)
     for ln in lines:
         yield _format(ln, timestamps)
     while True:
-        done = await anyio.to_thread.run_sync(finished, limiter=_follow_threads)
+        done = await anyio.to_thread.run_sync(finished, limiter=threads)
         while True:  # read before fetching, so the last lines are never missed
-            batch = await anyio.to_thread.run_sync(
-                fetch, sent, None, FOLLOW_BATCH, limiter=_follow_threads
-            )
+            batch = await anyio.to_thread.run_sync(fetch, sent, None, FOLLOW_BATCH, limiter=threads)
             for ln in batch:
                 yield _format(ln, timestamps)
             if len(batch) < FOLLOW_BATCH:
@@ -188,6 +189,7 @@ class FollowSlots:
 
     def __init__(self, per_user: int) -> None:
         self.per_user = per_user
+        self.threads = anyio.CapacityLimiter(FOLLOW_THREADS)  # what every follow reads on
         self._open: dict[str, int] = {}
         self._lock = threading.Lock()
 
