@@ -163,9 +163,9 @@ async def _follow(
     ``threads``; between reads it waits on the event loop, holding no thread
     and no database connection."""
     sent: dict[tuple[str, int, str], int] = {}
-    lines = await anyio.to_thread.run_sync(fetch, sent, tail, limiter=threads)
-    for ln in lines:
-        yield _format(ln, timestamps)
+    if tail:  # the last ``tail`` lines first; without it, every line, in batches below
+        for ln in await anyio.to_thread.run_sync(fetch, sent, tail, limiter=threads):
+            yield _format(ln, timestamps)
     while True:
         done = await anyio.to_thread.run_sync(finished, limiter=threads)
         while True:  # read before fetching, so the last lines are never missed
@@ -184,8 +184,8 @@ async def _follow(
 
 class FollowSlots:
     """Open ``logs?follow`` streams per user, at most ``per_user`` at once: each holds
-    a connection and a share of the follow threads' time, so one user cannot take
-    them all."""
+    a connection to the server and a share of the follow threads' time, so one user
+    cannot take them all."""
 
     def __init__(self, per_user: int) -> None:
         self.per_user = per_user
