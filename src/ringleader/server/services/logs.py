@@ -167,6 +167,7 @@ async def _follow(
         for ln in await anyio.to_thread.run_sync(fetch, sent, tail, limiter=threads):
             yield _format(ln, timestamps)
     while True:
+        began = time.monotonic()
         done = await anyio.to_thread.run_sync(finished, limiter=threads)
         while True:  # read before fetching, so the last lines are never missed
             batch = await anyio.to_thread.run_sync(fetch, sent, None, FOLLOW_BATCH, limiter=threads)
@@ -177,9 +178,15 @@ async def _follow(
         if done or stopping.is_set():
             return
         # The backend's files offer no change notification; the server's stop does.
-        await anyio.sleep(FOLLOW_POLL_S)
-        if stopping.is_set():
-            return
+        # A read that took long (a big log is read whole) is followed by a longer
+        # wait, so a follow reads at most a third of its time.
+        wake = time.monotonic() + max(FOLLOW_POLL_S, 2 * (time.monotonic() - began))
+        while True:  # in steps of FOLLOW_POLL_S, so a stop is seen within one
+            await anyio.sleep(min(FOLLOW_POLL_S, max(0.0, wake - time.monotonic())))
+            if stopping.is_set():
+                return
+            if time.monotonic() >= wake:
+                break
 
 
 class FollowSlots:
