@@ -147,8 +147,8 @@ VALIDATION_THREADS = 2  # bodies validated at once, on threads of their own
 async def body_checked_off_loop(connection: HTTPConnection) -> None:
     """An app-wide dependency: the route's body model checks the body (parsed by
     ``limits.JsonBounds`` in its thread) on a worker thread, before FastAPI's own
-    validation, which runs on the event loop: a body that fails is refused here (the
-    handler below renders it), so that validation only ever sees bodies that pass.
+    validation, which runs on the event loop: a body that fails is refused here
+    (``validation_error`` renders it), so that validation only ever sees bodies that pass.
 
     Dependencies are solved before the body is validated, and the matched route is
     in the scope; a route whose body is embedded or a form is left to FastAPI."""
