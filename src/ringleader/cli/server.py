@@ -118,6 +118,14 @@ def server(
         help="Close a connection that has not sent a whole request header within this"
         " (default 10): half-open connections cannot pile up.",
     ),
+    body_timeout: float = typer.Option(
+        60.0,
+        "--body-timeout",
+        metavar="SECONDS",
+        min=0.1,
+        help="Answer 408 to a request whose body has not arrived whole within this of its"
+        " header (default 60).",
+    ),
     max_log_bytes: int = typer.Option(
         64 * 1024 * 1024,
         "--max-log-bytes",
@@ -229,6 +237,7 @@ def server(
         max_body_bytes=max_body_bytes,
         max_follows_per_user=max_follows_per_user,
         header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
         max_log_bytes=max_log_bytes,
         run_as=mode,
         run_as_template=run_as_template,

@@ -208,7 +208,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
     app.add_middleware(JsonBounds)  # inside BodyLimit: sees whole bodies within the bound
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -64,6 +64,8 @@ class ServerConfig:
     # A connection that has not sent a whole request header within this is closed
     # (server/header_timeout.py): half-open connections cannot pile up.
     header_timeout_s: float = 10.0
+    # A request body that has not arrived whole within this of its header: 408.
+    body_timeout_s: float = 60.0
     # Each rank's log file (stdout, stderr) in a run directory: past this, rotated to
     # FILE.1 (the older half dropped), so a workload's output on disk stays bounded.
     max_log_bytes: int = 64 * 1024 * 1024

@@ -7,6 +7,7 @@ Invariants:
 - the body is counted as it streams, so a request that declares nothing
   (chunked) or declares less than it sends is stopped at the bound too;
   a declared size over the bound is refused before a byte is read;
+- a body must arrive whole within ``timeout_s`` of its header, else 408;
 - the app never sees a body over the bound: the middleware reads the body
   first (at most ``max_bytes``, which the app would have read whole anyway)
   and hands it on in one message, then passes ``receive`` through, so a
@@ -34,6 +35,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+# The whole body must arrive within this of its header (408 after): a client that
+# trickles a body holds a connection no longer than one that sends half a header.
+DEFAULT_BODY_TIMEOUT_S = 60.0
 # The shape of a JSON body (``JsonBounds``): far above any spec's (256 variables of
 # 3 keys, 64 pools), far below what makes validating or reporting errors costly.
 MAX_JSON_KEYS = 1_000  # in one object
@@ -50,9 +54,15 @@ PARSED_BODY = "ringleader.parsed_body"
 class BodyLimit:
     """ASGI middleware: 413 for a request body over ``max_bytes``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,18 +74,26 @@ class BodyLimit:
             return
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away before the end
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self.refuse(send, f"sent over {self.max_bytes} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(self.timeout_s) as late:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":  # the client went away before the end
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_bytes:
+                    await self.refuse(send, f"sent over {self.max_bytes} bytes")
+                    return
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if late.cancelled_caught:  # a body that trickles holds its connection no longer
+            text = (
+                f"the request body did not arrive within {self.timeout_s:g} s "
+                f"({size} bytes came) (ringleader server --body-timeout)"
+            )
+            await _answer(send, 408, text)
+            return
         whole: Message | None = {
             "type": "http.request",
             "body": b"".join(chunks),
@@ -96,19 +114,24 @@ class BodyLimit:
             f"the request body {what}; this server takes at most {self.max_bytes} bytes "
             "(ringleader server --max-body-bytes)"
         )
-        body = json.dumps({"code": 413, "message": text}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),  # the rest of the body is never read
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, 413, text)
+
+
+async def _answer(send: Send, status: int, text: str) -> None:
+    """A JSON error that closes the connection (the rest of the body is never read)."""
+    body = json.dumps({"code": status, "message": text}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class JsonBounds:

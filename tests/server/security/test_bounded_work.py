@@ -30,6 +30,7 @@ BOUNDS = (
     "--max-follows-per-user", str(FOLLOWS),
     "--max-log-bytes", str(LOG_CAP),
     "--header-timeout", "1",
+    "--body-timeout", "2",
 )  # fmt: skip
 SMALL_ANSWER = 16 * 1024  # what a refusal may weigh, whatever the request did
 
@@ -225,6 +226,21 @@ def test_half_a_request_header_is_closed_by_the_server(bounded: Site) -> None:
         assert sock.recv(1024) == b""  # EOF: the server closed it; no answer
     with connect(bounded) as idle:  # nothing at all: closed too
         assert idle.recv(1024) == b""
+    healthz(bounded)
+
+
+def test_a_body_that_trickles_gets_408_and_its_connection_closed(bounded: Site) -> None:
+    """A client that sends a whole header and part of its body, then waits: a 408
+    naming the flag, then EOF; the server answers others meanwhile and after."""
+    with connect(bounded) as sock:
+        sock.sendall(
+            b"POST /api/v1/token HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"clientID": '
+        )
+        healthz(bounded)
+        status, answer = read_answer(sock)
+        assert status == 408 and b"--body-timeout" in answer, answer
+        assert sock.recv(1024) == b""
     healthz(bounded)
 
 
