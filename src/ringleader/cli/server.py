@@ -102,6 +102,39 @@ def server(
         min=1024,
         help="Refuse request bodies larger than this with 413 (default 4 MiB).",
     ),
+    max_follows_per_user: int = typer.Option(
+        8,
+        "--max-follows-per-user",
+        metavar="N",
+        min=1,
+        help="Open `logs --follow` streams a user may have at once; the next is refused"
+        " with 429 (default 8).",
+    ),
+    header_timeout: float = typer.Option(
+        10.0,
+        "--header-timeout",
+        metavar="SECONDS",
+        min=0.1,
+        help="Close a connection that has not sent a whole request header within this"
+        " (default 10): half-open connections cannot pile up.",
+    ),
+    body_timeout: float = typer.Option(
+        60.0,
+        "--body-timeout",
+        metavar="SECONDS",
+        min=0.1,
+        help="Answer 408 to a request whose body has not arrived whole within this of its"
+        " header (default 60).",
+    ),
+    max_log_bytes: int = typer.Option(
+        64 * 1024 * 1024,
+        "--max-log-bytes",
+        metavar="BYTES",
+        min=4096,
+        help="Each rank's log (stdout, stderr) in the data directory: past this it is"
+        " rotated to FILE.1, the older output dropped, and `describe` says so"
+        " (default 64 MiB).",
+    ),
     run_as: str = typer.Option(
         None,
         "--run-as",
@@ -202,6 +235,10 @@ def server(
         placement=placement,  # type: ignore[arg-type]
         backends=backends,
         max_body_bytes=max_body_bytes,
+        max_follows_per_user=max_follows_per_user,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        max_log_bytes=max_log_bytes,
         run_as=mode,
         run_as_template=run_as_template,
         account=account,
@@ -239,9 +276,13 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
             super().handle_exit(sig, frame)
 
     from ringleader.errors import InvalidSpec
+    from ringleader.launch.run_logs import MAX_LOG_ENV
     from ringleader.server.app import create_app
+    from ringleader.server.header_timeout import protocol_with
 
     host, port = config.host, config.port
+    # The workloads' supervisors read their log cap from their environment (run_logs).
+    os.environ[MAX_LOG_ENV] = str(config.max_log_bytes)
     try:  # a backend that cannot be made (a bad --backend ARG) fails before anything else
         app = create_app(config, backend)
     except InvalidSpec as exc:
@@ -270,12 +311,14 @@ def serve(config: ServerConfig, backend: Backend | None = None) -> None:
     try:
         # A bounded graceful shutdown: open streams (logs?follow) also end on the app's
         # own shutdown signal (``services.logs``); this bounds any other slow response.
+        # h11 with a header timeout (server/header_timeout.py): uvicorn has none.
         settings = uvicorn.Config(
             app,
             host=host,
             port=port,
             log_level="warning",
             timeout_graceful_shutdown=max(1, round(config.graceful_shutdown_s)),
+            http=protocol_with(config.header_timeout_s),
         )
         uv = Stopping(settings, app.state.stopping)
         uv.run(sockets=[sock])

@@ -20,7 +20,7 @@ The run directory (everything a reader needs; the backend owns the layout of
 
     {"pid", "started_at", "updated_at", "phase", "attempt",
      "ranks": {"0": {"phase", "exit_code", "signal"}, ...},
-     "exit_code", "reason", "summary"}
+     "exit_code", "reason", "summary", "logs_rotated"}
 
   ``phase`` is the supervisor's (Starting, Running, Restarting, Stopping,
   Succeeded, Failed, Stopped); a final phase is written only after every
@@ -30,6 +30,8 @@ The run directory (everything a reader needs; the backend owns the layout of
   (ended non-zero after that, by a stop, or never reported).  Rank ``-1`` is
   mpirun under the mpi framework.  ``reason`` is one line, ``summary`` the
   launcher's root-cause text; both only when the exit code is not 0.
+  ``logs_rotated`` (once a log passed its cap, ``run_logs.RotatingLog``):
+  ``{"attempt-N/rank-R.stream": {"rank", "stream", "max_bytes"}}``.
 - ``logs/attempt-N/rank-R.stdout|stderr`` (``mpirun.stderr`` for mpirun's own
   words, which reach the sink as notices without their stream): one line per
   output line, ``"<unix seconds, 3 decimals> <text>"`` (the time the
@@ -75,7 +77,13 @@ from ringleader.launch.plan import LaunchPlan, LaunchSpec
 from ringleader.launch.procs import pids_with_marker
 from ringleader.launch.rank_process import RUN_AS_VAR
 from ringleader.launch.result import AttemptResult, LaunchResult, render_summary, signal_name
-from ringleader.launch.run_logs import format_log_line, log_file_name
+from ringleader.launch.run_logs import (
+    MAX_LOG_ENV,
+    RotatingLog,
+    format_log_line,
+    log_file_name,
+    max_log_bytes,
+)
 from ringleader.launch.supervisor import Supervisor
 
 MODULE = "ringleader.launch.detached"
@@ -103,7 +111,7 @@ POD_ENV_NAMES = frozenset(
 )
 POD_ENV_PREFIXES = ("LC_",)
 #: The supervisor's own settings: passed to it, dropped before it starts agents.
-SUPERVISOR_ENV = frozenset({"RINGLEADER_SSH_CONFIG"})
+SUPERVISOR_ENV = frozenset({"RINGLEADER_SSH_CONFIG", MAX_LOG_ENV})
 
 
 def scoped_environ(environ: Mapping[str, str]) -> dict[str, str]:
@@ -247,7 +255,9 @@ class Recorder:
         self.offset = launch.attempt_offset
         self.clock = clock
         self.notices = notices or sys.stderr
-        self._files: dict[tuple[int, int, str], IO[str]] = {}
+        self._files: dict[tuple[int, int, str], RotatingLog] = {}
+        # Each rank stream's file is rotated past this (run_logs.RotatingLog).
+        self.max_log_bytes = max_log_bytes(os.environ)
         self._failed_in_attempt = False
         now = clock()
         self.state: dict[str, Any] = {
@@ -286,15 +296,21 @@ class Recorder:
 
     def _append(self, attempt: int, rank: int, stream: str, text: str) -> None:
         key = (attempt, rank, stream)
-        handle = self._files.get(key)
-        if handle is None:
+        log = self._files.get(key)
+        if log is None:
             folder = self.log_dir / f"attempt-{attempt}"
             folder.mkdir(parents=True, exist_ok=True)
-            path = folder / log_file_name(rank, stream)
-            handle = open(path, "a", encoding="utf-8", newline="\n")  # noqa: SIM115
-            self._files[key] = handle
-        handle.write(format_log_line(self.clock(), text))
-        handle.flush()  # the backend's logs() reads while the run goes on
+            log = RotatingLog(folder / log_file_name(rank, stream), self.max_log_bytes)
+            self._files[key] = log
+        if log.write(format_log_line(self.clock(), text)):
+            self._rotated(f"attempt-{attempt}/{log.path.name}", rank, stream)
+
+    def _rotated(self, name: str, rank: int, stream: str) -> None:
+        """Record a rotation in ``state.json`` (the server's status says so)."""
+        rotated = self.state.setdefault("logs_rotated", {})
+        if name not in rotated:
+            rotated[name] = {"rank": rank, "stream": stream, "max_bytes": self.max_log_bytes}
+            self.write()
 
     # ----- SupervisorObserver -------------------------------------------------------
     def on_phase(self, phase: str) -> None:

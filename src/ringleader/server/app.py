@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import gc
 import json
-import math
-import re
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
@@ -39,7 +36,7 @@ from ringleader.server.background.heartbeats import NodeMonitor
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import Database, open_database
 from ringleader.server.engine_pools import EngineNodes
-from ringleader.server.limits import BodyLimit
+from ringleader.server.limits import BodyLimit, JsonBounds
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
 from ringleader.server.phases import IllegalTransition
@@ -50,7 +47,10 @@ from ringleader.server.routers import clusters as cluster_routes
 from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
 from ringleader.server.services import clusters
+from ringleader.server.services.logs import FollowSlots
 from ringleader.server.ssh_nodes import probe_node
+from ringleader.server.validation import SECRET_NAME as SECRET_NAME  # ui.workload_cli reads it here
+from ringleader.server.validation import body_checked_off_loop, validation_error
 
 # IllegalTransition is a race or a bug, never input: a conflict with what just happened.
 _STATUS: list[tuple[type[RingleaderError], int]] = [
@@ -82,78 +82,6 @@ def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
         {"code": 409, "message": "conflicts with a record written at the same time; retry"},
         status_code=409,
     )
-
-
-_ECHO_CHARS = 200  # of an input echoed in a 422: enough to recognise it
-
-
-def _finite(value: Any) -> Any:
-    """``value`` as JSON can carry it: inf and NaN (JSON has neither) as strings
-    ("inf", "nan"), a lone surrogate (no UTF-8 encoder writes one) escaped as
-    ``\\ud800``, and a long string cut to its start."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, str):
-        cut = value if len(value) <= _ECHO_CHARS else value[:_ECHO_CHARS] + "..."
-        return cut.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {_finite(key): _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
-
-
-# A field whose name says it holds a secret (clientSecret, AppSecret, password,
-# refreshToken ...) is never echoed in a 422, on any route, at any depth.
-SECRET_NAME = re.compile(r"secret|password|token", re.IGNORECASE)
-REDACTED = "<redacted>"
-
-
-def _redacted(value: Any) -> Any:
-    """``value`` with what any secret-named key holds replaced, at every depth."""
-    if isinstance(value, dict):
-        return {
-            key: REDACTED if SECRET_NAME.search(str(key)) else _redacted(item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_redacted(item) for item in value]
-    return value
-
-
-def _unechoed(error: dict[str, Any]) -> dict[str, Any]:
-    """The error without its input where the input is a secret (its field's name,
-    or a parent's, says so), and with the secrets inside a body's input redacted."""
-    if any(SECRET_NAME.search(str(part)) for part in error.get("loc") or ()):
-        return {key: item for key, item in error.items() if key != "input"}
-    if "input" in error:
-        return {**error, "input": _redacted(error["input"])}
-    return error
-
-
-async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """FastAPI's own 422, except that the input it echoes is made renderable
-    (``_finite``): FastAPI's response would fail to render inf, NaN or a lone
-    surrogate and answer 500 instead, and would echo a megabyte back; and a
-    secret is not echoed at all.  A body that is no JSON also gets a ``message``
-    naming its line and column (FastAPI gives a character offset)."""
-    errors = [_unechoed(error) for error in jsonable_encoder(exc.errors())]
-    content: dict[str, Any] = {"detail": _finite(errors)}
-    broken = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
-    if broken is not None:
-        content["message"] = _json_position(await request.body(), broken)
-    return JSONResponse(content, status_code=422)
-
-
-def _json_position(raw: bytes, error: dict[str, Any]) -> str:
-    """The 422 message for a body JSON cannot read: its line, column and the problem."""
-    where = error.get("loc", ())
-    offset = where[1] if len(where) > 1 and isinstance(where[1], int) else len(raw)
-    before = raw[:offset].decode("utf-8", errors="replace")
-    line = before.count("\n") + 1
-    column = len(before) - (before.rfind("\n") + 1) + 1
-    problem = str((error.get("ctx") or {}).get("error") or error.get("msg") or "")[:200]
-    return f"the request body is not valid JSON: line {line}, column {column}: {problem}"
 
 
 class _JSON(JSONResponse):
@@ -256,9 +184,12 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         docs_url=None,
         redoc_url=None,
         default_response_class=_JSON,
+        # Every route's body is checked on a worker thread before FastAPI validates it.
+        dependencies=[Depends(body_checked_off_loop)],
     )
     app.state.config = config
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
+    app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
     book = NodeBook()  # filled from the nodes table once the database is open
@@ -274,9 +205,10 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.state.node_python = getattr(app.state.backend, "python", sys.executable)
     app.state.probe_node = probe_node  # replaceable in tests that must not open SSH
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(JsonBounds)  # inside BodyLimit: sees whole bodies within the bound
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -59,6 +59,16 @@ class ServerConfig:
     background: bool = True
     # A request body over this is refused with 413 (server/limits.py).
     max_body_bytes: int = 4 * 1024 * 1024
+    # Open logs?follow streams per user (services/logs.py): the next one is 429.
+    max_follows_per_user: int = 8
+    # A connection that has not sent a whole request header within this is closed
+    # (server/header_timeout.py): half-open connections cannot pile up.
+    header_timeout_s: float = 10.0
+    # A request body that has not arrived whole within this of its header: 408.
+    body_timeout_s: float = 60.0
+    # Each rank's log file (stdout, stderr) in a run directory: past this, rotated to
+    # FILE.1 (the older half dropped), so a workload's output on disk stays bounded.
+    max_log_bytes: int = 64 * 1024 * 1024
     # On SIGTERM: how long open responses (logs?follow) may take to end.
     graceful_shutdown_s: float = 3.0
     # Who workloads run as (--run-as): "user" (an OS account of the submitter, from

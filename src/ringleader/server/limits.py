@@ -7,11 +7,18 @@ Invariants:
 - the body is counted as it streams, so a request that declares nothing
   (chunked) or declares less than it sends is stopped at the bound too;
   a declared size over the bound is refused before a byte is read;
+- a body must arrive whole within ``timeout_s`` of its header, else 408;
 - the app never sees a body over the bound: the middleware reads the body
   first (at most ``max_bytes``, which the app would have read whole anyway)
   and hands it on in one message, then passes ``receive`` through, so a
   streaming response still hears the client go away;
-- only HTTP is bounded here; WebSocket frames (exec) have their own limits.
+- only HTTP is bounded here; WebSocket frames (exec) have their own limits;
+- a JSON body's *shape* is bounded too (``JsonBounds``): at most ``MAX_JSON_KEYS``
+  keys in one object, ``MAX_JSON_VALUES`` values in all and ``MAX_JSON_DEPTH``
+  levels, checked in a worker thread before FastAPI parses and validates it, so
+  the validation that follows (and its list of errors) is small whatever was sent:
+  200k unknown keys are one 422 naming the object, not 200k errors built on the
+  event loop.
 """
 
 from __future__ import annotations
@@ -20,20 +27,42 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
+
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+# The whole body must arrive within this of its header (408 after): a client that
+# trickles a body holds a connection no longer than one that sends half a header.
+DEFAULT_BODY_TIMEOUT_S = 60.0
+# The shape of a JSON body (``JsonBounds``): far above any spec's (256 variables of
+# 3 keys, 64 pools), far below what makes validating or reporting errors costly.
+MAX_JSON_KEYS = 1_000  # in one object
+MAX_JSON_VALUES = 4_096  # in the whole body: every object's values and list's items
+MAX_JSON_DEPTH = 32
+# Bodies checked at once (each in a worker thread of its own): more wait their turn,
+# so big bodies never take the threads every other request's handler runs on.
+JSON_CHECKS = 2
+# Where JsonBounds leaves the body it parsed, for the route's own check
+# (``validation.validate_bodies_off_loop``), so a body is parsed once off the loop.
+PARSED_BODY = "ringleader.parsed_body"
 
 
 class BodyLimit:
     """ASGI middleware: 413 for a request body over ``max_bytes``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -45,18 +74,26 @@ class BodyLimit:
             return
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away before the end
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                await self.refuse(send, f"sent over {self.max_bytes} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        with anyio.move_on_after(self.timeout_s) as late:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":  # the client went away before the end
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.max_bytes:
+                    await self.refuse(send, f"sent over {self.max_bytes} bytes")
+                    return
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+        if late.cancelled_caught:  # a body that trickles holds its connection no longer
+            text = (
+                f"the request body did not arrive within {self.timeout_s:g} s "
+                f"({size} bytes came) (ringleader server --body-timeout)"
+            )
+            await _answer(send, 408, text)
+            return
         whole: Message | None = {
             "type": "http.request",
             "body": b"".join(chunks),
@@ -77,19 +114,140 @@ class BodyLimit:
             f"the request body {what}; this server takes at most {self.max_bytes} bytes "
             "(ringleader server --max-body-bytes)"
         )
-        body = json.dumps({"code": 413, "message": text}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),  # the rest of the body is never read
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _answer(send, 413, text)
+
+
+async def _answer(send: Send, status: int, text: str) -> None:
+    """A JSON error that closes the connection (the rest of the body is never read)."""
+    body = json.dumps({"code": status, "message": text}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class JsonBounds:
+    """ASGI middleware: a JSON body over the shape bounds gets a 422 naming where.
+
+    Runs inside ``BodyLimit`` (the body is whole and bounded in bytes).  The body is
+    parsed and walked in a worker thread (at most ``JSON_CHECKS`` at once); a body
+    that is no JSON is passed on for FastAPI's own 422 (with its line and column).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.limiter = anyio.CapacityLimiter(JSON_CHECKS)
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not is_json(scope):
+            await self.app(scope, receive, send)
+            return
+        message = await receive()  # BodyLimit hands the whole body on in one message
+        body = message.get("body", b"") if message["type"] == "http.request" else b""
+        if body.strip():
+            parsed, problem = await anyio.to_thread.run_sync(
+                parsed_within_bounds, body, limiter=self.limiter
+            )
+            if problem is not None:
+                await _refuse_422(send, *problem)
+                return
+            if parsed is not _NO_JSON:
+                scope[PARSED_BODY] = parsed
+        first: Message | None = message
+
+        async def replay() -> Message:
+            nonlocal first
+            if first is not None:
+                sent, first = first, None
+                return sent
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+_NO_JSON = object()
+Problem = tuple[list[str | int], str]
+
+
+def json_problem(body: bytes) -> Problem | None:
+    """Where ``body`` exceeds the shape bounds and how (None: within them, or no JSON)."""
+    return parsed_within_bounds(body)[1]
+
+
+def parsed_within_bounds(body: bytes) -> tuple[Any, Problem | None]:
+    """``body`` parsed (``_NO_JSON`` when it is none: FastAPI's own 422 says where), and
+    where it exceeds the shape bounds and how (None: within them).
+
+    The walk is iterative (no recursion however deep the body) and stops at the
+    first excess, so its cost is bounded by the body's size."""
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        return _NO_JSON, ([], f"nested deeper than {MAX_JSON_DEPTH} levels")
+    except ValueError:  # JSONDecodeError, bad UTF-8
+        return _NO_JSON, None
+    return value, _shape_problem(value)
+
+
+def _shape_problem(value: Any) -> Problem | None:
+    values = 0
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        item, where = stack.pop()
+        if len(where) > MAX_JSON_DEPTH:
+            return where, f"nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, dict):
+            if len(item) > MAX_JSON_KEYS:
+                return where, f"an object of at most {MAX_JSON_KEYS} keys; this one has {len(item)}"
+            children: Any = item.items()
+        elif isinstance(item, list):
+            children = enumerate(item)
+        else:
+            continue
+        values += len(item)
+        if values > MAX_JSON_VALUES:
+            return where, f"at most {MAX_JSON_VALUES} values in a body; this one has more"
+        stack.extend((child, [*where, key]) for key, child in children)
+    return None
+
+
+async def _refuse_422(send: Send, where: list[str | int], problem: str) -> None:
+    """FastAPI's 422 shape (``detail``: loc, msg, type), plus a ``message``."""
+    where = [part if isinstance(part, int) else _cut(part) for part in where]
+    place = ".".join(str(part) for part in where) or "the body"
+    content = {
+        "message": f"the request body is too big a structure at {place}: {problem}",
+        "detail": [{"loc": ["body", *where], "msg": problem, "type": "value_error"}],
+    }
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 422, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _cut(key: str, keep: int = 100) -> str:
+    """An object's key as a 422 names it: its start (a key may be megabytes long)."""
+    return key if len(key) <= keep else key[:keep] + "..."
+
+
+def is_json(scope: MutableMapping[str, Any]) -> bool:
+    """Whether FastAPI would parse the body as JSON: an ``application/json`` or
+    ``application/*+json`` content type (FastAPI ignores a body without one)."""
+    for key, value in scope.get("headers") or ():
+        if key.lower() == b"content-type":
+            kind = value.split(b";", 1)[0].strip().lower()
+            return kind.startswith(b"application/") and (
+                kind == b"application/json" or kind.endswith(b"+json")
+            )
+    return False
 
 
 def _content_length(scope: MutableMapping[str, Any]) -> int | None:

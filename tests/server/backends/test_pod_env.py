@@ -18,6 +18,7 @@ SERVER_ONLY = {
     "AWS_SECRET_ACCESS_KEY": "x",
     "RINGLEADER_DATABASE_URL": "postgresql+psycopg://rl:s3cret@db/rl",
     "RINGLEADER_SSH_CONFIG": "/nonexistent/ssh_config",
+    "RINGLEADER_MAX_LOG_BYTES": "65536",
 }
 PRINT_ENV = "python3 -c \"import json, os; print('ENV', json.dumps(dict(os.environ)))\""
 
@@ -46,8 +47,9 @@ def test_scoped_environ_keeps_only_the_allow_list() -> None:
         "LC_ALL": "C.UTF-8",
         "LANG": "C",
         "RINGLEADER_SSH_CONFIG": "/nonexistent/ssh_config",  # the supervisor's; see below
+        "RINGLEADER_MAX_LOG_BYTES": "65536",  # its log cap, likewise
     }
-    assert set(SUPERVISOR_ENV) == {"RINGLEADER_SSH_CONFIG"}
+    assert set(SUPERVISOR_ENV) == {"RINGLEADER_SSH_CONFIG", "RINGLEADER_MAX_LOG_BYTES"}
 
 
 def test_a_rank_sees_no_server_setting_even_the_supervisors_own(tmp_path) -> None:

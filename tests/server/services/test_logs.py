@@ -3,19 +3,21 @@ backend that placed it, which a Pending workload does not have yet."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from sqlalchemy import select
 
+from ringleader.errors import TooManyRequests
 from ringleader.server import auth, inventory
 from ringleader.server.backends.base import LogLine
 from ringleader.server.db import Database, default_database_url, open_database
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import User, Workload
 from ringleader.server.services import workloads as svc
-from ringleader.server.services.logs import log_text
+from ringleader.server.services.logs import FollowSlots, log_text
 from ringleader.spec import WorkloadSpec
 
 
@@ -68,4 +70,25 @@ def test_follow_reads_the_backend_that_placed_the_run(database: Database) -> Non
     with database.writer() as s, s.begin():  # placed on an SSH node, ran and ended
         row = s.get(Workload, workload_id)
         row.backend, row.handle, row.phase = "ssh", "run-1", "Completed"
-    assert list(stream) == ["[train-master-0] hello\n"]
+    assert isinstance(stream, AsyncIterator)  # a follow waits on the event loop
+    assert anyio.run(collected, stream) == ["[train-master-0] hello\n"]
+
+
+async def collected(stream: AsyncIterator[str]) -> list[str]:
+    return [line async for line in stream]
+
+
+def test_a_users_follows_are_capped_and_their_slots_come_back() -> None:
+    slots = FollowSlots(per_user=2)
+    first, second = slots.take("alice"), slots.take("alice")
+    with pytest.raises(TooManyRequests, match="at most 2 open log follows per user"):
+        slots.take("alice")
+    bob = slots.take("bob")  # another user's follows are counted apart
+    first()
+    first()  # giving a slot back twice gives it back once
+    third = slots.take("alice")
+    with pytest.raises(TooManyRequests):
+        slots.take("alice")
+    for release in (second, third, bob):
+        release()
+    assert slots.held("alice") == slots.held("bob") == 0

@@ -145,6 +145,9 @@ class LogLine:
     stream: str  # "stdout" | "stderr"
     text: str
     time: float | None = None  # unix seconds when known
+    # Not a line: this many lines of the stream were rotated away before what follows
+    # (a local run's capped logs); a reader that counts lines counts them, shows none.
+    skipped: int = 0
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ intent then wakes the background work that acts on it.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy.orm import Session
+from starlette.types import Receive, Scope, Send
 
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User
@@ -188,20 +190,48 @@ def logs(
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> StreamingResponse:
-    lines = log_text(
-        s,
-        user,
-        workload_id,
-        backends=request.app.state.backends,
-        readers=request.app.state.readers,
-        pod=pod,
-        tail=tail,
-        since=since,
-        follow=follow,
-        timestamps=timestamps,
-        stopping=request.app.state.stopping,
-    )
-    return StreamingResponse(lines, media_type="text/plain")
+    """The lines as text; ``follow`` streams until the workload ends (at most
+    ``--max-follows-per-user`` at once per user: 429 past it)."""
+    state = request.app.state
+    release = state.follows.take(user.id) if follow else _nothing
+    try:
+        lines = log_text(
+            s,
+            user,
+            workload_id,
+            backends=state.backends,
+            readers=state.readers,
+            pod=pod,
+            tail=tail,
+            since=since,
+            follow=follow,
+            timestamps=timestamps,
+            stopping=state.stopping,
+            threads=state.follows.threads,
+        )
+    except BaseException:
+        release()
+        raise
+    return _Stream(lines, release)
+
+
+def _nothing() -> None:
+    """What a read without follow gives back: no slot."""
+
+
+class _Stream(StreamingResponse):
+    """The lines' response, which gives its follow slot back however it ends (the
+    client went away, the workload ended, the server stops)."""
+
+    def __init__(self, lines: Iterator[str] | AsyncIterator[str], release: Callable[[], None]):
+        super().__init__(lines, media_type="text/plain")
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
 
 
 @router.get("/{workload_id}/metrics", response_model=WorkloadMetrics, response_model_by_alias=True)

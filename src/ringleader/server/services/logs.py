@@ -17,7 +17,11 @@ Invariants:
   from their end (``backends.local.logtail``), and no stream holds more than
   ``tail`` lines at once;
 - a ``follow`` ends within ``FOLLOW_POLL_S`` of the server's ``stopping``
-  event, so a server told to stop is not held by its open streams.
+  event, so a server told to stop is not held by its open streams;
+- a ``follow`` waits on the event loop: its reads take turns on ``FOLLOW_THREADS``
+  threads of their own (a database connection only for one short read each), and a
+  user has at most ``FollowSlots.per_user`` open at once, so open follows never
+  starve the request threads or the database pool (issue 22, item 6).
 """
 
 from __future__ import annotations
@@ -26,14 +30,15 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+import anyio
 from sqlalchemy.orm import Session
 
-from ringleader.errors import InvalidSpec
+from ringleader.errors import InvalidSpec, TooManyRequests
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import LogLine
 from ringleader.server.models import User, Workload
@@ -58,14 +63,17 @@ def log_text(
     timestamps: bool = False,
     stopping: threading.Event | None = None,
     seen: dict[tuple[str, int, str], int] | None = None,
-) -> Iterator[str]:
-    """Check the request, close ``session``, and return the lines to stream.
+    threads: anyio.CapacityLimiter | None = None,
+) -> Iterator[str] | AsyncIterator[str]:
+    """Check the request, close ``session``, and return the lines to stream (with
+    ``follow``, an async iterator whose waits hold no thread: ``_follow``).
 
     ``pod`` is a pod's full name or its suffix (``worker-1``); ``since`` a
     duration (``5m``) or an ISO time; ``follow`` streams until the workload ends
     or ``stopping`` is set (the server shuts down).  ``seen``: lines already sent per
     (pod, attempt, stream), updated as lines are read: a cursor for the UI's polls,
-    which get only the lines after it (the last ``tail`` of them).
+    which get only the lines after it (the last ``tail`` of them).  ``threads``: where
+    a follow's reads run (``FollowSlots.threads``; None: a limiter of its own).
     """
     stopping = stopping or threading.Event()
     workload = get(session, user, workload_id)
@@ -85,18 +93,26 @@ def log_text(
     cursor = seen is not None
     session.close()  # no transaction stays open while streaming
 
-    def fetch(seen: dict[tuple[str, int, str], int], keep: int | None = None) -> deque[LogLine]:
-        """Lines not yet sent (the last ``keep`` of them): per (pod, attempt, stream)
-        the files only grow."""
+    def fetch(
+        seen: dict[tuple[str, int, str], int], keep: int | None = None, most: int | None = None
+    ) -> deque[LogLine]:
+        """Lines not yet sent (the last ``keep`` of them, or the first ``most``): per
+        (pod, attempt, stream) the files only grow."""
         fresh: deque[LogLine] = deque(maxlen=keep)
         counts: dict[tuple[str, int, str], int] = {}
         handle = state["handle"]
         for ln in state["backend"].logs(handle, pod=pod) if handle else []:
+            key = (ln.pod, ln.attempt, ln.stream)
+            if ln.skipped:  # lines rotated away: counted, so later lines keep their place
+                counts[key] = counts.get(key, 0) + ln.skipped
+                continue
             if after is not None and ln.time is not None and ln.time < after:
                 continue
-            key = (ln.pod, ln.attempt, ln.stream)
             counts[key] = counts.get(key, 0) + 1
             if counts[key] > seen.get(key, 0):
+                if most is not None and len(fresh) >= most:
+                    counts[key] -= 1  # not sent: counted next time
+                    break
                 fresh.append(ln)
         seen.update(counts)
         return fresh
@@ -114,7 +130,7 @@ def log_text(
     def stream() -> Iterator[str]:
         sent = seen if seen is not None else {}
         # With a cursor, only what is newer: never the backend's plain tail.
-        if tail and not follow and after is None and state["handle"] and not cursor:
+        if tail and after is None and state["handle"] and not cursor:
             first: Iterator[LogLine] | deque[LogLine] = backend.logs(
                 state["handle"], pod=pod, tail=tail
             )
@@ -122,15 +138,99 @@ def log_text(
             first = fetch(sent, keep=tail)
         for ln in first:
             yield _format(ln, timestamps)
-        while follow:
-            done = finished()  # read before fetching, so the last lines are never missed
-            for ln in fetch(sent):
-                yield _format(ln, timestamps)
-            # The backend's files offer no change notification; the server's stop does.
-            if done or stopping.wait(FOLLOW_POLL_S):
-                return
 
-    return stream()
+    if not follow:
+        return stream()
+    threads = threads or anyio.CapacityLimiter(FOLLOW_THREADS)
+    return _follow(fetch, finished, tail, timestamps, stopping, threads)
+
+
+# What every follow's reads share: a few threads of their own, so open follows never
+# take the threads (or, through them, the database connections) other requests need.
+FOLLOW_THREADS = 2
+FOLLOW_BATCH = 1_000  # lines read per turn on a thread: memory stays this, not the log's
+
+
+async def _follow(
+    fetch: Callable[..., deque[LogLine]],
+    finished: Callable[[], bool],
+    tail: int | None,
+    timestamps: bool,
+    stopping: threading.Event,
+    threads: anyio.CapacityLimiter,
+) -> AsyncIterator[str]:
+    """Follow's stream: each read (files, then one short database read) runs on
+    ``threads``; between reads it waits on the event loop, holding no thread
+    and no database connection."""
+    sent: dict[tuple[str, int, str], int] = {}
+    if tail:  # the last ``tail`` lines first; without it, every line, in batches below
+        for ln in await anyio.to_thread.run_sync(fetch, sent, tail, limiter=threads):
+            yield _format(ln, timestamps)
+    while True:
+        began = time.monotonic()
+        done = await anyio.to_thread.run_sync(finished, limiter=threads)
+        while True:  # read before fetching, so the last lines are never missed
+            batch = await anyio.to_thread.run_sync(fetch, sent, None, FOLLOW_BATCH, limiter=threads)
+            for ln in batch:
+                yield _format(ln, timestamps)
+            if len(batch) < FOLLOW_BATCH:
+                break
+        if done or stopping.is_set():
+            return
+        # The backend's files offer no change notification; the server's stop does.
+        # A read that took long (a big log is read whole) is followed by a longer
+        # wait, so a follow reads at most a third of its time.
+        wake = time.monotonic() + max(FOLLOW_POLL_S, 2 * (time.monotonic() - began))
+        while True:  # in steps of FOLLOW_POLL_S, so a stop is seen within one
+            await anyio.sleep(min(FOLLOW_POLL_S, max(0.0, wake - time.monotonic())))
+            if stopping.is_set():
+                return
+            if time.monotonic() >= wake:
+                break
+
+
+class FollowSlots:
+    """Open ``logs?follow`` streams per user, at most ``per_user`` at once: each holds
+    a connection to the server and a share of the follow threads' time, so one user
+    cannot take them all."""
+
+    def __init__(self, per_user: int) -> None:
+        self.per_user = per_user
+        self.threads = anyio.CapacityLimiter(FOLLOW_THREADS)  # what every follow reads on
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, user_id: str) -> Callable[[], None]:
+        """A slot for ``user_id`` and the call that gives it back (once, however
+        often it is called); TooManyRequests (429) when the user has them all."""
+        with self._lock:
+            held = self._open.get(user_id, 0)
+            if held >= self.per_user:
+                raise TooManyRequests(
+                    f"at most {self.per_user} open log follows per user, and you have "
+                    f"{held}: end one (or read without follow) "
+                    "(ringleader server --max-follows-per-user)"
+                )
+            self._open[user_id] = held + 1
+        given_back = False
+
+        def release() -> None:
+            nonlocal given_back
+            with self._lock:
+                if given_back:
+                    return
+                given_back = True
+                left = self._open.get(user_id, 1) - 1
+                if left > 0:
+                    self._open[user_id] = left
+                else:
+                    self._open.pop(user_id, None)
+
+        return release
+
+    def held(self, user_id: str) -> int:
+        with self._lock:
+            return self._open.get(user_id, 0)
 
 
 def _since(value: str | None) -> float | None:

@@ -22,7 +22,14 @@ from pathlib import Path
 
 from ringleader.errors import NotFound
 from ringleader.launch.detached import load_launch
-from ringleader.launch.run_logs import LogRecord, parse_log_file_name, parse_log_line, read_logs
+from ringleader.launch.run_logs import (
+    FROM_MARK,
+    ROTATED,
+    LogRecord,
+    log_streams,
+    parse_log_line,
+    read_logs,
+)
 from ringleader.server.backends.base import LogLine
 from ringleader.server.backends.local.planning import pods_from_launch
 
@@ -58,7 +65,17 @@ def _read_back(path: Path, count: int, block: int = BLOCK_BYTES) -> tuple[list[s
 
 
 def _file_tail(path: Path, count: int, attempt: int, rank: int, stream: str) -> list[LogRecord]:
-    lines, from_start = _read_back(path, count)
+    """The last ``count`` lines of a stream: ``FILE``'s, and ``FILE.1``'s before them
+    when ``FILE`` (begun by a rotation) has fewer."""
+    lines, from_start = _read_back(path, count) if path.exists() else ([], True)
+    if from_start and lines and lines[0].startswith(FROM_MARK):
+        lines = lines[1:]  # a rotation's mark, no line
+    older = path.with_name(path.name + ROTATED)
+    if from_start and len(lines) < count and older.exists():
+        before, from_start = _read_back(older, count - len(lines))
+        if from_start and before and before[0].startswith(FROM_MARK):
+            before = before[1:]
+        lines = before + lines
     parsed = [parse_log_line(line) for line in lines]
     # An unstamped line has its predecessor's time (0 at the file's start); one whose
     # predecessor was not read takes the first time that was.
@@ -92,10 +109,9 @@ def tail_logs(handle: str, pod: str | None, count: int) -> Iterator[LogLine]:
         attempt = folder.name.removeprefix("attempt-")
         if not attempt.isdigit():
             continue
-        for path in sorted(folder.iterdir()):
-            parsed = parse_log_file_name(path.name)
-            if parsed and (ranks is None or parsed[0] in ranks):
-                files.append(_file_tail(path, count, int(attempt), *parsed))
+        for path, (rank, stream) in log_streams(folder).items():
+            if ranks is None or rank in ranks:
+                files.append(_file_tail(path, count, int(attempt), rank, stream))
     merged = heapq.merge(*files, key=lambda record: record.time)
     lines = (
         LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
@@ -111,6 +127,6 @@ def run_dir_logs(run_dir: str, pod: str | None, tail: int | None) -> Iterator[Lo
         return tail_logs(run_dir, pod, tail)
     log_dir, owner, ranks = run_logs(run_dir, pod)
     return (
-        LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time)
+        LogLine(owner.get(r.rank, f"rank-{r.rank}"), r.attempt, r.stream, r.text, r.time, r.skipped)
         for r in read_logs(log_dir, ranks)
     )

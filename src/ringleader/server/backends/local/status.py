@@ -87,6 +87,8 @@ def status_of(
         message = f"{message}\n{summary}"  # one line first, the root-cause text below it
     if native == "Restarting":
         message = f"{message} (attempt {attempt + 1} next)"
+    rotated = rotation_note(state, pods)
+    message = f"{message}\n{rotated}" if message and rotated else message or rotated
     phase = phase_of(native)
     master = (ranks.get("0") or {}).get("phase")
     if phase == "Running" and on_rank0_success == "leave-rest" and master == "Succeeded":
@@ -103,6 +105,28 @@ def status_of(
         pods=pod_states,
         exit_code=state.get("exit_code"),
         ended_at=ended_at(state),
+    )
+
+
+def rotation_note(state: dict[str, Any], pods: list[LocalPod]) -> str:
+    """Which pods' logs passed the cap and were rotated (``logs_rotated``, written by the
+    supervisor): their oldest output is gone, and the reader should know it."""
+    rotated = state.get("logs_rotated")
+    if not isinstance(rotated, dict) or not rotated:
+        return ""
+    owner = {r: p.name for p in pods for r in p.ranks}
+    named, cap = [], 0
+    for name, info in sorted(rotated.items()):
+        if not isinstance(info, dict):
+            continue
+        rank, stream = info.get("rank"), info.get("stream")
+        cap = info.get("max_bytes") if isinstance(info.get("max_bytes"), int) else cap
+        label = f"{owner.get(rank, name)} {stream}" if isinstance(rank, int) else name
+        if label not in named:
+            named.append(label)
+    return (
+        f"logs rotated: {', '.join(named)} passed {cap} bytes (--max-log-bytes);"
+        " only the newest output is kept"
     )
 
 

@@ -1,0 +1,68 @@
+"""A header timeout for uvicorn's HTTP/1.1 protocol (h11), which has none of its own.
+
+Nomenclature: a connection is *waiting for a header* from the moment it opens, or
+its last response ended, until h11 has parsed a whole request header (the request
+line and every header line, up to the blank line).
+
+Invariant: a connection that waits for a header longer than ``header_timeout_s``
+is closed.  Without this a client that sends half a request header (or nothing)
+holds its connection forever: uvicorn's keep-alive timer runs only after a
+response, and is cancelled by the first byte of the next request.  A request
+whose header arrived is never cut by this: a long body upload or a long
+``logs?follow`` answer is another matter (``limits.BodyLimit``, the follow cap).
+
+One timer per connection, armed when it starts waiting and cancelled when the
+header is whole or the connection goes; it checks h11's state when it fires, so
+no data path is slowed by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+class HeaderTimeoutH11(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection that waits too long for a header."""
+
+    header_timeout_s: float = 10.0
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_header_timer()  # the next request's header: within the timeout too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        if not self.transport.is_closing():
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._header_late)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _header_late(self) -> None:
+        """Close the connection if it still waits for a header: h11 stays IDLE on
+        its side until a whole header was parsed, and no request is being served."""
+        self._header_timer = None
+        serving = self.cycle is not None and not self.cycle.response_complete
+        if self.transport.is_closing() or serving or self.conn.their_state is not h11.IDLE:
+            return
+        self.logger.debug("closing a connection that sent no whole request header in time")
+        self.transport.close()
+
+
+def protocol_with(header_timeout_s: float) -> type[HeaderTimeoutH11]:
+    """The protocol class for ``uvicorn.Config(http=...)`` with this timeout."""
+    return type("HeaderTimeoutH11", (HeaderTimeoutH11,), {"header_timeout_s": header_timeout_s})
