@@ -274,3 +274,38 @@ def test_a_project_admin_or_global_admin_execs_without_the_pod_token_and_it_is_r
         assert "RINGLEADER_TOKEN=none" in lines and "RINGLEADER_CLIENT_SECRET=none" in lines
         described = site.server.cli("describe", "ritas").stdout
         assert f"exec by {who} as {rita_account}" in described, described
+
+
+#: Frank's rank leaves a directory it stands in, and puts a link where /proc says its
+#: directory is ("... (deleted)") to a place only root can pass: whoever enters the
+#: pod's directory with root's rights lands behind the locked one.
+CWD_TRAP = """import os, sys, time
+here = os.path.join(os.environ["HOME"], "trap", os.environ["RANK"])
+os.makedirs(here, exist_ok=True)
+os.chdir(here)
+os.rmdir(here)
+os.symlink(sys.argv[1], here + " (deleted)")
+print("TRAPPED", os.readlink("/proc/self/cwd"), flush=True)
+time.sleep(100000)
+"""
+
+
+def test_the_sessions_directory_is_entered_as_the_account_not_as_root(site: Site) -> None:
+    """The session's directory is the pod's process's, a path its tenant controls: it is
+    entered with the account's rights, so a link there leads nowhere root alone may go."""
+    locked = site.base / "locked"
+    inner = locked / "inner"
+    inner.mkdir(parents=True)
+    locked.chmod(0o700)  # root's alone; inner and its file would be anyone's
+    inner.chmod(0o755)
+    (inner / "secret.txt").write_text("root-only-secret\n")
+    (inner / "secret.txt").chmod(0o644)
+    trap = site.script("cwd_trap.py", CWD_TRAP)
+    oscar_account = site.account()
+    oscar = site.user("oscar", oscar_account)
+    site.submit(oscar, "cwdtrap", "python", trap, str(inner))
+    site.wait_logs("cwdtrap", "TRAPPED")
+    done = site.as_user(oscar, "exec", "cwdtrap", "--", "sh", "-c", "pwd; cat secret.txt")
+    assert "root-only-secret" not in done.stdout, done.stdout
+    assert done.stdout, done.stderr
+    assert done.stdout.splitlines()[0] == pwd.getpwnam(oscar_account).pw_dir, done.stdout
