@@ -11,6 +11,7 @@ real root server (the ``site`` fixture); the pieces have unit tests here too.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -23,9 +24,11 @@ import pytest
 from ringleader.launch.account import pod_process
 from ringleader.launch.spawned import is_spawned, record, recorded, runs_as
 from ringleader.server.backends.base import ExecTarget, RunAs
+from ringleader.server.exec_session import STATUS
 from ringleader.server.services.exec import CREDENTIAL_VARS, ENV, account_of, without_credentials
 from tests.conftest import wait_until
 from tests.fixtures.tenants import Site, tenant_site  # noqa: F401 (the fixture: site)
+from tests.server.conftest import API, SQLITE_ONLY
 
 
 # ----- unit: the spawn record ---------------------------------------------------------------
@@ -309,3 +312,31 @@ def test_the_sessions_directory_is_entered_as_the_account_not_as_root(site: Site
     assert "root-only-secret" not in done.stdout, done.stdout
     assert done.stdout, done.stderr
     assert done.stdout.splitlines()[0] == pwd.getpwnam(oscar_account).pw_dir, done.stdout
+
+
+# ----- the API's answers (in-process server, as the server's own account) -------------------
+def _exec_status(api: API, wid: str, headers: dict[str, str]) -> dict[str, object]:
+    path = f"/api/v1/workloads/{wid}/exec?command=true"
+    with api.client.websocket_connect(path, headers=headers) as ws:
+        data = ws.receive_bytes()
+        while data[0] != STATUS:  # the command's output, if any, before its status
+            data = ws.receive_bytes()
+    return json.loads(data[1:])
+
+
+@SQLITE_ONLY
+def test_who_may_exec_answers_404_403_or_a_session_and_records_others(api: API) -> None:
+    """Outside the project: 404; a researcher into another's workload: 403 naming who may;
+    a project admin: a session, recorded on the workload."""
+    outsider, researcher, lead = (api.new_user(n) for n in ("oli", "rae", "lea"))
+    for name, role in (("rae", "researcher"), ("lea", "admin")):
+        put = api.put(f"/api/v1/org-unit/projects/default/members/{name}", json={"role": role})
+        assert put.status_code == 200, put.text
+    wid = api.submit("held", "sleep 300").json()["workloadId"]
+    api.wait_phase(wid, {"Running"})
+    assert _exec_status(api, wid, outsider)["code"] == 404
+    refused = _exec_status(api, wid, researcher)
+    assert refused["code"] == 403 and "submitter" in str(refused["error"]), refused
+    assert _exec_status(api, wid, lead) == {"exitCode": 0}
+    events = api.get(f"/api/v1/workloads/{wid}/events").text
+    assert "exec by lea as " in events and "exec by rae" not in events, events
