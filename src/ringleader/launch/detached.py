@@ -222,7 +222,9 @@ def is_detached_supervisor(pid: object, run_dir: Path) -> bool:
 
 
 def job_processes(run_id: str) -> list[int]:
-    """Every live process of a job: ranks by their env marker, agents by argv."""
+    """Every live process of a job: ranks by their env marker, agents by argv.  Both
+    can be forged by anyone, so this is for sweeping (a forger only loses its own
+    process), never for choosing whom to hand power (``account.pod_process``)."""
     pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={run_id}"))
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
