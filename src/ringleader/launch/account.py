@@ -12,7 +12,9 @@ everything the server does as the account comes through here:
 - ``prepare DIR CWD``: the workload's directories in the account's home
   (``DIR/work``, ``DIR/checkpoints``, 0700), and whether it can enter ``CWD``;
 - ``exec RUN_ID RANK -- ARGV``: an exec session, ``ARGV`` in the directory and
-  environment of the pod's live process (which only the account can read);
+  environment of the pod's live process (which only the account can read;
+  found among the account's own processes by the job's marker: through sudo
+  there is no cgroup and no spawn record, ``pod_process``);
   ``exec --check RUN_ID RANK`` only says whether there is one;
 - ``sweep RUN_ID GRACE``: end every process of the run (by its marker and its
   agent's argv, the only record without a cgroup): the server cannot signal
@@ -38,7 +40,7 @@ import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
 MODULE = "ringleader.launch.account"
 NOT_FOUND = 3
@@ -60,32 +62,68 @@ def sudo_rule(server: str, account: str, python: str) -> str:
 
 
 # ----- a pod's live process (also the server's, where it may read /proc itself) -----
-def pod_process(run_id: str, rank: int) -> tuple[int, dict[str, str]] | None:
-    """The oldest live process of the job that is this rank (or the launcher, mpirun),
-    with its environment.  A rank's children (and exec sessions) inherit its
-    environment; the rank itself started first."""
-    from ringleader.launch.detached import job_processes, process_argv
-    from ringleader.launch.frameworks import LAUNCHER_RANK
+def pod_process(
+    run_id: str,
+    rank: int,
+    *,
+    uid: int,
+    recorded: tuple[int, int] | None = None,
+    members: Collection[int] | None = None,
+) -> tuple[int, dict[str, str]] | None:
+    """The pod's process that is this rank (or the launcher, mpirun), with its
+    environment, found by kernel facts: it runs as ``uid`` (the pod's account,
+    real and effective) and, where the pod has a cgroup, is one of its
+    ``members``; it is the process the agent ``recorded`` spawning (``spawned``:
+    its pid and start time) while that one lives.  Else (ranks mpirun started,
+    a rank that ended and left its children) the oldest member that is the
+    rank, else the oldest member: an environment only tells apart processes
+    already known to be the pod's.  Only without a cgroup and a record (a
+    non-root server's sudo account, whose workloads are all one account) is
+    the job's marker what finds it (README, Security)."""
     from ringleader.launch.procs import process_environ, start_ticks
+    from ringleader.launch.spawned import is_spawned, runs_as
 
-    found: list[tuple[int, int, dict[str, str]]] = []
-    for pid in job_processes(run_id):
-        env = process_environ(pid)
-        if env is None or env.get("RINGLEADER_JOB_ID") != run_id:
-            continue  # an agent (named by argv) rather than a rank
-        if rank == LAUNCHER_RANK:
-            argv = process_argv(pid) or [b""]
-            if os.path.basename(argv[0].decode(errors="replace")) not in MPIRUN_NAMES:
-                continue
-        elif str(rank) not in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK")):
-            continue
+    if recorded is not None:
+        pid, ticks = recorded
+        inside = members is None or pid in members
+        if inside and is_spawned(pid, ticks) and runs_as(pid, uid):
+            env = process_environ(pid)
+            if env is not None:
+                return pid, env
+    if members is None:
+        from ringleader.launch.detached import job_processes
+
+        pool: Collection[int] = job_processes(run_id)
+    else:
+        pool = members
+    found: list[tuple[bool, int, int, dict[str, str]]] = []
+    for pid in pool:
+        env = process_environ(pid) if runs_as(pid, uid) else None
         ticks = start_ticks(pid)
-        if ticks is not None:
-            found.append((ticks, pid, env))
+        if env is None or ticks is None:
+            continue
+        if members is None and env.get("RINGLEADER_JOB_ID") != run_id:
+            continue  # an agent (named by argv) rather than a rank
+        rank_is = _is_rank(pid, env, rank)
+        if members is None and not rank_is:
+            continue
+        found.append((not rank_is, ticks, pid, env))
     if not found:
         return None
-    _, pid, env = min(found, key=lambda item: item[:2])
+    _, _, pid, env = min(found, key=lambda item: item[:3])
     return pid, env
+
+
+def _is_rank(pid: int, env: dict[str, str], rank: int) -> bool:
+    """Whether a process (already known to be the pod's) is ``rank``: mpirun for the
+    launcher, else the rank its environment names."""
+    from ringleader.launch.detached import process_argv
+    from ringleader.launch.frameworks import LAUNCHER_RANK
+
+    if rank == LAUNCHER_RANK:
+        argv = process_argv(pid) or [b""]
+        return os.path.basename(argv[0].decode(errors="replace")) in MPIRUN_NAMES
+    return str(rank) in (env.get("RANK"), env.get("OMPI_COMM_WORLD_RANK"))
 
 
 def sweep(run_id: str, grace_s: float) -> None:
@@ -146,7 +184,9 @@ def _exec(args: list[str]) -> int:
     command = rest[1:] if rest[:1] == ["--"] else []
     if not (run_id and rank and rank[0].lstrip("-").isdigit() and (not rest if check else command)):
         return _usage("exec RUN_ID RANK -- ARGV | exec --check RUN_ID RANK")
-    found = pod_process(run_id[0], int(rank[0]))
+    # Every process this can see as its pod's is this account's own (it cannot
+    # read others' environments): no cgroup and no record through sudo.
+    found = pod_process(run_id[0], int(rank[0]), uid=os.getuid())
     if found is None:
         print(f"no running process of rank {rank[0]} of {run_id[0]}", file=sys.stderr)
         return NOT_FOUND

@@ -48,6 +48,7 @@ from ringleader.launch.rank_process import (
     run_as_ids,
     temp_dir,
 )
+from ringleader.launch.spawned import RECORD_VAR, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class Agent:
         # Only the agent's own environment (its supervisor's, from the server's
         # launch.json) says who ranks run as: never a rank's env, which a spec sets.
         env.pop(RUN_AS_VAR, None)
+        env.pop(RECORD_VAR, None)  # where spawns are recorded: the agent's alone
         account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
         sampled = bool(env.get("RINGLEADER_METRICS_DIR"))  # podstats.METRICS_DIR: a server's run
         if sampled:
@@ -178,6 +180,7 @@ class Agent:
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
             return
         pin(proc.pid, env.get(CPU_AFFINITY, ""))
+        record(os.environ.get(RECORD_VAR), rank, proc.pid)  # exec's kernel fact (spawned.py)
         if sampled:
             with self.lock:
                 sampler = self.podstats = self.podstats or podstats.Sampler()

@@ -38,11 +38,17 @@ The run directory (everything a reader needs; the backend owns the layout of
   supervisor received it), ``\\n``-separated, UTF-8, ``N`` as in ``attempt``.
 - ``supervisor.log``: this process's own stdio (opened by the caller): the
   supervisor's notices as ``"<time> ringleader: <text>"``, and any crash.
+- ``spawned``: this host's agent's record of each rank it started (pid and
+  start time, ``launch/spawned.py``): how ``exec`` knows a pod's process
+  without trusting anything the process can set.  Not written by an agent
+  started as another account (sudo): the run dir is not that account's.
 
 Who is who: the supervisor of a run dir is the live process whose argv is
 ``detached_argv(..., RUN_DIR)`` (a pid in ``state.json`` alone may have been
-reused); a job's processes are its ranks (``RINGLEADER_JOB_ID`` in their
-environment) and its agents (``--job-id`` in their argv).
+reused); a job's processes, for a sweep without a cgroup, are its ranks
+(``RINGLEADER_JOB_ID`` in their environment) and its agents (``--job-id`` in
+their argv): both forgeable, so nothing that hands a process power (``exec``)
+picks one by them alone (``spawned``, the pod's cgroup, its account).
 
 SIGTERM (or SIGINT/SIGHUP) asks the supervisor to stop the gang with its
 grace period; the run then ends Stopped.
@@ -84,6 +90,7 @@ from ringleader.launch.run_logs import (
     log_file_name,
     max_log_bytes,
 )
+from ringleader.launch.spawned import RECORD_VAR, SPAWNED_FILE
 from ringleader.launch.supervisor import Supervisor
 
 MODULE = "ringleader.launch.detached"
@@ -223,7 +230,9 @@ def is_detached_supervisor(pid: object, run_dir: Path) -> bool:
 
 
 def job_processes(run_id: str) -> list[int]:
-    """Every live process of a job: ranks by their env marker, agents by argv."""
+    """Every live process of a job: ranks by their env marker, agents by argv.  Both
+    can be forged by anyone, so this is for sweeping (a forger only loses its own
+    process), never for choosing whom to hand power (``account.pod_process``)."""
     pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={run_id}"))
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -405,6 +414,12 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
     os.environ.pop(RUN_AS_VAR, None)
     if launch.run_as and not launch.run_as.get("sudo"):  # through sudo: the agent is it
         os.environ[RUN_AS_VAR] = f"{int(launch.run_as['uid'])}:{int(launch.run_as['gid'])}"
+    # Where this host's agent records the ranks it spawns (a previous run's record goes).
+    os.environ.pop(RECORD_VAR, None)
+    with contextlib.suppress(FileNotFoundError):
+        (run_dir / SPAWNED_FILE).unlink()
+    if not (launch.run_as and launch.run_as.get("sudo")):  # an account cannot write here
+        os.environ[RECORD_VAR] = str(run_dir / SPAWNED_FILE)
     if stop:
         supervisor.request_stop(stop[0])
     try:

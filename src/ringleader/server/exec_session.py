@@ -43,6 +43,10 @@ from ringleader.launch.procs import terminate
 from ringleader.server.backends.base import ExecTarget
 
 STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
+#: Enters the session's directory as its account (else its home), then runs the rest:
+#: the directory is the pod's process's, a path its tenant can change, so it is never
+#: resolved with the server's rights (Popen's ``cwd`` is entered before the uid drops).
+ENTER_SHIM = 'cd -P -- "$1" 2>/dev/null || cd 2>/dev/null; shift; exec "$@"'
 STOP_GRACE_S = 2.0
 MAX_WINDOW = 10_000  # rows or columns; TIOCSWINSZ takes 16 bits, no terminal is that big
 RESIZE_BYTES = 256  # a resize frame's JSON is a few dozen bytes
@@ -106,6 +110,8 @@ class ExecSession:
         if self.target.run_as is not None:  # the pod's account, as its ranks (never root)
             account = self.target.run_as
             common |= {"user": account.uid, "group": account.gid, "extra_groups": []}
+            argv = ["/bin/sh", "-c", ENTER_SHIM, "ringleader-cd", self.target.cwd, *argv]
+            common["cwd"] = "/"
         if self.tty:
             parent, child = pty.openpty()
             try:

@@ -3,9 +3,11 @@
 ``?pod=`` names the pod (full name or its suffix, e.g. ``worker-1``; default
 the master or launcher pod), ``?command=`` repeats once per argv word, and
 ``?tty=true`` asks for a terminal.  The caller must hold a bearer token for a
-project the workload belongs to, as for every other workload route; a refusal
-arrives as the session's status message (see ``exec_session``), so the client
-can print the server's own words.  An interactive ``bash`` gets a prompt
+project the workload belongs to, as for every other workload route, and be its
+submitter or an admin (of the project or global: the session runs as the
+submitter's account, ``services.exec``); a refusal arrives as the session's
+status message (see ``exec_session``), so the client can print the server's
+own words.  An interactive ``bash`` gets a prompt
 naming the workload and pod; the final status says why a session ended when
 its own exit code does not (``reason``: the workload was deleted, stopped or
 ended, the pod ended, a signal; the server stopping).
@@ -47,6 +49,7 @@ async def exec_in_pod(
             websocket.headers.get("authorization", ""),
             workload_id,
             pod,
+            websocket.app.state.sessions,
         )
         argv, rcfile = shell_argv(place, command or ["bash"], tty)
         session = ExecSession(place.target, argv, tty)

@@ -7,6 +7,12 @@
   rank's before the wrapper derives it (``RANK`` from ``OMPI_COMM_WORLD_RANK``,
   the pod's own binding out of ``RINGLEADER_RANK_ENV``), so it is derived here
   the same way.
+- *who*: a session runs as the pod's account, so it is the submitter's own
+  power: only the submitter, an admin of the workload's project or a global
+  admin may open one (anyone else in the project: 403; outside it: 404).
+  Someone other than the submitter gets a session without the pod's
+  credentials (``CREDENTIAL_VARS``: the submitter's token is theirs alone),
+  and the workload records an ``Exec`` event naming who and as which account.
 - *shell*: an interactive ``bash`` gets a prompt naming the workload and pod
   (``(dist-int/launcher) user@host:~$``): an rc file that reads the usual
   ones, then prefixes ``PS1``; it is the session's account's, and removed
@@ -34,16 +40,22 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
-from ringleader.errors import InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.errors import Forbidden, InvalidSpec, NotFound, RingleaderError, Unauthorized
 from ringleader.launch.mpi_rank import exec_environment
+from ringleader.server import phases
 from ringleader.server.auth import user_for_token
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import ExecTarget
-from ringleader.server.models import Workload
-from ringleader.server.services.roles import require_role
+from ringleader.server.models import User, Workload
+from ringleader.server.services.roles import require_role, role_in
 from ringleader.server.services.workloads import get
 
 Readers = Callable[[], AbstractContextManager[Session]]
+#: What a pod holds of its submitter's identity (``background/placing.py`` sets the
+#: token; a spec or a client may set the others): a session by anyone else drops them.
+CREDENTIAL_VARS = ("RINGLEADER_TOKEN", "RINGLEADER_CLIENT_ID", "RINGLEADER_CLIENT_SECRET")
+#: Unsets them on the far side of a prefix (sudo, ssh), where the environment is made.
+ENV = "/usr/bin/env"
 END_WAIT_S = 3.0  # how long a killed session waits for the server to see its workload's end
 # bash reads its system-wide rc (Debian's /etc/bash.bashrc) itself, --rcfile or not.
 _BASH_RC = r"""rm -f -- "${{BASH_SOURCE[0]}}"
@@ -66,6 +78,7 @@ class ExecPlace:
     workload_id: str
     workload: str  # its name
     pod: str  # the pod's full name
+    by: str = ""  # who opened it, when not the submitter ("": the submitter)
 
 
 def pick_pod(names: list[str], heads: list[str], workload: str, pod: str | None) -> str:
@@ -86,8 +99,12 @@ def exec_target(
     authorization: str,
     workload_id: str,
     pod: str | None,
+    writers: Readers | None = None,
 ) -> ExecPlace:
-    """Authorize the ``Authorization`` header's bearer and find where the command runs."""
+    """Authorize the ``Authorization`` header's bearer and find where the command runs.
+
+    ``writers``: where the ``Exec`` event of a session by someone other than the
+    submitter is recorded (the readers when None: a test's single database)."""
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing bearer token; get one with `ringleader token`")
@@ -95,6 +112,9 @@ def exec_target(
         user = user_for_token(s, token)
         workload = get(s, user, workload_id)
         require_role(s, user, workload.project_id, "run")  # viewers may not exec
+        by = "" if workload.created_by == user.id else user.name
+        if by:
+            require_exec_as_other(s, user, workload)
         names = [p.name for p in workload.pods]
         heads = [p.name for p in workload.pods if p.role in ("master", "launcher")]
         name = pick_pod(names, heads, workload.name, pod)
@@ -104,7 +124,55 @@ def exec_target(
         raise RingleaderError(f"workload {place[1]!r} is {phase}: it has no pods running")
     target = backends.named(backend).exec_target(handle, name)
     target = replace(target, env=exec_environment(target.env))
-    return ExecPlace(target, place[0], place[1], name)
+    if by:
+        target = without_credentials(target)
+        _record(writers or readers, place[0], name, f"exec by {by} as {account_of(target)}")
+    return ExecPlace(target, place[0], place[1], name, by)
+
+
+def require_exec_as_other(s: Session, user: User, workload: Workload) -> None:
+    """A session runs as the workload's account with its files and processes: only
+    a project admin or a global admin may open one into someone else's workload."""
+    if user.is_admin or role_in(s, user, workload.project_id) == "admin":
+        return
+    raise Forbidden(
+        f"only the submitter of workload {workload.name!r} or an admin of its project "
+        "may exec into it: the session runs as the submitter's account"
+    )
+
+
+def without_credentials(target: ExecTarget) -> ExecTarget:
+    """``target`` without the pod's credential variables: dropped from its environment,
+    and, where that is made beyond a prefix (sudo, ssh), unset there by ``env -u``."""
+    env = {k: v for k, v in target.env.items() if k not in CREDENTIAL_VARS}
+    prefix = target.prefix
+    if prefix:
+        unset = [arg for name in CREDENTIAL_VARS for arg in ("-u", name)]
+        prefix = (*prefix, ENV, *unset, "--")
+    return replace(target, env=env, prefix=prefix)
+
+
+def account_of(target: ExecTarget) -> str:
+    """The OS account the session runs as: the target's, the one its sudo prefix
+    names (``sudo -n -u NAME``), else the server's own."""
+    if target.run_as is not None:
+        return target.run_as.name
+    prefix = list(target.prefix)
+    if "-u" in prefix[:4] and os.path.basename(prefix[0]) == "sudo":
+        return prefix[prefix.index("-u") + 1]
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def _record(writers: Readers, workload_id: str, pod: str, message: str) -> None:
+    with writers() as s, s.begin():
+        workload = s.get(Workload, workload_id)
+        if workload is not None:
+            phases.record_event(s, workload, "Exec", reason="Exec", message=message, pod_name=pod)
 
 
 def prompt_label(place: ExecPlace) -> str:

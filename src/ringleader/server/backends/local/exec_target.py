@@ -5,6 +5,13 @@ as the pod's account (through sudo when the server is not root).
 Why a module: the session must be the pod's own (same account, same cgroup,
 same variables), so finding it reads /proc, the launch file and the cgroup
 tree; the backend only answers the server's call with it.
+
+Which process is the pod's is a kernel fact, never its environment (which
+any tenant can forge, naming another's job and rank): a member of the pod's
+cgroup (MPI's launcher, mpirun, has none: the run's ``supervisor`` cgroup),
+running as the pod's account, preferably the very process the agent
+recorded spawning (``launch/spawned.py``, checked by its start time).  Only
+then is its directory and environment taken.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from typing import TYPE_CHECKING
 from ringleader.errors import Conflict, NotFound, RingleaderError
 from ringleader.launch.account import NOT_FOUND, pod_process, sudo_argv
 from ringleader.launch.detached import LaunchFile, load_launch
+from ringleader.launch.spawned import SPAWNED_FILE, recorded
 from ringleader.server.backends.base import ExecTarget, RunAs
-from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
+from ringleader.server.backends.local.cgroups import JOIN_VAR, SUPERVISOR, join_argv
 from ringleader.server.backends.local.homes import through_sudo
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
@@ -45,7 +53,18 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
     if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
         return _through_sudo(backend.node, launch, run_as, pod, rank)
-    found = pod_process(run_id, rank)
+    rel = f"{run_id}/{pod}"
+    hierarchy = backend.cgroups if isolation_of(launch) != ENVIRONMENT else None
+    members = None
+    if hierarchy is not None:  # mpirun's pod has no cgroup: it is the run's supervisor's
+        members = hierarchy.pids(rel if hierarchy.exists(rel) else f"{run_id}/{SUPERVISOR}")
+    found = pod_process(
+        run_id,
+        rank,
+        uid=run_as.uid if run_as is not None else os.geteuid(),
+        recorded=recorded(str(run_dir / SPAWNED_FILE)).get(rank),
+        members=members,
+    )
     if found is None:
         raise Conflict(no_process(pod))
     pid, env = found
@@ -53,8 +72,6 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         cwd = launch.spec.cwd
-    rel = f"{run_id}/{pod}"
-    hierarchy = backend.cgroups if isolation_of(launch) != ENVIRONMENT else None
     if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
         env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
         return ExecTarget(
