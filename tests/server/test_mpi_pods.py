@@ -229,7 +229,11 @@ def test_bash_in_the_launcher_of_a_users_workload_runs_mpirun_as_that_user(
     assert sub.returncode == 0, sub.stderr
     _pods_running(site.server, "mpiint", 3)
     uid = pwd.getpwnam(mapped_name("kim", f"{site.prefix}-{{user}}")).pw_uid
-    probe = "import os; print('MPI', os.environ['OMPI_COMM_WORLD_SIZE'], os.getuid())"
+    # One write(2) per line: two ranks' print()s (text, then newline) can interleave.
+    probe = (
+        "import os; os.write(1, ('MPI %s %d\\n' % "
+        "(os.environ['OMPI_COMM_WORLD_SIZE'], os.getuid())).encode())"
+    )
     script = (
         f'mpirun -np "$RUNAI_MPI_NUM_WORKERS" --hostfile "$RINGLEADER_HOSTFILE" '
         f'/usr/bin/python3 -c "{probe}"\n'

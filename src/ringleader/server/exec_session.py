@@ -36,10 +36,11 @@ import struct
 import subprocess
 import termios
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from ringleader.launch.procs import terminate
+from ringleader.launch import podns
+from ringleader.launch.procs import start_ticks, terminate
 from ringleader.server.backends.base import ExecTarget
 
 STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
@@ -65,6 +66,21 @@ def status_frame(**body: object) -> bytes:
 
 def _take_terminal() -> None:  # runs in the child, after setsid
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@contextlib.contextmanager
+def _in_view(view: tuple[int, int]) -> Iterator[int]:
+    """An open handle on the view (mount namespace) of the pod's process ``view`` =
+    (pid, start ticks), checked to still be that process after opening: a pid reused
+    since the target was found is refused, never entered."""
+    pid, started = view
+    fd = podns.view_of(pid)
+    try:
+        if start_ticks(pid) != started:
+            raise ProcessLookupError(f"the pod's process {pid} has ended")
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def set_window(fd: int, rows: int, cols: int) -> None:
@@ -93,8 +109,13 @@ def parse_resize(payload: bytes) -> tuple[int, int] | str:
 class ExecSession:
     """Runs ``argv`` at ``target`` and relays it until it exits or the client leaves."""
 
-    def __init__(self, target: ExecTarget, argv: list[str], tty: bool) -> None:
-        self.target, self.argv, self.tty = target, argv, tty
+    def __init__(
+        self, target: ExecTarget, argv: list[str], tty: bool, rcfile: str | None = None
+    ) -> None:
+        """``rcfile``: the bash rc file named in ``argv`` (services.exec.shell_argv), a
+        file of the server's /tmp; a session entering its pod's view reads it through
+        an inherited descriptor, since that /tmp is the pod's own there."""
+        self.target, self.argv, self.tty, self.rcfile = target, argv, tty, rcfile
         self.proc: subprocess.Popen[bytes] | None = None
         self._pty: int | None = None
         self.bad_resizes = 0  # resize frames ignored as malformed
@@ -112,6 +133,29 @@ class ExecSession:
             common |= {"user": account.uid, "group": account.gid, "extra_groups": []}
             argv = ["/bin/sh", "-c", ENTER_SHIM, "ringleader-cd", self.target.cwd, *argv]
             common["cwd"] = "/"
+            view = self.target.view
+            if view is not None and podns.applies((account.uid, account.gid)):
+                self._spawn_in_view(view, argv, (account.uid, account.gid))
+                return
+        self._spawn(argv, common)
+
+    def _spawn_in_view(self, view: tuple[int, int], argv: list[str], ids: tuple[int, int]) -> None:
+        """As the account inside the pod's view (its /tmp and /proc), through podns."""
+        with contextlib.ExitStack() as held:
+            keep: tuple[int, ...] = ()
+            if self.rcfile is not None and self.rcfile in argv:
+                rc = os.open(self.rcfile, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                held.callback(os.close, rc)
+                argv = [f"/dev/fd/{rc}" if word == self.rcfile else word for word in argv]
+                keep = (rc,)
+            fd = held.enter_context(_in_view(view))
+            args = held.enter_context(
+                podns.popen_args(argv, "/", self.target.env, ids, enter_fd=fd)
+            )
+            pass_fds = (*args.pop("pass_fds"), *keep)
+            self._spawn(args.pop("args"), {**args, "pass_fds": pass_fds, "start_new_session": True})
+
+    def _spawn(self, argv: list[str], common: dict[str, Any]) -> None:
         if self.tty:
             parent, child = pty.openpty()
             try:

@@ -12,6 +12,10 @@ Invariants:
   first (at most ``max_bytes``, which the app would have read whole anyway)
   and hands it on in one message, then passes ``receive`` through, so a
   streaming response still hears the client go away;
+- the routes a stranger reaches without a token (``SMALL_BODY_PATHS``: the token
+  exchange and the UI's login) take a few KiB at most: their bodies are a client
+  id and a secret, so a stranger's megabytes are refused on their declared size,
+  never read, parsed or validated;
 - only HTTP is bounded here; WebSocket frames (exec) have their own limits;
 - a JSON body's *shape* is bounded too (``JsonBounds``): at most ``MAX_JSON_KEYS``
   keys in one object, ``MAX_JSON_VALUES`` values in all and ``MAX_JSON_DEPTH``
@@ -35,6 +39,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+# Routes anyone can call without a token, and their bound (their bodies: an id and a secret).
+SMALL_BODY_BYTES = 16 * 1024
+SMALL_BODY_PATHS = frozenset({"/api/v1/token", "/login"})
 # The whole body must arrive within this of its header (408 after): a client that
 # trickles a body holds a connection no longer than one that sends half a header.
 DEFAULT_BODY_TIMEOUT_S = 60.0
@@ -68,9 +75,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        bound = SMALL_BODY_BYTES if scope.get("path") in SMALL_BODY_PATHS else self.max_bytes
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self.refuse(send, f"declares {declared} bytes")
+        if declared is not None and declared > bound:
+            await self.refuse(send, f"declares {declared} bytes", bound)
             return
         chunks: list[bytes] = []
         size = 0
@@ -81,8 +89,8 @@ class BodyLimit:
                     return
                 chunk = message.get("body", b"")
                 size += len(chunk)
-                if size > self.max_bytes:
-                    await self.refuse(send, f"sent over {self.max_bytes} bytes")
+                if size > bound:
+                    await self.refuse(send, f"sent over {bound} bytes", bound)
                     return
                 chunks.append(chunk)
                 if not message.get("more_body", False):
@@ -109,11 +117,9 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def refuse(self, send: Send, what: str) -> None:
-        text = (
-            f"the request body {what}; this server takes at most {self.max_bytes} bytes "
-            "(ringleader server --max-body-bytes)"
-        )
+    async def refuse(self, send: Send, what: str, bound: int) -> None:
+        where = "(ringleader server --max-body-bytes)" if bound == self.max_bytes else "here"
+        text = f"the request body {what}; this server takes at most {bound} bytes {where}"
         await _answer(send, 413, text)
 
 

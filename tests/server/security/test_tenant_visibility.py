@@ -167,6 +167,11 @@ def test_a_tenant_finds_nothing_of_another_tenants_running_workload(site: Site) 
     # ... while her own pod works as before: her processes, her private /tmp.
     assert result["sees_self"] is True and result["ps_shows_self"] is True, result
     assert result["own_tmp"] == "eve" and result["tmpdir"] == "/tmp", result
+    # Frank's own exec lands in his pod's view: his /tmp file, and no process of others.
+    inside = site.as_user(frank, "exec", "franks", "--", "sh", "-c", f"cat {frank_file}; ls /proc")
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.startswith(secret), inside.stdout
+    assert str(site.server.proc.pid if site.server.proc else 1) not in inside.stdout.split()
     # Frank's /tmp ends with his pod: once deleted, no process holds its namespace.
     assert site.server.cli("delete", "franks").returncode == 0
     wait_until(lambda: not _namespace_alive(namespace), 60, "frank's pod view to end")

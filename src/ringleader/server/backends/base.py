@@ -159,6 +159,8 @@ class ExecTarget:
     env: dict[str, str]
     prefix: tuple[str, ...] = ()  # argv before the command (e.g. ssh -t HOST); none locally
     run_as: RunAs | None = None  # the pod's account: the session runs as it (None: as the server)
+    #: The pod's process (pid, start ticks) whose view (/tmp, /proc) the session enters.
+    view: tuple[int, int] | None = None
 
 
 class Backend(ABC):

@@ -52,7 +52,7 @@ async def exec_in_pod(
             websocket.app.state.sessions,
         )
         argv, rcfile = shell_argv(place, command or ["bash"], tty)
-        session = ExecSession(place.target, argv, tty)
+        session = ExecSession(place.target, argv, tty, rcfile)
         session.start()
     except RingleaderError as exc:
         _remove(rcfile)

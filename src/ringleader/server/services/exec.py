@@ -58,7 +58,8 @@ CREDENTIAL_VARS = ("RINGLEADER_TOKEN", "RINGLEADER_CLIENT_ID", "RINGLEADER_CLIEN
 ENV = "/usr/bin/env"
 END_WAIT_S = 3.0  # how long a killed session waits for the server to see its workload's end
 # bash reads its system-wide rc (Debian's /etc/bash.bashrc) itself, --rcfile or not.
-_BASH_RC = r"""rm -f -- "${{BASH_SOURCE[0]}}"
+# Read through /dev/fd/N inside a pod's view (exec_session): the server removes the file.
+_BASH_RC = r"""case ${{BASH_SOURCE[0]}} in /dev/fd/*) ;; *) rm -f -- "${{BASH_SOURCE[0]}}" ;; esac
 __rl_path=$PATH
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 __rl_added=${{PATH%"$__rl_path"}}

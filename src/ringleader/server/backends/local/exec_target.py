@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ringleader.errors import Conflict, NotFound, RingleaderError
 from ringleader.launch.account import NOT_FOUND, pod_process, sudo_argv
 from ringleader.launch.detached import LaunchFile, load_launch
+from ringleader.launch.procs import start_ticks
 from ringleader.launch.spawned import SPAWNED_FILE, recorded
 from ringleader.server.backends.base import ExecTarget, RunAs
 from ringleader.server.backends.local.cgroups import JOIN_VAR, SUPERVISOR, join_argv
@@ -72,12 +73,13 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         cwd = launch.spec.cwd
+    started = start_ticks(pid)
+    view = (pid, started) if run_as is not None and started is not None else None
     if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
         env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
-        return ExecTarget(
-            node=backend.node, cwd=cwd, env=env, prefix=tuple(join_argv([])), run_as=run_as
-        )
-    return ExecTarget(node=backend.node, cwd=cwd, env=env, run_as=run_as)
+        prefix = tuple(join_argv([]))
+        return ExecTarget(backend.node, cwd, env, prefix, run_as=run_as, view=view)
+    return ExecTarget(node=backend.node, cwd=cwd, env=env, run_as=run_as, view=view)
 
 
 def _through_sudo(node: str, launch: LaunchFile, run_as: RunAs, pod: str, rank: int) -> ExecTarget:
