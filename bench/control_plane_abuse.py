@@ -42,6 +42,7 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -306,6 +307,9 @@ def main() -> int:
     names = [a for a in args.attacks.split(",") if a]
     if unknown := [a for a in names if a not in ATTACKS]:
         parser.error(f"--attacks: unknown {', '.join(unknown)} (known: {', '.join(ATTACKS)})")
+    # SIGTERM/SIGHUP (a timeout) end the run through the finally below: no server left.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
     tmp = Path(tempfile.mkdtemp(prefix="ringleader-bench-abuse-"))
     dbs = Databases(tmp, kinds)
     report: dict[str, Any] = {
