@@ -116,3 +116,21 @@ def test_a_failing_body_is_refused_before_fastapi_validates_it(tmp_path: Path) -
         ["body", "clientID"],
         ["body", "clientSecret"],
     ]
+
+
+def test_a_caller_who_may_not_call_a_route_hears_401_not_what_its_body_got_wrong(
+    tmp_path: Path,
+) -> None:
+    """The off-loop check asks for the caller first where the route does: a stranger's
+    bad body is a 401, as it was before bodies were checked off the loop."""
+    from fastapi.testclient import TestClient
+
+    from ringleader.server.app import create_app
+    from ringleader.server.config import ServerConfig
+
+    app = create_app(ServerConfig(data_dir=tmp_path, background=False, run_as="server"))
+    with TestClient(app) as client:
+        for headers in ({}, {"Authorization": "Bearer forged"}):
+            answer = client.post("/api/v1/access-keys", json={"name": "k"}, headers=headers)
+            assert answer.status_code == 401, answer.text
+            assert "detail" not in answer.json()  # nothing about the body

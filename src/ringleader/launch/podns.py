@@ -82,6 +82,7 @@ def popen_args(
     *,
     keep: Sequence[str] = (),
     enter_fd: int | None = None,
+    join: Sequence[str] = (),
 ) -> Iterator[dict[str, Any]]:
     """``subprocess.Popen`` keyword arguments (``args`` included) that run ``argv`` in
     ``cwd`` with ``env`` as ``account`` in a private view; the process must be started
@@ -89,7 +90,10 @@ def popen_args(
 
     ``keep``: directories of the caller's that stay at their path inside (the agent's
     run dir); ``enter_fd``: instead of a new view, the one of this open
-    ``/proc/PID/ns/mnt`` (an exec session into a pod).  Where ``applies`` is false,
+    ``/proc/PID/ns/mnt`` (an exec session into a pod); ``join``: ``cgroup.procs``
+    files the wrapper moves itself into while still root (an exec session joins its
+    pod's cgroup: on cgroup v2 a move from the server's cgroup needs rights on their
+    common ancestor, which the account has not).  Where ``applies`` is false,
     the plain arguments: ``argv`` dropped to ``account`` by Popen itself.
     """
     if not applies(account):
@@ -106,6 +110,7 @@ def popen_args(
         "gid": account[1],
         "keep": [os.path.abspath(k) for k in keep],
         "enter_fd": enter_fd,
+        "join": list(join),
     }
     fd = os.memfd_create("ringleader-podns")
     try:
@@ -155,6 +160,16 @@ def enter(libc: Any, ns_fd: int) -> None:
     """Join the mount namespace of ``ns_fd`` (an open ``/proc/PID/ns/mnt``); root only.
     The kernel moves the caller's root and working directory to the namespace's."""
     _check(libc.setns(ns_fd, CLONE_NEWNS), "setns")
+
+
+def join_cgroup(procs: str) -> None:
+    """Move this process into the cgroup of ``procs`` (its ``cgroup.procs``), as root:
+    the file is the kernel's, in a directory root made; never through a link."""
+    fd = os.open(procs, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    finally:
+        os.close(fd)
 
 
 def _under(path: str, top: str) -> bool:
@@ -234,6 +249,12 @@ def _run(request: dict[str, Any]) -> int:
     os.setgroups([])  # root's groups never count, not even while opening as the account
     libc = _libc()
     notes: list[str] = []
+    for procs in request.get("join") or ():
+        try:
+            join_cgroup(procs)
+        except OSError as exc:
+            print(f"{NOTE}cannot join the pod's cgroup: {exc.strerror}", file=sys.stderr)
+            return CANNOT_START
     if request.get("enter_fd") is not None:
         try:
             enter(libc, int(request["enter_fd"]))

@@ -10,7 +10,8 @@ or tokens, make users or change memberships, so it dies with its workload.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -51,14 +52,15 @@ def get_session(request: Request) -> Iterator[Session]:
         yield session
 
 
+MISSING_TOKEN = "missing bearer token; get one with `ringleader token` or POST /api/v1/token"
+
+
 def bearer_token(
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
 ) -> str:
     """The bearer token of the ``Authorization`` header, unchecked; 401 when none."""
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise Unauthorized(
-            "missing bearer token; get one with `ringleader token` or POST /api/v1/token"
-        )
+        raise Unauthorized(MISSING_TOKEN)
     return credentials.credentials
 
 
@@ -77,13 +79,20 @@ def current_user(
 ) -> User:
     """The caller: the user of a valid, unexpired, unrevoked token (else 401); a pod
     token only on ``pod_may_reach``'s routes (else 403)."""
+    return caller(request.scope, token, session)
+
+
+def caller(scope: Mapping[str, Any], token: str, session: Session) -> User:
+    """``current_user`` for a request's ``scope``; also what a body's check off the
+    loop asks first (``validation``), so a caller who may not call a route hears
+    401 or 403, never what its body got wrong."""
     user = user_for_token(session, token)
     if pod_project(session) is not None:
-        route = request.scope.get("route")
-        path = getattr(route, "path", request.url.path)
-        if not pod_may_reach(request.method, path):
+        method, path = scope.get("method", "GET"), scope.get("path", "")
+        path = getattr(scope.get("route"), "path", path)
+        if not pod_may_reach(method, path):
             raise Forbidden(
                 "a pod's token acts only on its own project's workloads; "
-                f"{request.method} {path} needs the user's own access key"
+                f"{method} {path} needs the user's own access key"
             )
     return user

@@ -12,7 +12,8 @@ Invariants (issue 22, item 5):
   (``body_checked_off_loop``), on the JSON ``limits.JsonBounds`` parsed there:
   a body that fails gets its 422 without FastAPI's own validation, which runs on
   the event loop, ever seeing it; a body that passes is validated again by
-  FastAPI (bounded: it passed the model's own limits);
+  FastAPI (bounded: it passed the model's own limits); a route that asks for its
+  caller checks the caller first, as it would have (401, 403 before a 422);
 - the work is bounded by ``limits.JsonBounds``' shape bound above all: the JSON
   parser and pydantic's core hold the GIL, so a worker thread alone would not
   give the loop its turn during them.
@@ -35,6 +36,8 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
+from ringleader.errors import Unauthorized
+from ringleader.server.deps import MISSING_TOKEN, caller, current_user
 from ringleader.server.limits import PARSED_BODY
 
 _ECHO_CHARS = 200  # of an input echoed in a 422: enough to recognise it
@@ -167,7 +170,23 @@ async def body_checked_off_loop(connection: HTTPConnection) -> None:
         threads = state.validation_threads = anyio.CapacityLimiter(VALIDATION_THREADS)
     errors = await anyio.to_thread.run_sync(_errors, bodies[0], value, limiter=threads)
     if errors:
+        if _needs_caller(route.dependant):  # 401/403 before anything about the body
+            await anyio.to_thread.run_sync(_authorize, connection, limiter=threads)
         raise RequestValidationError(errors)
+
+
+def _needs_caller(dependant: Any) -> bool:
+    """Whether the route asks for its caller (``deps.current_user``) anywhere."""
+    return any(d.call is current_user or _needs_caller(d) for d in dependant.dependencies)
+
+
+def _authorize(connection: HTTPConnection) -> None:
+    """What ``deps.current_user`` would decide for this request: raises 401 or 403."""
+    scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized(MISSING_TOKEN)
+    with connection.app.state.readers() as session:
+        caller(connection.scope, token.strip(), session)
 
 
 _NONE = object()

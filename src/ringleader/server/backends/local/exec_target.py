@@ -76,9 +76,10 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     started = start_ticks(pid)
     view = (pid, started) if run_as is not None and started is not None else None
     if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
-        env = {**env, JOIN_VAR: " ".join(hierarchy.procs_files(rel))}
+        join = tuple(hierarchy.procs_files(rel))
+        env = {**env, JOIN_VAR: " ".join(join)}
         prefix = tuple(join_argv([]))
-        return ExecTarget(backend.node, cwd, env, prefix, run_as=run_as, view=view)
+        return ExecTarget(backend.node, cwd, env, prefix, run_as=run_as, view=view, join=join)
     return ExecTarget(node=backend.node, cwd=cwd, env=env, run_as=run_as, view=view)
 
 
