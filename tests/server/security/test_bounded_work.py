@@ -45,15 +45,6 @@ def bounded(site: Site) -> Iterator[Site]:
     yield site
 
 
-def token(site: Site, creds: tuple[str, str]) -> str:
-    answer = httpx.post(
-        f"{site.server.url}/api/v1/token",
-        json={"grantType": "client_credentials", "clientID": creds[0], "clientSecret": creds[1]},
-    )
-    assert answer.status_code == 200, answer.text
-    return str(answer.json()["accessToken"])
-
-
 def connect(site: Site) -> socket.socket:
     return socket.create_connection(("127.0.0.1", site.server.port), timeout=60)
 
@@ -119,7 +110,7 @@ def test_a_spec_of_200k_unknown_keys_and_one_of_many_errors_get_small_422s(
     """A researcher's spec with 200k unknown keys: a small 422 naming ``spec``; with
     900 (under the shape bound), the first 20 of pydantic's 900 errors, each named."""
     creds = bounded.user("keys")
-    auth = f"Authorization: Bearer {token(bounded, creds)}\r\n"
+    auth = f"Authorization: Bearer {bounded.token(creds)}\r\n"
     project = httpx.get(
         f"{bounded.server.url}/api/v1/org-unit/projects/default",
         headers={"Authorization": auth.split(": ", 1)[1].strip()},
@@ -171,7 +162,7 @@ def test_follows_are_capped_per_user_and_do_not_starve_others(bounded: Site) -> 
     greedy, other = bounded.user("greedy"), bounded.user("other")
     workload = bounded.submit(greedy, "follower", "sh", "-c", "echo up; sleep 600")
     bounded.wait_logs("follower", "up")
-    bearer = token(bounded, greedy)
+    bearer = bounded.token(greedy)
     streams = [open_follow(bounded, bearer, workload) for _ in range(FOLLOWS)]
     try:
         assert all(head.startswith(b"HTTP/1.1 200") for _, head in streams)
@@ -186,7 +177,7 @@ def test_follows_are_capped_per_user_and_do_not_starve_others(bounded: Site) -> 
         healthz(bounded)
         theirs = bounded.submit(other, "theirs", "sh", "-c", "echo mine")
         assert bounded.wait_logs("theirs", "mine")
-        other_stream, other_head = open_follow(bounded, token(bounded, other), theirs)
+        other_stream, other_head = open_follow(bounded, bounded.token(other), theirs)
         with other_stream:
             assert other_head.startswith(b"HTTP/1.1 200"), other_head
     finally:

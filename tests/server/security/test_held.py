@@ -33,15 +33,6 @@ ACTIONS = ("distributed/{id}/suspend", "distributed/{id}/resume")
 TRAVERSALS = ("..", "../..", "..%2F..%2F..%2Fetc%2Fpasswd", "%2e%2e", "x/../../..", "%00")
 
 
-def token(site: Site, creds: tuple[str, str]) -> str:
-    answer = httpx.post(
-        f"{site.server.url}/api/v1/token",
-        json={"grantType": "client_credentials", "clientID": creds[0], "clientSecret": creds[1]},
-    )
-    assert answer.status_code == 200, answer.text
-    return answer.json()["accessToken"]
-
-
 def outsider(site: Site) -> tuple[str, str]:
     """A researcher of a project of their own, with no role in the default project."""
     name = f"mallory{uuid.uuid4().hex[:4]}"
@@ -67,7 +58,7 @@ def victim(site: Site) -> str:
 
 
 def test_another_projects_workload_is_not_found_on_every_route(site: Site, victim: str) -> None:
-    headers = {"Authorization": f"Bearer {token(site, outsider(site))}"}
+    headers = {"Authorization": f"Bearer {site.token(outsider(site))}"}
     missing = str(uuid.uuid4())
     with httpx.Client(base_url=site.server.url, headers=headers, timeout=60) as http:
         for template in PATHS:
@@ -85,7 +76,7 @@ def test_another_projects_workload_is_not_found_on_every_route(site: Site, victi
 
 
 def test_path_syntax_in_ids_and_pod_names_reaches_nothing(site: Site, victim: str) -> None:
-    headers = {"Authorization": f"Bearer {token(site, outsider(site))}"}
+    headers = {"Authorization": f"Bearer {site.token(outsider(site))}"}
     with httpx.Client(base_url=site.server.url, headers=headers, timeout=60) as http:
         for bad in TRAVERSALS:
             for template in PATHS:  # (a client may normalise "a/.." itself: then it is a list)

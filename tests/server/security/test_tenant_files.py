@@ -30,15 +30,7 @@ MARKER = '"${TORCHELASTIC_ERROR_FILE%.error.json}.ended"'  # teardown.ended_file
 
 def _api(site: Site) -> httpx.Client:
     """An HTTP client with the admin's token: what the API answers anyone who may look."""
-    creds = json.loads((site.server.home / "credentials.json").read_text())
-    token = httpx.post(
-        f"{site.server.url}/api/v1/token",
-        json={
-            "grantType": "client_credentials",
-            "clientID": creds["clientId"],
-            "clientSecret": creds["clientSecret"],
-        },
-    ).json()["accessToken"]
+    token = site.token()
     return httpx.Client(
         base_url=site.server.url, headers={"Authorization": f"Bearer {token}"}, timeout=120
     )
