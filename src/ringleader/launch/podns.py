@@ -127,11 +127,36 @@ def popen_args(
         os.close(fd)
 
 
+PR_SET_NO_NEW_PRIVS = 38
+#: ioctl on a namespace's fd: an fd of the user namespace that owns it (linux/nsfs.h).
+NS_GET_USERNS = 0xB701
+
+
 def view_of(pid: int) -> int:
     """An open handle on the view of the process ``pid`` (its ``/proc/PID/ns/mnt``),
     for ``popen_args(enter_fd=...)``.  Open it, then check that ``pid`` is still the
-    pod's (its cgroup): the handle stays on that view even if the pid is reused."""
-    return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    pod's (its cgroup): the handle stays on that view even if the pid is reused.
+
+    Refused (PermissionError) when a user namespace other than ours owns it: a rank
+    can make a mount namespace of its own (``unshare -Urm``) and mount its files over
+    /etc there; root entering it would run setuid programs against them."""
+    fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        import fcntl
+
+        owner = fcntl.ioctl(fd, NS_GET_USERNS)
+        try:
+            theirs, ours = os.fstat(owner), os.stat("/proc/self/ns/user")
+        finally:
+            os.close(owner)
+        if (theirs.st_dev, theirs.st_ino) != (ours.st_dev, ours.st_ino):
+            raise PermissionError(
+                f"the pod's process {pid} runs in a mount namespace of its own making"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 # ----- the wrapper's side (root, until it drops) -------------------------------------------
@@ -173,6 +198,8 @@ def join_cgroup(procs: str) -> None:
 
 
 def _under(path: str, top: str) -> bool:
+    """Whether ``path`` is ``top`` or below it, ``..`` resolved first (as text)."""
+    path = os.path.normpath(path)
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
@@ -196,6 +223,7 @@ def private_view(libc: Any, keep: Sequence[str], cwd: str, uid: int, gid: int) -
     could be made at all (then nothing changed).  ``keep``: the agent's directories
     to bind back (root's own); ``cwd``: the command's directory, bound back too when
     it is in /tmp, as the account resolves it."""
+    cwd = os.path.normpath(cwd)  # "/tmp/../etc" is /etc: never a mount target here
     _check(libc.unshare(CLONE_NEWNS), "unshare")
     _mount(libc, "none", "/", None, MS_REC | MS_SLAVE, "")
     notes: list[str] = []
@@ -262,6 +290,9 @@ def _run(request: dict[str, Any]) -> int:
             print(f"{NOTE}cannot enter the pod's view: {exc.strerror}", file=sys.stderr)
             return CANNOT_START
         os.close(int(request["enter_fd"]))
+        # A session gains no privilege by exec (setuid, file capabilities), whatever
+        # it finds in the pod's view.
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
     else:
         try:
             notes = private_view(libc, request.get("keep") or [], request["cwd"], uid, gid)
@@ -289,8 +320,9 @@ def main(args: list[str]) -> int:
     if len(args) != 1 or not args[0].isdigit() or os.geteuid() != 0:
         print("usage (root, from the agent): podns.py FD", file=sys.stderr)
         return 2
-    with os.fdopen(int(args[0]), "rb") as request:
-        return _run(json.load(request))
+    with os.fdopen(int(args[0]), "rb") as request:  # closed before the command runs
+        loaded = json.load(request)
+    return _run(loaded)
 
 
 if __name__ == "__main__":

@@ -257,6 +257,38 @@ def test_a_session_enters_the_view_of_a_running_pod() -> None:
         pod.wait()
 
 
+def test_a_working_directory_that_climbs_out_of_tmp_is_never_bound_back() -> None:
+    """``/tmp/../etc`` is /etc: not a directory of /tmp to bind into the fresh tmpfs
+    (root would mount the tenant's directory over /etc in a view setuid works in)."""
+    assert not podns._under("/tmp/../etc", "/tmp")
+    assert not podns._under("/tmp/x/../../home/eve", "/tmp")
+    assert podns._under("/tmp/a/../b", "/tmp")
+
+
+def test_a_view_a_rank_made_for_itself_is_never_entered() -> None:
+    """A tenant's process in a user and mount namespace of its own (``unshare -Urm``:
+    it could mount its files over /etc there) is refused as a session's view; root
+    entering it would run setuid programs against them."""
+    need_root_and_useradd()
+    nobody = pwd.getpwnam("nobody")
+    proc = subprocess.Popen(
+        ["unshare", "-Urm", "sh", "-c", "echo ready; exec sleep 600"],
+        user=nobody.pw_uid,
+        group=nobody.pw_gid,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with pytest.raises(PermissionError, match="of its own making"):
+            podns.view_of(proc.pid)
+        os.close(podns.view_of(os.getpid()))  # a view root's namespace owns: entered
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_wrapper_gets_none_of_the_ranks_variables_and_others_start_as_before() -> None:
     with podns.popen_args(["true"], "/x", {"A": "b"}, (1000, 1000)) as args:
         if os.geteuid() == 0:  # root: the wrapper, with the agent's PATH alone
