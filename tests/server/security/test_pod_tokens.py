@@ -218,6 +218,15 @@ def test_an_admins_pod_token_is_no_admin_and_sees_no_other_project(api: API) -> 
     refused = api.client.post("/api/v1/access-keys", headers=pod, json={"name": "k"})
     assert refused.status_code == 403 and "pod's token" in refused.json()["message"], refused.text
     assert api.client.post("/api/v1/users", headers=pod, json={"username": "m"}).status_code == 403
+    # Nor is it a UI session: sent as the session cookie, the admin pages ask for a login.
+    from ringleader.server.ui.session import SESSION_COOKIE
+
+    api.client.cookies.set(SESSION_COOKIE, token)
+    try:
+        page = api.client.get("/admin/users", follow_redirects=False)
+    finally:
+        api.client.cookies.clear()
+    assert page.status_code == 401 and "log in" in page.text, (page.status_code, page.text[:300])
     api.delete(f"/api/v1/workloads/distributed/{own}")  # Deleting: its token goes with it
     wait_until(lambda: api.client.get("/api/v1/me", headers=pod).status_code == 401, 60)
     api.delete(f"/api/v1/workloads/distributed/{elsewhere}")

@@ -43,7 +43,7 @@ from sqlalchemy.orm import Session
 from ringleader.errors import Forbidden, InvalidSpec, NotFound, RingleaderError, Unauthorized
 from ringleader.launch.mpi_rank import exec_environment
 from ringleader.server import phases
-from ringleader.server.auth import user_for_token
+from ringleader.server.auth import pod_project, user_for_token
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import ExecTarget
 from ringleader.server.models import User, Workload
@@ -134,6 +134,10 @@ def exec_target(
 def require_exec_as_other(s: Session, user: User, workload: Workload) -> None:
     """A session runs as the workload's account with its files and processes: only
     a project admin or a global admin may open one into someone else's workload."""
+    if pod_project(s) is not None:  # a pod's token is no admin (services.roles)
+        raise Forbidden(
+            f"a pod's token may exec only into its own workloads, not {workload.name!r}"
+        )
     if user.is_admin or role_in(s, user, workload.project_id) == "admin":
         return
     raise Forbidden(

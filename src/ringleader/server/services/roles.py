@@ -57,9 +57,16 @@ def require_role(session: Session, user: User, project: Project | str, action: A
     """Raise unless ``user`` may do ``action`` in ``project`` (a row or its id)."""
     project_id = project if isinstance(project, str) else project.id
     confined = pod_project(session)
-    if user.is_admin and confined in (None, project_id):
-        return
-    role = role_in(session, user, project_id) if confined in (None, project_id) else None
+    if confined is None:
+        if user.is_admin:
+            return
+        role = role_in(session, user, project_id)
+    elif confined != project_id:
+        role = None
+    else:  # a pod's token is no admin, global or of its project: a researcher at most
+        role = role_in(session, user, project_id)
+        if role == "admin" or (role is None and user.is_admin):
+            role = "researcher"
     if role in ALLOWED[action]:
         return
     row = session.get(Project, project_id) if isinstance(project, str) else project

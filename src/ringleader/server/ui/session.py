@@ -26,7 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 from sqlalchemy.orm import Session
 
 from ringleader.errors import RingleaderError, Unauthorized
-from ringleader.server.auth import user_for_token
+from ringleader.server.auth import pod_project, user_for_token
 from ringleader.server.deps import bearer, get_session
 from ringleader.server.models import User
 
@@ -127,6 +127,8 @@ def ui_user(request: Request, s: Session = Depends(get_session)) -> User:
         user = user_for_token(s, token)
     except Unauthorized as refused:
         raise LoginRequired(_requested_path(request), expired="expired" in str(refused)) from None
+    if pod_project(s) is not None:  # a pod's token is no UI session (deps.caller's rule)
+        raise LoginRequired(_requested_path(request))
     request.state.csrf_token = csrf_token_for(token)
     request.state.ui_user = user  # for an error page's nav
     return user
