@@ -90,3 +90,22 @@ def test_the_cache_holds_at_most_its_capacity() -> None:
     assert cache.get(("a",)) is None and cache.get(("b",)) is not None
     cache.put(("c",), metric_files._Entry(11))  # bigger than all of it: not kept
     assert cache.get(("c",)) is None
+
+
+def test_a_reader_past_the_concurrent_ones_is_refused_at_once_not_queued(tmp_path: Path) -> None:
+    """A request thread never waits for a turn to read metrics: one more than
+    ``CONCURRENT_READS`` is a 429 at once, and the turn comes back when one ends."""
+    import contextlib
+
+    import pytest
+
+    from ringleader.errors import TooManyRequests
+    from ringleader.server.services.metric_files import CONCURRENT_READS, folder
+
+    with contextlib.ExitStack() as held:
+        for _ in range(CONCURRENT_READS):
+            assert held.enter_context(folder(str(tmp_path))) is not None
+        with pytest.raises(TooManyRequests, match="try again"), folder(str(tmp_path)):
+            pass
+    with folder(str(tmp_path)) as fd:
+        assert fd is not None

@@ -19,9 +19,11 @@ How:
 - a file's parsed records are cached by (directory, name, device, inode): a
   repeated poll reads only the bytes after the cached offset (only whole lines
   are consumed).  A file that shrank or was replaced is read afresh.  The cache
-  holds at most ``CACHE_BYTES`` of consumed file bytes (least recently used go);
-- at most ``CONCURRENT_READS`` requests read at once (the route runs in the
-  server's thread pool, off the event loop: these caps keep it from filling it).
+  holds at most ``CACHE_BYTES`` of consumed file bytes and parsed records, each
+  counted at ``ITEM_BYTES`` (least recently used go);
+- at most ``CONCURRENT_READS`` requests read at once; one more gets a 429 at once
+  (the route runs in the server's thread pool, off the event loop: it never waits
+  there for a turn, so reads of metrics cannot fill the pool).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ringleader.errors import TooManyRequests
 from ringleader.launch import tenantfs
 
 MAX_FILES = 512
@@ -64,6 +67,15 @@ class _Entry:
     capped: bool = False
 
 
+#: What one parsed record holds in memory (an object, a dict, floats): a short line of
+#: a file becomes several times its bytes, so the cache counts both.
+ITEM_BYTES = 200
+
+
+def _weight(entry: _Entry) -> int:
+    return entry.offset + ITEM_BYTES * len(entry.items)
+
+
 class FileCache:
     """Parsed records per file identity, the offset they reach, least recently used out."""
 
@@ -71,7 +83,7 @@ class FileCache:
         self.capacity = capacity
         self._entries: OrderedDict[tuple[object, ...], _Entry] = OrderedDict()
         self._lock = threading.Lock()
-        self._held = 0  # sum of the entries' offsets
+        self._held = 0  # sum of the entries' weights (_weight)
 
     def get(self, key: tuple[object, ...]) -> _Entry | None:
         with self._lock:
@@ -83,14 +95,14 @@ class FileCache:
     def put(self, key: tuple[object, ...], entry: _Entry) -> None:
         with self._lock:
             old = self._entries.pop(key, None)
-            self._held -= old.offset if old else 0
-            if entry.offset > self.capacity:
+            self._held -= _weight(old) if old else 0
+            if _weight(entry) > self.capacity:
                 return
             self._entries[key] = entry
-            self._held += entry.offset
+            self._held += _weight(entry)
             while self._held > self.capacity:
                 _, gone = self._entries.popitem(last=False)
-                self._held -= gone.offset
+                self._held -= _weight(gone)
 
     def clear(self) -> None:
         with self._lock:
@@ -106,7 +118,11 @@ _READING = threading.BoundedSemaphore(CONCURRENT_READS)
 def folder(path: str) -> Iterator[int | None]:
     """The metrics directory's descriptor (None: missing, or reached through a link),
     held by one of at most ``CONCURRENT_READS`` requests at a time."""
-    with _READING:
+    if not _READING.acquire(blocking=False):  # never hold a request thread waiting
+        raise TooManyRequests(
+            f"metrics are being read for {CONCURRENT_READS} other requests; try again shortly"
+        )
+    try:
         try:
             fd = tenantfs.open_dir(path)
         except OSError:
@@ -116,6 +132,8 @@ def folder(path: str) -> Iterator[int | None]:
             yield fd
         finally:
             os.close(fd)
+    finally:
+        _READING.release()
 
 
 def names(dir_fd: int, wanted: Callable[[str], bool], budget: Budget) -> list[str]:
