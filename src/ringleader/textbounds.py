@@ -22,6 +22,12 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def replace_unstorable(text: str) -> str:
+    """``text`` with NUL and lone surrogates as U+FFFD (the replacement character),
+    for text that must be kept rather than refused (a tenant's error message)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def check_text(text: str) -> str:
     """``text`` if it can be stored and sent back: no NUL, no lone surrogate."""
     bad = _UNSTORABLE.search(text)

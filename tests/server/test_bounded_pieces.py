@@ -134,3 +134,19 @@ def test_a_caller_who_may_not_call_a_route_hears_401_not_what_its_body_got_wrong
             answer = client.post("/api/v1/access-keys", json={"name": "k"}, headers=headers)
             assert answer.status_code == 401, answer.text
             assert "detail" not in answer.json()  # nothing about the body
+
+
+def test_a_raw_body_is_never_echoed_in_a_422(tmp_path: Path) -> None:
+    """Without a JSON content type FastAPI validates the raw bytes: the 422 says how
+    many there were, never what they were (they may hold a secret)."""
+    from fastapi.testclient import TestClient
+
+    from ringleader.server.app import create_app
+    from ringleader.server.config import ServerConfig
+
+    app = create_app(ServerConfig(data_dir=tmp_path, background=False, run_as="server"))
+    raw = b'{"grantType": "client_credentials", "clientID": "x", "clientSecret": "s3cret-42"}'
+    with TestClient(app) as client:
+        answer = client.post("/api/v1/token", content=raw, headers={"Content-Type": ""})
+    assert answer.status_code == 422, answer.text
+    assert "s3cret-42" not in answer.text and f"<{len(raw)} bytes" in answer.text, answer.text

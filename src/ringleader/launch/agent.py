@@ -143,8 +143,8 @@ class Agent:
             env.update(spec["env"])
             marker = env.get(teardown.ENDED_FILE)
             for stale in (spec["error_file"], marker):
-                if stale:
-                    with contextlib.suppress(FileNotFoundError):
+                if stale:  # gone, or what a rank made there (a directory): left as is
+                    with contextlib.suppress(OSError):
                         os.unlink(stale)
             if marker:
                 teardown.arm(env, marker)

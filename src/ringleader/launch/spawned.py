@@ -23,7 +23,6 @@ follows a symlink or blocks on a FIFO.
 from __future__ import annotations
 
 import os
-import stat
 
 from ringleader.launch.procs import start_ticks
 
@@ -54,19 +53,9 @@ def record(path: str | None, rank: int, pid: int) -> None:
 
 def recorded(path: str) -> dict[int, tuple[int, int]]:
     """rank -> ``(pid, start ticks)`` of its latest recorded spawn; {} without a record."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return {}
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return {}
-        data = os.read(fd, MAX_BYTES)
-    except OSError:
-        return {}
-    finally:
-        os.close(fd)
+    from ringleader.launch.tenantfs import read_or_none
+
+    data = read_or_none(path, MAX_BYTES) or b""  # never a link, a FIFO, more than the cap
     found: dict[int, tuple[int, int]] = {}
     for line in data.decode("ascii", "replace").splitlines():
         fields = line.split()

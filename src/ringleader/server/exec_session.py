@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import pty
+import stat
 import struct
 import subprocess
 import termios
@@ -148,8 +149,11 @@ class ExecSession:
         with contextlib.ExitStack() as held:
             keep: tuple[int, ...] = ()
             if self.rcfile is not None and self.rcfile in argv:
-                rc = os.open(self.rcfile, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                rc = os.open(self.rcfile, flags)  # the server's file, now the account's
                 held.callback(os.close, rc)
+                if not stat.S_ISREG(os.fstat(rc).st_mode):
+                    raise PermissionError(f"{self.rcfile} is no longer the session's rc file")
                 argv = [f"/dev/fd/{rc}" if word == self.rcfile else word for word in argv]
                 keep = (rc,)
             fd = held.enter_context(_in_view(view))

@@ -37,7 +37,6 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 
 from sqlalchemy import ColumnElement, inspect
@@ -47,6 +46,7 @@ from ringleader.errors import RingleaderError
 from ringleader.server.auth import revoke_pod_tokens
 from ringleader.server.db import utcnow
 from ringleader.server.models import NAME_LENGTH, Event, Pod, Workload
+from ringleader.textbounds import replace_unstorable
 
 WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
     "Creating": frozenset({"Pending", "Failed", "Deleting"}),
@@ -117,9 +117,6 @@ MESSAGE_CHARS = 16_000
 REASON_CHARS = NAME_LENGTH  # reasons and pod names are VARCHAR(255) columns
 TYPE_CHARS = 64  # an event's type (note_pending's is its reason): VARCHAR(64)
 ELLIPSIS = "\u2026"
-# What no row can hold: NUL (PostgreSQL text) and lone surrogates (no UTF-8 encoder
-# writes one: the insert, or every response showing it, would fail).
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def storable(text: str, max_chars: int = MESSAGE_CHARS) -> str:
@@ -127,7 +124,7 @@ def storable(text: str, max_chars: int = MESSAGE_CHARS) -> str:
     replacement character, so a reader sees something was there), and text longer
     than ``max_chars`` keeps its start and ends with an ellipsis.  Control
     characters stay: they are data here; whoever prints them makes them safe."""
-    text = _UNSTORABLE.sub("\ufffd", text)
+    text = replace_unstorable(text)  # NUL (PostgreSQL text), lone surrogates (UTF-8)
     if len(text) > max_chars:
         text = text[: max_chars - len(ELLIPSIS)] + ELLIPSIS
     return text

@@ -53,6 +53,8 @@ def _finite(value: Any, depth: int = 0) -> Any:
     ``_ECHO_ITEMS`` items and ``_ECHO_DEPTH`` levels (the rest as "...")."""
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
+    if isinstance(value, (bytes, bytearray)):  # a raw body (no JSON content type)
+        return f"<{len(value)} bytes, not shown>"  # may hold a secret: never echoed
     if isinstance(value, str):
         cut = value if len(value) <= _ECHO_CHARS else value[:_ECHO_CHARS] + "..."
         return cut.encode("utf-8", "backslashreplace").decode("utf-8")
