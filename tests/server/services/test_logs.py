@@ -74,6 +74,39 @@ def test_follow_reads_the_backend_that_placed_the_run(database: Database) -> Non
     assert anyio.run(collected, stream) == ["[train-master-0] hello\n"]
 
 
+def test_a_follow_catching_up_a_long_log_reads_it_once(database: Database) -> None:
+    """Batches of FOLLOW_BATCH lines come from one pass over the log, not a pass per
+    batch (which made catching up on a big log quadratic)."""
+    from ringleader.server.services.logs import FOLLOW_BATCH
+
+    with database.writer() as s, s.begin():
+        admin = s.scalar(select(User).where(User.name == "admin"))
+        body = {"name": "chatty", "projectId": "default",
+                "spec": {"command": "python train.py", "numWorkers": 1}}  # fmt: skip
+        row = svc.submit(s, admin, WorkloadSpec.model_validate(body))
+        row.backend, row.handle, row.phase = "local", "run-2", "Completed"
+        workload_id = row.id
+    count = 5 * FOLLOW_BATCH + 7
+    lines = [LogLine("chatty-master-0", 0, "stdout", f"line {i}") for i in range(count)]
+    backend = Lines("local", {"run-2": lines})
+    passes = []
+    real = backend.logs
+
+    def counted(handle: str, pod: str | None = None, tail: int | None = None) -> list[LogLine]:
+        passes.append(handle)
+        return real(handle, pod, tail)
+
+    backend.logs = counted  # type: ignore[method-assign]
+    session = database.writer()
+    admin = session.scalar(select(User).where(User.name == "admin"))
+    stream = log_text(
+        session, admin, workload_id, backends=Named(backend), readers=database.reader, follow=True
+    )  # type: ignore[arg-type]
+    got = anyio.run(collected, stream)
+    assert len(got) == count and got[-1] == f"[chatty-master-0] line {count - 1}\n"
+    assert len(passes) == 1, passes
+
+
 async def collected(stream: AsyncIterator[str]) -> list[str]:
     return [line async for line in stream]
 

@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import time
@@ -93,29 +94,28 @@ def log_text(
     cursor = seen is not None
     session.close()  # no transaction stays open while streaming
 
-    def fetch(
-        seen: dict[tuple[str, int, str], int], keep: int | None = None, most: int | None = None
-    ) -> deque[LogLine]:
-        """Lines not yet sent (the last ``keep`` of them, or the first ``most``): per
-        (pod, attempt, stream) the files only grow."""
-        fresh: deque[LogLine] = deque(maxlen=keep)
+    def unsent(seen: dict[tuple[str, int, str], int]) -> Iterator[LogLine]:
+        """Lines not yet sent, in order, each marked sent in ``seen`` as it is
+        yielded: per (pod, attempt, stream) the files only grow.  One pass reads the
+        log once, however many turns consume it (``_follow``'s batches)."""
         counts: dict[tuple[str, int, str], int] = {}
         handle = state["handle"]
         for ln in state["backend"].logs(handle, pod=pod) if handle else []:
             key = (ln.pod, ln.attempt, ln.stream)
             if ln.skipped:  # lines rotated away: counted, so later lines keep their place
                 counts[key] = counts.get(key, 0) + ln.skipped
+                seen[key] = max(seen.get(key, 0), counts[key])
                 continue
             if after is not None and ln.time is not None and ln.time < after:
                 continue
             counts[key] = counts.get(key, 0) + 1
             if counts[key] > seen.get(key, 0):
-                if most is not None and len(fresh) >= most:
-                    counts[key] -= 1  # not sent: counted next time
-                    break
-                fresh.append(ln)
-        seen.update(counts)
-        return fresh
+                seen[key] = counts[key]
+                yield ln
+
+    def fetch(seen: dict[tuple[str, int, str], int], keep: int | None = None) -> deque[LogLine]:
+        """Every line not yet sent (the last ``keep`` of them), all marked sent."""
+        return deque(unsent(seen), maxlen=keep)
 
     def finished() -> bool:
         """True once the workload ended; picks up the handle once it is admitted."""
@@ -142,7 +142,7 @@ def log_text(
     if not follow:
         return stream()
     threads = threads or anyio.CapacityLimiter(FOLLOW_THREADS)
-    return _follow(fetch, finished, tail, timestamps, stopping, threads)
+    return _follow(fetch, unsent, finished, tail, timestamps, stopping, threads)
 
 
 # What every follow's reads share: a few threads of their own, so open follows never
@@ -151,8 +151,13 @@ FOLLOW_THREADS = 2
 FOLLOW_BATCH = 1_000  # lines read per turn on a thread: memory stays this, not the log's
 
 
+def _take(lines: Iterator[LogLine]) -> list[LogLine]:
+    return list(itertools.islice(lines, FOLLOW_BATCH))
+
+
 async def _follow(
     fetch: Callable[..., deque[LogLine]],
+    unsent: Callable[[dict[tuple[str, int, str], int]], Iterator[LogLine]],
     finished: Callable[[], bool],
     tail: int | None,
     timestamps: bool,
@@ -169,8 +174,9 @@ async def _follow(
     while True:
         began = time.monotonic()
         done = await anyio.to_thread.run_sync(finished, limiter=threads)
-        while True:  # read before fetching, so the last lines are never missed
-            batch = await anyio.to_thread.run_sync(fetch, sent, None, FOLLOW_BATCH, limiter=threads)
+        lines = unsent(sent)  # read before fetching, so the last lines are never missed
+        while True:  # one pass over the log, FOLLOW_BATCH lines per turn on a thread
+            batch = await anyio.to_thread.run_sync(_take, lines, limiter=threads)
             for ln in batch:
                 yield _format(ln, timestamps)
             if len(batch) < FOLLOW_BATCH:
