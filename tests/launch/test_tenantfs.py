@@ -81,6 +81,11 @@ def test_a_file_of_another_owner_in_a_tenant_directory_is_refused(tmp_path: Path
     os.chown(tenant / "theirs", OTHER_UID, OTHER_UID)
     with pytest.raises(tenantfs.Refused, match="owned by uid"):
         tenantfs.read(str(tenant / "theirs"), 100, str(anchor))
+    # Nor root's: with protected_hardlinks off, a tenant's hard link to a root file
+    # whose other name was renamed away (shadow after passwd) has one name, root's.
+    (tenant / "roots").write_text("root:$6$hash")
+    with pytest.raises(tenantfs.Refused, match="owned by uid 0"):
+        tenantfs.read(str(tenant / "roots"), 100, str(anchor))
 
 
 def test_the_anchor_must_be_ours_and_the_path_under_it(tmp_path: Path) -> None:

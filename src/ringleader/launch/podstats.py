@@ -222,6 +222,9 @@ class _PodFile:
             info = os.fstat(fd)
             if not (stat.S_ISREG(info.st_mode) and info.st_nlink == 1):
                 raise OSError("not a regular file of its own")
+            folder = os.fstat(dir_fd)
+            if info.st_uid != folder.st_uid:  # the directory's owner's, as tenantfs reads
+                os.fchown(fd, folder.st_uid, folder.st_gid)
         except OSError as exc:
             if fd is not None:
                 os.close(fd)

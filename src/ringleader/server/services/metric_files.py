@@ -42,7 +42,7 @@ from ringleader.launch import tenantfs
 MAX_FILES = 512
 MAX_ENTRIES = 8 * MAX_FILES
 REQUEST_READ_CAP = 32 * 1024 * 1024
-CACHE_BYTES = 128 * 1024 * 1024
+CACHE_BYTES = 256 * 1024 * 1024  # file bytes and parsed records (ITEM_BYTES each)
 CONCURRENT_READS = 4
 #: A line longer than this without its newline is junk: it is skipped, not waited for.
 LINE_MAX = 64 * 1024
