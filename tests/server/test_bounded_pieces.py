@@ -7,13 +7,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ringleader.launch.detached import LaunchFile
 from ringleader.launch.plan import LaunchSpec
 from ringleader.launch.run_logs import FROM_MARK, RotatingLog, format_log_line, read_logs
 from ringleader.server.backends.local.logtail import tail_logs
 from ringleader.server.backends.local.planning import LocalPod
 from ringleader.server.backends.local.status import rotation_note
-from ringleader.server.limits import MAX_JSON_DEPTH, MAX_JSON_KEYS, MAX_JSON_VALUES, json_problem
+from ringleader.server.limits import (
+    MAX_JSON_DEPTH,
+    MAX_JSON_KEYS,
+    MAX_JSON_VALUES,
+    counted_keys,
+    json_problem,
+)
 from ringleader.server.validation import MAX_ERRORS, validation_content
 
 
@@ -150,3 +159,33 @@ def test_a_raw_body_is_never_echoed_in_a_422(tmp_path: Path) -> None:
         answer = client.post("/api/v1/token", content=raw, headers={"Content-Type": ""})
     assert answer.status_code == 422, answer.text
     assert "s3cret-42" not in answer.text and f"<{len(raw)} bytes" in answer.text, answer.text
+
+
+_TRICKY = st.text() | st.text(alphabet=st.sampled_from('":\\ ,{[]}\n\ta'), max_size=8)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TRICKY,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TRICKY, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+def _keys(value: object) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_keys(v) for v in value)
+    return 0
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_JSON, st.booleans())
+def test_keys_counted_in_a_bodys_bytes_are_never_more_than_it_has(
+    value: object, compact: bool
+) -> None:
+    """The byte count refuses a body before parsing it, so it must never count a key
+    the body does not have: strings full of quotes, colons and backslashes included."""
+    separators = (",", ":") if compact else (", ", ": ")
+    for ascii_only in (True, False):
+        body = json.dumps(value, separators=separators, ensure_ascii=ascii_only).encode()
+        assert counted_keys(body) <= _keys(value)
+    assert counted_keys(json.dumps({f"k{i}": i for i in range(50)}).encode()) == 50
