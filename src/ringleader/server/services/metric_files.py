@@ -41,9 +41,9 @@ from ringleader.launch import tenantfs
 
 MAX_FILES = 512
 MAX_ENTRIES = 8 * MAX_FILES
-REQUEST_READ_CAP = 32 * 1024 * 1024
+REQUEST_READ_CAP = 4 * 1024 * 1024  # parsed holding the interpreter lock: keep it short
 CACHE_BYTES = 256 * 1024 * 1024  # file bytes and parsed records (ITEM_BYTES each)
-CONCURRENT_READS = 4
+CONCURRENT_READS = 2  # each holds the interpreter lock while it parses: few at once
 #: A line longer than this without its newline is junk: it is skipped, not waited for.
 LINE_MAX = 64 * 1024
 
