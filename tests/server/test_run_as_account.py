@@ -21,7 +21,6 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from ringleader.errors import InvalidSpec
 from ringleader.launch import account as entry
 from ringleader.server.accounts import account_name, check_run_as
 from tests.conftest import require, wait_until
+from tests.fixtures.tenants import wait_logs
 from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess, stop_workloads
 from tests.server.probes import ATTEMPTS, probe_result
@@ -176,11 +176,7 @@ class AccountSite:
         return found.group(1)
 
     def wait_logs(self, name: str, word: str, timeout: float = 120) -> str:
-        deadline = time.monotonic() + timeout
-        while word not in (logs := self.server.cli("logs", name).stdout):
-            assert time.monotonic() < deadline, (logs, self.server.cli("describe", name).stdout)
-            time.sleep(0.3)
-        return logs
+        return wait_logs(self.server, name, word, timeout)
 
     def cleanup(self) -> None:
         self.server.kill()

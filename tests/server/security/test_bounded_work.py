@@ -56,17 +56,7 @@ def read_answer(sock: socket.socket) -> tuple[int, bytes]:
         chunk = sock.recv(65536)
         assert chunk, data
         data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next(
-        int(line.split(b":", 1)[1])
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"content-length:")
-    )
-    while len(body) < length:
-        chunk = sock.recv(65536)
-        assert chunk, body
-        body += chunk
-    return int(head.split(b" ", 2)[1]), body
+    return read_answer_after_head(sock, data)
 
 
 def healthz(site: Site) -> None:
@@ -201,7 +191,9 @@ def read_answer_after_head(sock: socket.socket, head: bytes) -> tuple[int, bytes
         if line.lower().startswith(b"content-length:")
     )
     while len(body) < length:
-        body += sock.recv(65536)
+        chunk = sock.recv(65536)
+        assert chunk, body
+        body += chunk
     return int(top.split(b" ", 2)[1]), body
 
 
