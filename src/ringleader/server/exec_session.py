@@ -43,7 +43,6 @@ from typing import Any
 from ringleader.launch import podns
 from ringleader.launch.procs import start_ticks, terminate
 from ringleader.server.backends.base import ExecTarget
-from ringleader.server.backends.local.cgroups import JOIN_VAR
 
 STDIN, STDOUT, STDERR, STATUS, RESIZE = 0, 1, 2, 3, 4
 #: Enters the session's directory as its account (else its home), then runs the rest:
@@ -135,9 +134,7 @@ class ExecSession:
             enter = ["/bin/sh", "-c", ENTER_SHIM, "ringleader-cd", self.target.cwd]
             view = self.target.view
             if view is not None and podns.applies((account.uid, account.gid)):
-                # Root moves it into the pod's cgroup (``join``): no join shim (``prefix``).
-                inside = [*enter, *self.argv] if self.target.join else [*enter, *argv]
-                self._spawn_in_view(view, inside, (account.uid, account.gid))
+                self._spawn_in_view(view, [*enter, *argv], (account.uid, account.gid))
                 return
             common |= {"user": account.uid, "group": account.gid, "extra_groups": []}
             argv = [*enter, *argv]
@@ -157,8 +154,7 @@ class ExecSession:
                 argv = [f"/dev/fd/{rc}" if word == self.rcfile else word for word in argv]
                 keep = (rc,)
             fd = held.enter_context(_in_view(view))
-            env = {k: v for k, v in self.target.env.items() if k != JOIN_VAR}
-            join = self.target.join
+            env, join = self.target.env, self.target.join
             args = held.enter_context(podns.popen_args(argv, "/", env, ids, enter_fd=fd, join=join))
             pass_fds = (*args.pop("pass_fds"), *keep)
             self._spawn(args.pop("args"), {**args, "pass_fds": pass_fds, "start_new_session": True})

@@ -161,8 +161,8 @@ class ExecTarget:
     run_as: RunAs | None = None  # the pod's account: the session runs as it (None: as the server)
     #: The pod's process (pid, start ticks) whose view (/tmp, /proc) the session enters.
     view: tuple[int, int] | None = None
-    #: The pod's ``cgroup.procs`` files: a session entering ``view`` is moved there by
-    #: root before it drops to ``run_as`` (else ``prefix`` joins them itself).
+    #: The pod's ``cgroup.procs`` files a session entering ``view`` is moved into by
+    #: root before it drops to ``run_as`` (without a view, ``prefix`` joins them).
     join: tuple[str, ...] = ()
 
 

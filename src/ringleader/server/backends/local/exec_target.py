@@ -77,9 +77,10 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     view = (pid, started) if run_as is not None and started is not None else None
     if hierarchy is not None and hierarchy.exists(rel):  # the pod's: limited, killed
         join = tuple(hierarchy.procs_files(rel))
+        if view is not None:  # root moves the session there (podns) before it drops
+            return ExecTarget(backend.node, cwd, env, run_as=run_as, view=view, join=join)
         env = {**env, JOIN_VAR: " ".join(join)}
-        prefix = tuple(join_argv([]))
-        return ExecTarget(backend.node, cwd, env, prefix, run_as=run_as, view=view, join=join)
+        return ExecTarget(backend.node, cwd, env, tuple(join_argv([])), run_as=run_as)
     return ExecTarget(node=backend.node, cwd=cwd, env=env, run_as=run_as, view=view)
 
 
