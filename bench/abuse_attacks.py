@@ -2,11 +2,13 @@
 
 Why a child process: the timing client must not share an interpreter lock with
 dozens of attacking threads, or the figures would measure the client.  The
-parent starts ``python bench/abuse_attacks.py ATTACK URL ARG``; the child
+parent starts ``python bench/abuse_attacks.py ATTACK URL ARG [quick]``; the child
 prints ``ready`` once the attack is in effect (every thread has had a first
 answer, or holds its connection), keeps it up until a line (or EOF) arrives on
 its standard input, then stops every thread and prints one JSON line: answers
-by status and how long it attacked.
+by status and how long it attacked.  ``quick`` (the smoke run) holds a sixth of
+the follows and half-sent headers: enough to pass the server's caps, few
+enough that a loaded 2-core machine opens them all in seconds.
 
 The attacks (the issue's findings, scaled to a 2-core machine):
 
@@ -41,6 +43,8 @@ BIG_BODY_BYTES = int(2.9 * 1024 * 1024)
 MANY_KEYS = 200_000
 FOLLOWS = 150
 HALF_OPEN = 200
+QUICK_SHARE = 6  # --quick holds FOLLOWS // 6 follows (over the per-user cap of 8)
+CONNECT_S = 30  # a connection the server never accepts is an error, not a hang
 
 
 class Attack:
@@ -72,7 +76,7 @@ class Attack:
 
     def _work(self, url: str, index: int) -> None:
         signalled = False
-        timeout = httpx.Timeout(120, read=5 if self.held else 120)
+        timeout = httpx.Timeout(120, read=5 if self.held else 120, connect=CONNECT_S)
         with httpx.Client(base_url=url, timeout=timeout) as client:
             while self.running.is_set():
                 try:
@@ -104,7 +108,7 @@ class Attack:
             worker.join(timeout=180)
 
 
-def token_flood(client_id: str) -> Attack:
+def token_flood(client_id: str, _quick: bool = False) -> Attack:
     def once(client: httpx.Client, _url: str, index: int) -> int:
         body = {"grantType": "client_credentials", "clientID": client_id}
         body["clientSecret"] = f"wrong-secret-{index}"
@@ -113,7 +117,7 @@ def token_flood(client_id: str) -> Attack:
     return Attack(16, once)
 
 
-def big_body(_: str) -> Attack:
+def big_body(_: str, _quick: bool = False) -> Attack:
     payload = json.dumps({"grantType": "client_credentials", "clientID": "x" * BIG_BODY_BYTES})
     headers = {"Content-Type": "application/json"}
 
@@ -123,7 +127,7 @@ def big_body(_: str) -> Attack:
     return Attack(3, once)
 
 
-def many_keys(token_and_project: str) -> Attack:
+def many_keys(token_and_project: str, _quick: bool = False) -> Attack:
     token, project = token_and_project.split(" ", 1)
     spec: dict[str, Any] = {"command": "true", "numWorkers": 1}
     spec.update({f"k{i}": 1 for i in range(MANY_KEYS)})
@@ -137,7 +141,7 @@ def many_keys(token_and_project: str) -> Attack:
     return Attack(3, once)
 
 
-def metrics(token_and_workload: str) -> Attack:
+def metrics(token_and_workload: str, _quick: bool = False) -> Attack:
     token, workload = token_and_workload.split(" ", 1)
     headers = {"Authorization": f"Bearer {token}"}
 
@@ -147,7 +151,7 @@ def metrics(token_and_workload: str) -> Attack:
     return Attack(3, once)
 
 
-def follows(token_and_workload: str) -> Attack:
+def follows(token_and_workload: str, quick: bool = False) -> Attack:
     """Each worker holds one follow open; a refused one (a cap) tries again a second later."""
     token, workload = token_and_workload.split(" ", 1)
     headers = {"Authorization": f"Bearer {token}"}
@@ -173,17 +177,18 @@ def follows(token_and_workload: str) -> Attack:
                     continue
             return "held to the end"
 
-    attack = Attack(FOLLOWS, once, held=True)
+    attack = Attack(FOLLOWS // QUICK_SHARE if quick else FOLLOWS, once, held=True)
     return attack
 
 
-def half_open(_: str) -> Attack:
+def half_open(_: str, quick: bool = False) -> Attack:
     """Connections that send half a header and wait; re-opened when the server closes one."""
     signalled: set[int] = set()
 
     def once(_client: httpx.Client, url: str, index: int) -> str:
         host, port = url.removeprefix("http://").split(":")
-        with socket.create_connection((host, int(port)), timeout=5) as sock:
+        with socket.create_connection((host, int(port)), timeout=CONNECT_S) as sock:
+            sock.settimeout(5)
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
             if index not in signalled:
                 signalled.add(index)
@@ -198,11 +203,11 @@ def half_open(_: str) -> Attack:
                     return "closed by server"
             return "held to the end"
 
-    attack = Attack(HALF_OPEN, once, held=True)
+    attack = Attack(HALF_OPEN // QUICK_SHARE if quick else HALF_OPEN, once, held=True)
     return attack
 
 
-ATTACKS: dict[str, Callable[[str], Attack]] = {
+ATTACKS: dict[str, Callable[[str, bool], Attack]] = {
     "token_flood": token_flood,
     "big_body": big_body,
     "many_keys": many_keys,
@@ -212,9 +217,9 @@ ATTACKS: dict[str, Callable[[str], Attack]] = {
 }
 
 
-def child_main(name: str, url: str, arg: str) -> int:
+def child_main(name: str, url: str, arg: str, scale: str = "full") -> int:
     """The child's side: attack until a line (or EOF) on stdin, then report."""
-    attack = ATTACKS[name](arg)
+    attack = ATTACKS[name](arg, scale == "quick")
     attack.start(url)
     print("ready", flush=True)
     sys.stdin.readline()
@@ -228,6 +233,8 @@ def child_main(name: str, url: str, arg: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] in ATTACKS:
+    if len(sys.argv) in (4, 5) and sys.argv[1] in ATTACKS and sys.argv[4:] in ([], ["quick"]):
         sys.exit(child_main(*sys.argv[1:]))
-    sys.exit(f"usage: python {sys.argv[0]} ATTACK URL ARG (started by control_plane_abuse.py)")
+    sys.exit(
+        f"usage: python {sys.argv[0]} ATTACK URL ARG [quick] (started by control_plane_abuse.py)"
+    )

@@ -90,11 +90,19 @@ def test_digits_on_two_nodes_with_merged_logs_and_a_server_killed_meanwhile(
         assert slurm.job_field(job, "JobState") == "COMPLETED"
 
 
+# Rank 1 fails only once rank 0 has printed (its marker file is there): otherwise the
+# fail-fast may end rank 0 before its first line, and the merged stream has one pod only.
 FAILING = """\
-import os, sys, time
+import os, pathlib, sys, time
 rank = int(os.environ["RANK"])
 print(f"rank {rank} of {os.environ['WORLD_SIZE']} on {os.environ['NODE_NAME']}", flush=True)
-if rank == 1:
+marker = pathlib.Path(__file__).with_name("rank-0-printed")
+if rank == 0:
+    marker.touch()
+else:
+    deadline = time.monotonic() + 120
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     sys.exit("rank 1: the data shard is missing")
 time.sleep(300)
 """
