@@ -46,7 +46,7 @@ from ringleader.server.routers import auth as auth_routes
 from ringleader.server.routers import clusters as cluster_routes
 from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
-from ringleader.server.services import clusters
+from ringleader.server.services import clusters, reader_process
 from ringleader.server.services.logs import FollowSlots
 from ringleader.server.ssh_nodes import probe_node
 from ringleader.server.validation import SECRET_NAME as SECRET_NAME  # ui.workload_cli reads it here
@@ -172,6 +172,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             monitor.stop()
             background.stop()
             app.state.key_checks.shutdown()
+            reader_process.READER.close()  # the metrics reader ends with the server
             database.dispose()
 
     # The documents are served by routers/docs.py, to authenticated callers only;

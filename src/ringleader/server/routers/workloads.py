@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.types import Receive, Scope, Send
 
@@ -242,11 +242,11 @@ def metrics(
     max_points: int = Query(MAX_POINTS, alias="maxPoints", ge=2, le=MAX_POINTS),
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
-) -> WorkloadMetrics:
+) -> Response:
     """What the ranks reported with ``runtime.report``, per pod and rank (ringleader's own
     route, not Run:ai's); ``since`` (a UNIX time, the last answer's ``until``) returns
     only newer records, for live charts."""
-    return workload_metrics(
+    found = workload_metrics(
         s,
         user,
         workload_id,
@@ -254,3 +254,4 @@ def metrics(
         since=since,
         max_points=max_points,
     )
+    return Response(found, media_type="application/json")  # WorkloadMetrics' JSON

@@ -21,9 +21,11 @@ How:
   are consumed).  A file that shrank or was replaced is read afresh.  The cache
   holds at most ``CACHE_BYTES`` of consumed file bytes and parsed records, each
   counted at ``ITEM_BYTES`` (least recently used go);
-- at most ``CONCURRENT_READS`` requests read at once; one more gets a 429 at once
-  (the route runs in the server's thread pool, off the event loop: it never waits
-  there for a turn, so reads of metrics cannot fill the pool).
+- at most ``CONCURRENT_READS`` requests read at once (``turn``); one more gets a
+  429 at once (the route runs in the server's thread pool, off the event loop: it
+  never waits there for a turn, so reads of metrics cannot fill the pool);
+- all of this runs in the server's reader process (``reader_process``), where the
+  cache lives: the parsing holds that process's interpreter lock, not the server's.
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ from ringleader.launch import tenantfs
 
 MAX_FILES = 512
 MAX_ENTRIES = 8 * MAX_FILES
-REQUEST_READ_CAP = 4 * 1024 * 1024  # parsed holding the interpreter lock: keep it short
+REQUEST_READ_CAP = 4 * 1024 * 1024  # parsed per request: each answer stays prompt
 CACHE_BYTES = 256 * 1024 * 1024  # file bytes and parsed records (ITEM_BYTES each)
-CONCURRENT_READS = 2  # each holds the interpreter lock while it parses: few at once
+CONCURRENT_READS = 2  # one is read in the reader process, one waits its turn there
 #: A line longer than this without its newline is junk: it is skipped, not waited for.
 LINE_MAX = 64 * 1024
 
@@ -115,25 +117,31 @@ _READING = threading.BoundedSemaphore(CONCURRENT_READS)
 
 
 @contextmanager
-def folder(path: str) -> Iterator[int | None]:
-    """The metrics directory's descriptor (None: missing, or reached through a link),
-    held by one of at most ``CONCURRENT_READS`` requests at a time."""
+def turn() -> Iterator[None]:
+    """One of at most ``CONCURRENT_READS`` requests reading metrics at a time; one more
+    is a 429 at once (taken by the request, in the server)."""
     if not _READING.acquire(blocking=False):  # never hold a request thread waiting
         raise TooManyRequests(
             f"metrics are being read for {CONCURRENT_READS} other requests; try again shortly"
         )
     try:
-        try:
-            fd = tenantfs.open_dir(path)
-        except OSError:
-            yield None
-            return
-        try:
-            yield fd
-        finally:
-            os.close(fd)
+        yield
     finally:
         _READING.release()
+
+
+@contextmanager
+def folder(path: str) -> Iterator[int | None]:
+    """The metrics directory's descriptor (None: missing, or reached through a link)."""
+    try:
+        fd = tenantfs.open_dir(path)
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def names(dir_fd: int, wanted: Callable[[str], bool], budget: Budget) -> list[str]:

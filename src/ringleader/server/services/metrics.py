@@ -36,6 +36,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic import Field
 from sqlalchemy.orm import Session
@@ -47,7 +48,7 @@ from ringleader.server.backends import BackendSet
 from ringleader.server.backends.local.planning import LocalPod, pods_from_launch
 from ringleader.server.models import User
 from ringleader.server.schemas import Wire
-from ringleader.server.services import metric_files
+from ringleader.server.services import metric_files, reader_process
 from ringleader.server.services.workloads import get
 
 MAX_POINTS = 500
@@ -118,25 +119,45 @@ def workload_metrics(
     backends: BackendSet,
     since: float | None = None,
     max_points: int = MAX_POINTS,
-) -> WorkloadMetrics:
-    """Check the caller may see the workload (404 as for its logs), then read its files."""
+) -> bytes:
+    """Check the caller may see the workload (404 as for its logs), then read its files
+    in the server's reader process (``reader_process``: parsing them here would hold
+    the interpreter's lock every other request needs).  The answer is
+    ``WorkloadMetrics``' JSON, by alias, ready to send."""
     workload = get(session, user, workload_id)
     wid, handle, backend_name = workload.id, workload.handle, workload.backend
     session.close()  # files are read with no transaction open
-    empty = WorkloadMetrics(workload_id=wid, collected=True, series=[])
     if not handle:  # not admitted yet: nothing ran
-        return empty
+        return _json(WorkloadMetrics(workload_id=wid, collected=True, series=[]))
     run_dir = backends.named(backend_name).run_dir_of(handle)
     if run_dir is None:
-        return WorkloadMetrics(workload_id=wid, collected=False, series=[])
-    launch = load_launch(run_dir)
+        return _json(WorkloadMetrics(workload_id=wid, collected=False, series=[]))
+    with metric_files.turn():  # a few at once; one more is a 429, never a queue
+        return reader_process.READER.call(
+            "ringleader.server.services.metrics:read_run_metrics",
+            str(run_dir),
+            wid,
+            since,
+            max_points,
+        )
+
+
+def read_run_metrics(run_dir: str, wid: str, since: float | None, max_points: int) -> bytes:
+    """In the reader process: the metrics of the run at ``run_dir`` as JSON."""
+    empty = WorkloadMetrics(workload_id=wid, collected=True, series=[])
+    launch = load_launch(Path(run_dir))
     folder = launch.spec.env.get(METRICS_DIR) if launch is not None else None
     if launch is None or not folder:
-        return empty
+        return _json(empty)
     with metric_files.folder(folder) as dir_fd:
         if dir_fd is None:  # missing, or reached through a link: the workload's own doing
-            return empty
-        return _collect(wid, folder, dir_fd, pods_from_launch(launch), since, max_points)
+            return _json(empty)
+        found = _collect(wid, folder, dir_fd, pods_from_launch(launch), since, max_points)
+        return _json(found)
+
+
+def _json(found: WorkloadMetrics) -> bytes:
+    return found.model_dump_json(by_alias=True).encode()
 
 
 def _collect(

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from ringleader.cli.show import WAITING, gpu_text, why_waiting
@@ -220,7 +220,7 @@ def workload_charts(
     since: float | None = Query(None, ge=0, le=1e11),
     user: User = Depends(ui_user),
     s: Session = Depends(get_session),
-) -> dict[str, Any]:
+) -> Response:
     """What GET /api/v1/workloads/{id}/metrics answers (``since``: only newer points)."""
     found = workload_metrics(
         s,
@@ -230,4 +230,4 @@ def workload_charts(
         since=since,
         max_points=MAX_POINTS,
     )
-    return found.model_dump(mode="json", by_alias=True)
+    return Response(found, media_type="application/json")
