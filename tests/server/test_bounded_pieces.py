@@ -189,3 +189,37 @@ def test_keys_counted_in_a_bodys_bytes_are_never_more_than_it_has(
         body = json.dumps(value, separators=separators, ensure_ascii=ascii_only).encode()
         assert counted_keys(body) <= _keys(value)
     assert counted_keys(json.dumps({f"k{i}": i for i in range(50)}).encode()) == 50
+
+
+def test_a_big_body_is_checked_in_the_checker_process_and_refused_naming_where(
+    tmp_path: Path,
+) -> None:
+    """A body over ``IN_PROCESS_BODY_BYTES`` is counted and parsed in the body checker
+    (another process: its parsing never holds the server's interpreter lock); what it
+    finds is the same 422 naming where, and a body within the bounds goes on to the
+    route as before."""
+    import os
+
+    from fastapi.testclient import TestClient
+
+    from ringleader.server import limits
+    from ringleader.server.app import create_app
+    from ringleader.server.config import ServerConfig
+
+    app = create_app(ServerConfig(data_dir=tmp_path, background=False, run_as="server"))
+    padding = "p" * limits.IN_PROCESS_BODY_BYTES
+    wide = {f"k{i}": i for i in range(MAX_JSON_KEYS + 1)}  # too many keys in one object
+    many = {f"k{i}": i for i in range(MAX_JSON_VALUES + 1)}  # counted from the bytes alone
+    with TestClient(app) as client:
+        limits.CHECKER.close()
+        url = "/api/v1/workloads/distributed"
+        answer = client.post(url, json={"spec": {"inner": wide, "pad": padding}})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["detail"][0]["loc"] == ["body", "spec", "inner"]
+        assert limits.CHECKER.pid not in (None, os.getpid())
+        answer = client.post(url, json={"spec": many, "pad": padding})
+        assert answer.status_code == 422 and "keys or more" in answer.json()["message"]
+        # Within the bounds: the route's own answer (no token here), not the checker's.
+        answer = client.post(url, json={"name": "ok", "pad": padding})
+        assert answer.status_code == 401, answer.text
+    assert limits.CHECKER.pid is None  # the server's end ended it

@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from ringleader import __version__
 from ringleader.errors import HTTP_STATUS, InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
-from ringleader.server import auth, inventory, ui
+from ringleader.server import auth, inventory, limits, ui
 from ringleader.server.accounts import accounts_for
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
@@ -173,6 +173,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             background.stop()
             app.state.key_checks.shutdown()
             reader_process.READER.close()  # the metrics reader ends with the server
+            limits.CHECKER.close()  # and so does the body checker
             database.dispose()
 
     # The documents are served by routers/docs.py, to authenticated callers only;

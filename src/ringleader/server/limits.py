@@ -23,7 +23,12 @@ Invariants:
   the validation that follows (and its list of errors) is small whatever was sent:
   200k unknown keys are one 422 naming the object, not 200k errors built on the
   event loop; a body whose bytes alone show more keys than ``MAX_JSON_VALUES``
-  (``counted_keys``) is refused before it is parsed at all.
+  (``counted_keys``) is refused before it is parsed at all;
+- a JSON body over ``IN_PROCESS_BODY_BYTES`` is counted, parsed and walked in the
+  server's body checker, a process of its own (``CHECKER``): counting and parsing
+  megabytes hold an interpreter's lock for tens to hundreds of milliseconds, and
+  the event loop needs the server's; only a body found within the bounds (at most
+  ``MAX_JSON_VALUES`` values: quick to parse) is parsed again here, on a thread.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
+
+from ringleader.server.services import reader_process
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -54,6 +61,10 @@ MAX_JSON_DEPTH = 32
 # Bodies checked at once (each in a worker thread of its own): more wait their turn,
 # so big bodies never take the threads every other request's handler runs on.
 JSON_CHECKS = 2
+# Bodies up to this are counted on the loop and parsed on a thread (a few ms at most);
+# bigger ones are checked in the body checker process first (``body_problem``).
+IN_PROCESS_BODY_BYTES = 64 * 1024
+CHECKER = reader_process.Reader()
 # Where JsonBounds leaves the body it parsed, for the route's own check
 # (``validation.validate_bodies_off_loop``), so a body is parsed once off the loop.
 PARSED_BODY = "ringleader.parsed_body"
@@ -159,10 +170,14 @@ class JsonBounds:
             return
         message = await receive()  # BodyLimit hands the whole body on in one message
         body = message.get("body", b"") if message["type"] == "http.request" else b""
-        keys = counted_keys(body)
-        if keys > MAX_JSON_VALUES:  # refused from its bytes: nothing parsed, GIL kept short
-            msg = f"at most {MAX_JSON_VALUES} values in a body; this one has {keys} keys or more"
-            await _refuse_422(send, [], msg)
+        if len(body) > IN_PROCESS_BODY_BYTES:  # megabytes: looked at in another process
+            problem = await anyio.to_thread.run_sync(
+                CHECKER.call, BODY_PROBLEM, body, limiter=self.limiter
+            )
+        else:
+            problem = _too_many_keys(body)
+        if problem is not None:
+            await _refuse_422(send, *problem)
             return
         if body.strip():
             parsed, problem = await anyio.to_thread.run_sync(
@@ -203,6 +218,22 @@ def counted_keys(body: bytes) -> int:
     holds the interpreter's lock for tenths of a second."""
     found = body.count(b'":') - sum(body.count(p) for p in _NOT_A_KEY_END)
     return found - (1 if body.lstrip().startswith(b'":') else 0)
+
+
+def _too_many_keys(body: bytes) -> Problem | None:
+    keys = counted_keys(body)
+    if keys > MAX_JSON_VALUES:  # refused from its bytes: nothing parsed
+        return [], f"at most {MAX_JSON_VALUES} values in a body; this one has {keys} keys or more"
+    return None
+
+
+BODY_PROBLEM = "ringleader.server.limits:body_problem"
+
+
+def body_problem(body: bytes) -> Problem | None:
+    """In the body checker process: where ``body`` exceeds the shape bounds, from its
+    bytes first, then parsed (None: within them, or no JSON)."""
+    return _too_many_keys(body) or parsed_within_bounds(body)[1]
 
 
 def json_problem(body: bytes) -> Problem | None:

@@ -1,4 +1,5 @@
-"""A process of its own for reading and parsing what a tenant wrote (metrics files).
+"""A process of its own for reading and parsing what a tenant wrote (metrics files, big
+request bodies).
 
 Why: parsing megabytes of a tenant's JSON lines in Python holds the interpreter's
 lock.  Off the event loop on a thread is not enough: the loop needs that lock too,
@@ -13,8 +14,9 @@ ringleader.server.services.reader_process``); a *call* is one function of
 
 Invariants:
 
-- one reader per server process, started at the first call and kept (its caches,
-  e.g. ``metric_files.CACHE``, live there); calls run one at a time, in order;
+- one reader per ``Reader`` (the metrics reader, ``READER``; the body checker,
+  ``limits.CHECKER``), started at its first call and kept (its caches, e.g.
+  ``metric_files.CACHE``, live there); a reader's calls run one at a time, in order;
 - the reader ends when the server does, even killed with -9: it reads its calls
   from a pipe of which only the server holds the writing end, so the server's end
   is the reader's end of input, and it exits;
@@ -39,7 +41,12 @@ from typing import IO, Any
 from ringleader.errors import TooManyRequests
 
 #: What a call may name: "module:function" of ringleader's own code.
-CALLS = frozenset({"ringleader.server.services.metrics:read_run_metrics"})
+CALLS = frozenset(
+    {
+        "ringleader.server.services.metrics:read_run_metrics",
+        "ringleader.server.limits:body_problem",
+    }
+)
 _HEADER = struct.Struct("!Q")
 
 
