@@ -22,7 +22,12 @@ The attacks (the issue's findings, scaled to a 2-core machine):
 - ``half_open``: 200 connections that send half a request header and nothing
   more, re-opened when the server closes one;
 - ``metrics``: 3 threads GET ``.../metrics`` of a workload that wrote many
-  large metrics files.
+  large metrics files;
+- ``busy`` (the control): one thread that only spins, sending nothing.  An
+  attacking process on this machine takes up to a core of its own (its threads
+  share one interpreter lock, plus the kernel's work for its sockets): what that
+  alone does to the timed requests' p99 is the floor an attack's ratio is read
+  against.
 """
 
 from __future__ import annotations
@@ -207,6 +212,18 @@ def half_open(_: str, quick: bool = False) -> Attack:
     return attack
 
 
+def busy(_: str, _quick: bool = False) -> Attack:
+    """A core taken and nothing sent: the machine's share of an attack's ratio."""
+
+    def once(_client: httpx.Client, _url: str, _index: int) -> str:
+        deadline = time.perf_counter() + 0.5
+        while time.perf_counter() < deadline:
+            pass
+        return "spun"
+
+    return Attack(1, once)
+
+
 ATTACKS: dict[str, Callable[[str, bool], Attack]] = {
     "token_flood": token_flood,
     "big_body": big_body,
@@ -214,6 +231,7 @@ ATTACKS: dict[str, Callable[[str, bool], Attack]] = {
     "follows": follows,
     "half_open": half_open,
     "metrics": metrics,
+    "busy": busy,
 }
 
 

@@ -60,6 +60,7 @@ TARGET_FLOOD_RATIO = 1.5
 BIG_COMMAND_BYTES = 32 * 1024  # the most a command may hold (spec.MAX_COMMAND_CHARS)
 CHUNK = 25  # GETs per quiet or flooded stretch
 RESULTS = Path(__file__).resolve().parent / "results"
+CONTROL = "busy"  # the control attack: a core spun, nothing sent (abuse_attacks.busy)
 
 
 def big_command(size: int = BIG_COMMAND_BYTES) -> str:
@@ -229,6 +230,7 @@ def attacker(server: Any, names: list[str]) -> dict[str, str]:
         "follows": f"{token} {sleeper}",
         "half_open": "-",
         "metrics": f"{token} {writer}",
+        "busy": "-",
     }
 
 
@@ -275,7 +277,8 @@ def table(report: dict[str, Any]) -> str:
         "",
         f"{report['date']}, {report['machine']}; {report['requests']} GETs per endpoint "
         "quiet and as many under each attack, interleaved; target: p99 under attack within "
-        f"{TARGET_RATIO}x of quiet.",
+        f"{TARGET_RATIO}x of quiet. `busy` is the control: one core spun by a process "
+        "that sends nothing, what any attacker on this machine costs by being here.",
         "",
         "| database | attack | /healthz p99 quiet / attacked (ms) | ratio | list p99 quiet / "
         "attacked (ms) | ratio | failed GETs | attacker's answers |",
@@ -355,8 +358,9 @@ def main() -> int:
     report["meets_target"] = all(
         r[e]["meets_target"]
         for a in report["results"].values()
-        for r in a.values()
+        for name, r in a.items()
         for e in ENDPOINTS
+        if name != CONTROL
     )
     text = table(report)
     print(text)
