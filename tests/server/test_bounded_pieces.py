@@ -210,7 +210,8 @@ def test_a_big_body_is_checked_in_the_checker_process_and_refused_naming_where(
     padding = "p" * limits.IN_PROCESS_BODY_BYTES
     wide = {f"k{i}": i for i in range(MAX_JSON_KEYS + 1)}  # too many keys in one object
     many = {f"k{i}": i for i in range(MAX_JSON_VALUES + 1)}  # counted from the bytes alone
-    with TestClient(app) as client:
+    # A token (here a wrong one): without any, a body this big is refused unread (401).
+    with TestClient(app, headers={"Authorization": "Bearer not-a-token"}) as client:
         limits.CHECKER.close()
         url = "/api/v1/workloads/distributed"
         answer = client.post(url, json={"spec": {"inner": wide, "pad": padding}})
@@ -219,7 +220,7 @@ def test_a_big_body_is_checked_in_the_checker_process_and_refused_naming_where(
         assert limits.CHECKER.pid not in (None, os.getpid())
         answer = client.post(url, json={"spec": many, "pad": padding})
         assert answer.status_code == 422 and "keys or more" in answer.json()["message"]
-        # Within the bounds: the route's own answer (no token here), not the checker's.
+        # Within the bounds: the route's own answer (a wrong token), not the checker's.
         answer = client.post(url, json={"name": "ok", "pad": padding})
         assert answer.status_code == 401, answer.text
     assert limits.CHECKER.pid is None  # the server's end ended it

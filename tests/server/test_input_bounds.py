@@ -79,7 +79,9 @@ def test_a_body_over_the_limit_is_413_and_nothing_is_stored(api: API) -> None:
     nothing_stored(api)
 
 
-def run_asgi(limit: int, chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> Any:
+def run_asgi(
+    limit: int, chunks: list[bytes], headers: list[tuple[bytes, bytes]], cookie: str = ""
+) -> Any:
     """``BodyLimit`` around an app that reads the body; what was sent back, what the
     app saw, and how many body messages were read."""
     seen: list[bytes] = []
@@ -103,7 +105,7 @@ def run_asgi(limit: int, chunks: list[bytes], headers: list[tuple[bytes, bytes]]
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/", "headers": headers}
-    asyncio.run(BodyLimit(app, max_bytes=limit)(scope, receive, send))
+    asyncio.run(BodyLimit(app, max_bytes=limit, session_cookie=cookie)(scope, receive, send))
     return sent, seen, reads
 
 
@@ -117,6 +119,30 @@ def test_the_limit_counts_streamed_bytes_not_the_declared_length() -> None:
     # Within the limit: the app gets the whole body in one message.
     sent, seen, reads = run_asgi(1000, [b"a" * 500, b"b" * 500], [])
     assert sent[0]["status"] == 200 and seen == [b"a" * 500 + b"b" * 500]
+
+
+def test_a_request_without_any_credential_sends_no_more_than_a_login_takes() -> None:
+    """No token and no session cookie: every route but the token exchange and the
+    login answers 401 anyway, so more than ``SMALL_BODY_BYTES`` is a 401 unread."""
+    from ringleader.server.limits import SMALL_BODY_BYTES
+
+    big = [b"x" * 400] * 100  # 40 KB, chunked
+    sent, seen, reads = run_asgi(1 << 22, big, [])
+    assert sent[0]["status"] == 401 and seen == [] and reads == SMALL_BODY_BYTES // 400 + 1
+    assert b"carries no token" in sent[1]["body"]
+    sent, seen, reads = run_asgi(1 << 22, big, [(b"content-length", b"40000")])
+    assert sent[0]["status"] == 401 and reads == 0  # refused on its declared size
+    for credential in ((b"authorization", b"Bearer whatever"), (b"cookie", b"a=1; rl_s=2")):
+        sent, seen, reads = run_asgi(1 << 22, big, [credential], cookie="rl_s")
+        assert sent[0]["status"] == 200 and seen == [b"".join(big)]  # the route decides
+    sent, seen, reads = run_asgi(1 << 22, big, [(b"cookie", b"other=1")], cookie="rl_s")
+    assert sent[0]["status"] == 401
+
+
+def test_a_strangers_big_body_to_the_api_is_a_401_naming_the_way_in(api: API) -> None:
+    answer = api.client.post("/api/v1/workloads/distributed", content=b"{" + b" " * 100_000)
+    assert answer.status_code == 401 and "ringleader token" in answer.json()["message"]
+    nothing_stored(api)
 
 
 # ----- 2. fields: sizes, storable text, commands that split, variables -----------------

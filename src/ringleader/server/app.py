@@ -49,6 +49,7 @@ from ringleader.server.routers import exec as exec_routes
 from ringleader.server.services import clusters, reader_process
 from ringleader.server.services.logs import FollowSlots
 from ringleader.server.ssh_nodes import probe_node
+from ringleader.server.ui.session import SESSION_COOKIE
 from ringleader.server.validation import SECRET_NAME as SECRET_NAME  # ui.workload_cli reads it here
 from ringleader.server.validation import body_checked_off_loop, validation_error
 
@@ -210,7 +211,12 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
     app.add_middleware(JsonBounds)  # inside BodyLimit: sees whole bodies within the bound
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes, timeout_s=config.body_timeout_s)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=config.max_body_bytes,
+        timeout_s=config.body_timeout_s,
+        session_cookie=SESSION_COOKIE,
+    )
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

@@ -16,6 +16,10 @@ Invariants:
   exchange and the UI's login) take a few KiB at most: their bodies are a client
   id and a secret, so a stranger's megabytes are refused on their declared size,
   never read, parsed or validated;
+- a request that carries no credential at all (no ``Authorization`` header, no UI
+  session cookie) may send as little to any other route: every such route answers
+  it 401 anyway, so its body is refused (401, on its declared or streamed size)
+  rather than read up to ``max_bytes`` first;
 - only HTTP is bounded here; WebSocket frames (exec) have their own limits;
 - a JSON body's *shape* is bounded too (``JsonBounds``): at most ``MAX_JSON_KEYS``
   keys in one object, ``MAX_JSON_VALUES`` values in all and ``MAX_JSON_DEPTH``
@@ -78,19 +82,24 @@ class BodyLimit:
         app: ASGIApp,
         max_bytes: int = DEFAULT_MAX_BODY_BYTES,
         timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+        session_cookie: str = "",
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
+        self.session_cookie = session_cookie.encode() + b"="
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         bound = SMALL_BODY_BYTES if scope.get("path") in SMALL_BODY_PATHS else self.max_bytes
+        stranger = bound > SMALL_BODY_BYTES and not self._credentialed(scope)
+        if stranger:
+            bound = SMALL_BODY_BYTES
         declared = _content_length(scope)
         if declared is not None and declared > bound:
-            await self.refuse(send, f"declares {declared} bytes", bound)
+            await self.refuse(send, f"declares {declared} bytes", bound, stranger)
             return
         chunks: list[bytes] = []
         size = 0
@@ -102,7 +111,7 @@ class BodyLimit:
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > bound:
-                    await self.refuse(send, f"sent over {bound} bytes", bound)
+                    await self.refuse(send, f"sent over {bound} bytes", bound, stranger)
                     return
                 chunks.append(chunk)
                 if not message.get("more_body", False):
@@ -129,7 +138,24 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def refuse(self, send: Send, what: str, bound: int) -> None:
+    def _credentialed(self, scope: MutableMapping[str, Any]) -> bool:
+        """Whether the request carries a credential (checked later, by the route)."""
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                return True
+            if name == b"cookie" and self.session_cookie != b"=" and self.session_cookie in value:
+                return True
+        return False
+
+    async def refuse(self, send: Send, what: str, bound: int, stranger: bool = False) -> None:
+        if stranger:
+            text = (
+                f"the request body {what} and carries no token; without one a request may "
+                f"send at most {bound} bytes (get a token with `ringleader token` or "
+                "POST /api/v1/token)"
+            )
+            await _answer(send, 401, text)
+            return
         where = "(ringleader server --max-body-bytes)" if bound == self.max_bytes else "here"
         text = f"the request body {what}; this server takes at most {bound} bytes {where}"
         await _answer(send, 413, text)

@@ -218,6 +218,9 @@ def test_an_admins_pod_token_is_no_admin_and_sees_no_other_project(api: API) -> 
     refused = api.client.post("/api/v1/access-keys", headers=pod, json={"name": "k"})
     assert refused.status_code == 403 and "pod's token" in refused.json()["message"], refused.text
     assert api.client.post("/api/v1/users", headers=pod, json={"username": "m"}).status_code == 403
+    for docs in ("/docs", "/redoc", "/openapi.json"):  # the user's own documents, not a pod's
+        assert api.client.get(docs, headers=pod).status_code == 403, docs
+    assert api.client.get("/docs", headers=api.headers).status_code == 200
     # Nor is it a UI session: sent as the session cookie, the admin pages ask for a login.
     from ringleader.server.ui.session import SESSION_COOKIE
 

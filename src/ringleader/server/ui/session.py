@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import RingleaderError, Unauthorized
 from ringleader.server.auth import pod_project, user_for_token
-from ringleader.server.deps import bearer, get_session
+from ringleader.server.deps import bearer, caller, get_session
 from ringleader.server.models import User
 
 SESSION_COOKIE = "rl_session"
@@ -140,9 +140,10 @@ def bearer_or_session_user(
     s: Session = Depends(get_session),
 ) -> User:
     """For read-only pages both the API and the UI link to (/docs): a bearer
-    token, else the UI's session (a browser following the UI's link)."""
+    token (a pod's is refused: these are no route of ``deps.POD_ROUTES``), else the
+    UI's session (a browser following the UI's link)."""
     if credentials is not None and credentials.scheme.lower() == "bearer":
-        return user_for_token(s, credentials.credentials)
+        return caller(request.scope, credentials.credentials, s)
     return ui_user(request, s)
 
 
