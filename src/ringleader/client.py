@@ -54,13 +54,13 @@ from ringleader.connection import (
     server_url,
     url_source,
 )
+from ringleader.defaults import home_dir
 from ringleader.errors import (
     Conflict,
     NotFound,
     ServerUnreachable,
     Unauthorized,
 )
-from ringleader.server.config import home_dir
 from ringleader.server.schemas import (
     Accepted,
     AccessKeyCreated,

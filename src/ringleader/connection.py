@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ringleader.defaults import DEFAULT_PORT, home_dir
 from ringleader.errors import ServerUnreachable
 from ringleader.home import live_record
-from ringleader.server.config import DEFAULT_PORT, home_dir
 
 LOCAL_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 START_TIMEOUT_S = 60.0

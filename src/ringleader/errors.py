@@ -153,7 +153,7 @@ def unreachable_fix(url: str, source: str | None) -> str:
         parts, host, port = None, None, None
     if parts is None or parts.scheme not in ("http", "https") or not host:
         return "give a URL like http://HOST:8470 (RINGLEADER_URL or `ringleader login --url`)"
-    from ringleader.server.config import DEFAULT_PORT  # here: errors stays a leaf module
+    from ringleader.defaults import DEFAULT_PORT
 
     start = "`ringleader server" + (f" --port {port}`" if port and port != DEFAULT_PORT else "`")
     if source == "RINGLEADER_URL":

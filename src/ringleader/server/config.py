@@ -20,17 +20,15 @@ if TYPE_CHECKING:
     from ringleader.server.backends.base import RunAs
     from ringleader.server.inventory import NodeDecl
 
-DEFAULT_PORT = 8470
+from ringleader.defaults import DEFAULT_PORT, home_dir
+
+__all__ = ["DEFAULT_PORT", "ServerConfig", "default_run_as", "home_dir"]
 
 
 def default_run_as() -> str:
     """Workloads run as their user's OS account where the server can switch users (root),
     else as the server's own user (server/accounts.py)."""
     return "user" if os.geteuid() == 0 else "server"
-
-
-def home_dir() -> Path:
-    return Path(os.environ.get("RINGLEADER_HOME") or Path.home() / ".ringleader")
 
 
 @dataclass
