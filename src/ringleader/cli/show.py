@@ -27,11 +27,11 @@ from rich.text import Text
 
 from ringleader.cli.common import age, wraps
 from ringleader.cli.tables import Column, Output, fit_table, fits, print_data, print_table
+from ringleader.server.workload_words import WAITING, gpu_text, why_waiting
 
 if TYPE_CHECKING:
     from ringleader.server.schemas import EventOut, PodOut, WorkloadOut
 
-WAITING = ("Creating", "Pending", "Resuming")  # no pod of the gang runs yet
 PHASE_STYLE = {
     "Running": "green",
     "Completed": "cyan",
@@ -111,17 +111,6 @@ def status_lines(w: WorkloadOut, width: int | None) -> list[str]:
         head += f"   Restarts: {w.attempt}" + (f" (backoff limit {limit})" if limit else "")
     message = why_waiting(w) if w.actual_phase in WAITING else (w.pending_reason or w.phase_message)
     return [head, *_indented(message, width)] if message else [head]
-
-
-def why_waiting(w: WorkloadOut) -> str:
-    """Why a workload whose pods do not run yet waits, as its status says it."""
-    if w.pending_reason or w.phase_message:
-        return w.pending_reason or w.phase_message
-    if w.actual_phase == "Creating":
-        return "submitted; the scheduler has not looked at it yet"
-    if w.actual_phase == "Resuming":
-        return "resuming: it goes back to the scheduler's queue"
-    return "waiting for the scheduler to place its pods"
 
 
 def _indented(text: str, width: int | None) -> list[str]:
@@ -236,19 +225,6 @@ def pod_columns() -> list[Column[PodOut]]:
         Column("CPU TIME", lambda p: _seconds(p.cpu_seconds), rank=15, short="CPU\nTIME"),
         Column("ISOLATION", lambda p: p.isolation or "-", rank=10),
     ]
-
-
-def gpu_text(gpus: list[dict[str, Any]]) -> str:
-    """``0, 1`` for whole devices; ``0 (0.5)`` / ``2 (40G)`` for fractions."""
-    parts = []
-    for g in gpus:
-        if g.get("memoryBytes"):
-            parts.append(f"{g['index']} ({g['memoryBytes'] / 10**9:.3g}G)")
-        elif g.get("share", 1) < 1:
-            parts.append(f"{g['index']} ({g['share']:g})")
-        else:
-            parts.append(str(g["index"]))
-    return ", ".join(parts) or "-"
 
 
 def _size(n: int | None) -> str:

@@ -130,7 +130,7 @@ def logs(
     Example: ringleader logs mnist -f
     """
     from ringleader.cli.safetext import visible
-    from ringleader.cli.show import WAITING
+    from ringleader.server.workload_words import WAITING
 
     shown = (lambda line: line) if raw or not sys.stdout.isatty() else visible
     c = client()
@@ -165,7 +165,7 @@ def _wait_to_start(c: Client, w: WorkloadOut, follow: bool) -> WorkloadOut | Non
     """Say why ``w`` waits; with ``follow``, wait until it has started (the workload
     then), else None: there is nothing to print yet."""
     from ringleader.cli.safetext import visible_data
-    from ringleader.cli.show import WAITING, why_waiting
+    from ringleader.server.workload_words import WAITING, why_waiting
 
     w = visible_data(w)  # its message is tenant-written, and stderr is a terminal
     said = why_waiting(w)

@@ -50,7 +50,6 @@ from ringleader.server.services import clusters, reader_process
 from ringleader.server.services.logs import FollowSlots
 from ringleader.server.ssh_nodes import probe_node
 from ringleader.server.ui.session import SESSION_COOKIE
-from ringleader.server.validation import SECRET_NAME as SECRET_NAME  # ui.workload_cli reads it here
 from ringleader.server.validation import body_checked_off_loop, validation_error
 
 # IllegalTransition is a race or a bug, never input: a conflict with what just happened.

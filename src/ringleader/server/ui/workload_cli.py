@@ -21,6 +21,8 @@ import json
 import shlex
 from typing import Any
 
+from ringleader.server.validation import SECRET_NAME
+
 REDACTED = "<redacted>"
 CLI = ["ringleader", "distributed", "submit"]
 
@@ -48,8 +50,6 @@ _POD_FLAGS = {
 
 def is_secret(name: str) -> bool:
     """True for a variable named like a secret (the API's own rule for its 422s)."""
-    from ringleader.server.app import SECRET_NAME  # late: app imports the UI
-
     return bool(SECRET_NAME.search(name))
 
 

@@ -21,7 +21,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
-from ringleader.cli.show import WAITING, gpu_text, why_waiting
 from ringleader.server.deps import get_session
 from ringleader.server.models import User
 from ringleader.server.phases import FINAL
@@ -33,6 +32,7 @@ from ringleader.server.ui import workload_logs
 from ringleader.server.ui.render import fragment, page
 from ringleader.server.ui.session import ui_user
 from ringleader.server.ui.workload_cli import REDACTED, api_body, cli_command, is_secret
+from ringleader.server.workload_words import WAITING, gpu_text, why_waiting
 
 router = APIRouter(include_in_schema=False)
 router.include_router(workload_logs.router)
