@@ -11,9 +11,9 @@ import pytest
 
 from ringleader.errors import InvalidSpec
 from ringleader.launch.detached import LaunchFile
+from ringleader.launch.slurm_job import place
 from ringleader.server.backends.base import BackendRequest, PodPlacement
 from ringleader.server.backends.slurm.planning import SlurmSettings, check_fits, plan_job
-from ringleader.slurm.backend_job import place
 from ringleader.slurm.nodes import SlurmNode
 from ringleader.spec import WorkloadSpec
 

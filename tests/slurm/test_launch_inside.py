@@ -18,10 +18,12 @@ import pytest
 
 from ringleader.errors import InvalidSpec
 from ringleader.launch import prestart
+from ringleader.launch import slurm_env as step
+from ringleader.launch import slurm_srun as srun
 from ringleader.launch.command import parse_quick
 from ringleader.launch.options import build_spec
 from ringleader.runtime.env import detect
-from ringleader.slurm import allocation, srun, step
+from ringleader.slurm import allocation
 from tests.conftest import RINGLEADER, job_pids, wait_until
 from tests.fixtures.slurmcluster import SlurmCluster
 
@@ -111,9 +113,11 @@ def test_a_broken_allocation_is_refused_naming_the_variable(monkeypatch, env, wh
 
 
 def test_mpirun_frameworks_are_refused_inside_an_allocation() -> None:
-    allocation.check_framework("pytorch")
+    from ringleader.launch.command import check_slurm_framework
+
+    check_slurm_framework("pytorch")
     with pytest.raises(InvalidSpec) as err:
-        allocation.check_framework("mpi")
+        check_slurm_framework("mpi")
     assert err.value.where == "--framework" and "--no-slurm" in str(err.value)
 
 
@@ -139,7 +143,7 @@ def test_srun_argv_runs_one_unbound_overlapping_agent_step() -> None:
         "srun", "--jobid=42", "--nodes=1", "--ntasks=1", "--nodelist=gpu02", "--overlap",
         "--cpu-bind=none", "--mem=0", "--kill-on-bad-exit=1", "--mpi=none", "--export=ALL",
         "--input=all", "--job-name=ringleader-agent", "--quiet",
-        "/venv/bin/python", "-m", "ringleader.slurm.step", "--job-id", "rl-abc",
+        "/venv/bin/python", "-m", "ringleader.launch.slurm_step", "--job-id", "rl-abc",
     ]  # fmt: skip
     with pytest.raises(ValueError):
         srun.agent_step_argv("42", "--uid=0", python="p", run_id="r")
@@ -234,7 +238,7 @@ def gang_pids(run_id: str) -> list[int]:
             run_id.encode() in words
             and state != "Z"
             and (
-                b"ringleader.slurm.step" in words
+                b"ringleader.launch.slurm_step" in words
                 or Path(words[0].decode(errors="replace")).name == "srun"
             )
         ):

@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from ringleader.launch.detached import process_argv
+from ringleader.launch.procs import process_argv
 
 DEFAULT_HOME = ".ringleader-demo"
 DEFAULT_PORT = 8471  # not the server's 8470: that one belongs to the user's own server

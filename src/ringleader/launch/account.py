@@ -91,7 +91,7 @@ def pod_process(
             if env is not None:
                 return pid, env
     if members is None:
-        from ringleader.launch.detached import job_processes
+        from ringleader.launch.procs import job_processes
 
         pool: Collection[int] = job_processes(run_id)
     else:
@@ -117,8 +117,8 @@ def pod_process(
 def _is_rank(pid: int, env: dict[str, str], rank: int) -> bool:
     """Whether a process (already known to be the pod's) is ``rank``: mpirun for the
     launcher, else the rank its environment names."""
-    from ringleader.launch.detached import process_argv
     from ringleader.launch.frameworks import LAUNCHER_RANK
+    from ringleader.launch.procs import process_argv
 
     if rank == LAUNCHER_RANK:
         argv = process_argv(pid) or [b""]
@@ -134,8 +134,7 @@ def sweep(run_id: str, grace_s: float) -> None:
     """
     import time
 
-    from ringleader.launch.detached import job_processes
-    from ringleader.launch.procs import terminate
+    from ringleader.launch.procs import job_processes, terminate
 
     pids = job_processes(run_id)
     if not pids:
@@ -212,7 +211,7 @@ def _exec(args: list[str]) -> int:
 
 def _sweep(args: list[str]) -> int:
     if args[:1] == ["--check"] and len(args) == 2:
-        from ringleader.launch.detached import job_processes
+        from ringleader.launch.procs import job_processes
 
         return 0 if job_processes(args[1]) else NOT_FOUND
     try:

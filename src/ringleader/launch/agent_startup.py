@@ -56,8 +56,8 @@ def start_agents(
     for node, host in enumerate(hosts):
         env = prestart.agent_env()
         sudo = ("", "")
-        if spec.slurm_job:  # a job step on that node instead (slurm/srun.py)
-            from ringleader.slurm.srun import SrunLink, agent_step_argv, srun_env
+        if spec.slurm_job:  # a job step on that node instead (launch/slurm_srun.py)
+            from ringleader.launch.slurm_srun import SrunLink, agent_step_argv, srun_env
 
             argv = agent_step_argv(spec.slurm_job, host.ssh, python=spec.python, run_id=spec.run_id)
             link = start_link(node, host, argv, srun_env(env), events, link_type=SrunLink)

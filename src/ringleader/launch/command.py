@@ -22,61 +22,20 @@ import os
 import re
 import signal
 import sys
-from dataclasses import dataclass, field
 
-from ringleader.errors import RingleaderError
+from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch import frameworks, prestart
+from ringleader.launch.launch_args import LaunchArgs, parse_ranks
 from ringleader.launch.options import build_spec, parse_env
 from ringleader.launch.output import ConsoleSink
 from ringleader.launch.result import render_summary
 from ringleader.launch.ssh import SSHOptions
 
+__all__ = ["LaunchArgs", "parse_quick", "parse_ranks", "run"]
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from ringleader.slurm.allocation import Allocation
-
-
-@dataclass
-class LaunchArgs:
-    """``ringleader launch``'s options, as the Typer command declares them."""
-
-    command: list[str] = field(default_factory=list)
-    nproc: int | None = None
-    hostfile: str | None = None
-    hosts: str | None = None
-    nproc_per_node: int | None = None
-    framework: str = frameworks.DEFAULT
-    max_restarts: int = 0
-    grace: float = 5.0
-    network_interface: str | None = None
-    log_dir: str | None = None
-    ranks: str | None = None
-    no_prefix: bool = False
-    env: list[str] = field(default_factory=list)
-    run_id: str | None = None
-    ssh_config: str | None = None
-    no_slurm: bool = False
-    # launch --slurm (cli/launch_slurm.py): submit the launch as an sbatch job
-    slurm: bool = False
-    nodes: int | None = None
-    partition: str | None = None
-    time: str | None = None
-    gpus_per_node: int | None = None
-    account: str | None = None
-    sbatch_arg: list[str] = field(default_factory=list)
-    output: str | None = None
-    detach: bool = False
-    dry_run: bool = False
-    slurm_attach: str | None = None
-
-    def wants_slurm(self) -> bool:
-        """Any Slurm option given: cli/launch_slurm.py reads (or refuses) these args."""
-        return any(getattr(self, name) != getattr(_DEFAULTS, name) for name in _SLURM_FIELDS)
-
-
-_SLURM_FIELDS = ("slurm", "nodes", "partition", "time", "gpus_per_node", "account",
-                 "sbatch_arg", "output", "detach", "dry_run", "slurm_attach")  # fmt: skip
-_DEFAULTS = LaunchArgs()
 
 
 # flag -> (LaunchArgs field, how its value reads): "int", "float", "str", "flag"
@@ -167,13 +126,6 @@ def parse_quick(argv: list[str]) -> LaunchArgs | None:
     return args
 
 
-def parse_ranks(value: str | None) -> set[int] | None:
-    """``--ranks 0,2`` as a set (None: every rank); ValueError when malformed."""
-    if not value:
-        return None
-    return {int(part) for part in value.split(",") if part.strip()}
-
-
 def slurm_allocation(args: LaunchArgs) -> Allocation | None:
     """The Slurm allocation to run in: inside one (``SLURM_JOB_ID``) unless hosts are
     given or ``--no-slurm``; InvalidSpec when its environment or commands are broken."""
@@ -181,8 +133,20 @@ def slurm_allocation(args: LaunchArgs) -> Allocation | None:
         return None
     from ringleader.slurm import allocation
 
-    allocation.check_framework(args.framework)
+    check_slurm_framework(args.framework)
     return allocation.detect(os.environ, args.nproc_per_node)
+
+
+def check_slurm_framework(name: str) -> None:
+    """Refuse a framework whose gang does not start with one agent per node (mpirun's)."""
+    framework = frameworks.get(name)  # an unknown name: InvalidSpec naming --framework
+    if framework.supervisor != frameworks.get(frameworks.DEFAULT).supervisor:
+        raise InvalidSpec(
+            f"{name} starts its ranks with its own launcher, which ringleader does not run "
+            "inside a Slurm allocation; pass --no-slurm with -H/--hostfile, or start it "
+            "with srun yourself",
+            "--framework",
+        )
 
 
 def run(args: LaunchArgs) -> int:
@@ -192,7 +156,7 @@ def run(args: LaunchArgs) -> int:
     """
     if args.wants_slurm():
         prestart.discard()
-        from ringleader.cli.launch_slurm import run_slurm
+        from ringleader.launch.slurm_batch import run_slurm
 
         return run_slurm(args)
     try:

@@ -80,7 +80,9 @@ from ringleader.hosts import Host
 from ringleader.launch import frameworks
 from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE
 from ringleader.launch.plan import LaunchPlan, LaunchSpec
-from ringleader.launch.procs import pids_with_marker
+from ringleader.launch.procs import job_processes, process_argv
+
+__all__ = ["job_processes", "process_argv"]  # their old home: callers may import them here
 from ringleader.launch.rank_process import RUN_AS_VAR
 from ringleader.launch.result import AttemptResult, LaunchResult, render_summary, signal_name
 from ringleader.launch.run_logs import (
@@ -211,36 +213,12 @@ def detached_argv(python: str, run_dir: Path) -> list[str]:
     return [python, "-m", MODULE, str(run_dir)]
 
 
-def process_argv(pid: int) -> list[bytes] | None:
-    """A live process's argv, None when it is gone or a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    return None if stat.rsplit(")", 1)[-1].split()[0] == "Z" else argv
-
-
 def is_detached_supervisor(pid: object, run_dir: Path) -> bool:
     """True only for a live detached supervisor of this very run dir (not a reused pid)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     argv = process_argv(pid) or []
     return MODULE.encode() in argv and str(run_dir).encode() in argv
-
-
-def job_processes(run_id: str) -> list[int]:
-    """Every live process of a job: ranks by their env marker, agents by argv.  Both
-    can be forged by anyone, so this is for sweeping (a forger only loses its own
-    process), never for choosing whom to hand power (``account.pod_process``)."""
-    pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={run_id}"))
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        argv = process_argv(int(entry.name)) or []
-        if b"ringleader.launch.agent" in argv and run_id.encode() in argv:
-            pids.add(int(entry.name))
-    return sorted(pids)
 
 
 # ----- the recorder: sink and observer of one supervisor ------------------------

@@ -1,5 +1,5 @@
 """The supervisor's end of each agent: a child process (local), an ``ssh`` one, or an
-``srun`` one (a Slurm job step, ``slurm/srun.py``).
+``srun`` one (a Slurm job step, ``launch/slurm_srun.py``).
 
 Every message an agent sends lands on one shared queue as ``(node, msg)``;
 when an agent's stdout closes, an ``eof`` message carries the tail of its

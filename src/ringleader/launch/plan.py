@@ -62,7 +62,7 @@ class LaunchSpec:
     sudo: str = ""
     sudo_user: str = ""
     # Inside a Slurm allocation: its job id; every host is one of its nodes and runs its
-    # agent as a job step (``srun``, slurm/srun.py) instead of here or over SSH.
+    # agent as a job step (``srun``, launch/slurm_srun.py) instead of here or over SSH.
     slurm_job: str = ""
 
     @property

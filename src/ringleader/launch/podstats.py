@@ -206,7 +206,7 @@ class _PodFile:
         reached as ``tenantfs`` reaches one (from a directory only root or we can
         change, through no link), the file is created in it through that descriptor
         without following one, and must be a regular file with no other name."""
-        from ringleader.launch import tenantfs  # only where a server asks for samples
+        from ringleader import tenantfs  # only where a server asks for samples
 
         try:
             dir_fd = tenantfs.open_dir(self.folder)

@@ -20,6 +20,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -137,3 +138,27 @@ def start_ticks(pid: int) -> int | None:
         return int(_stat_fields(_read(f"/proc/{pid}/stat").decode())[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def process_argv(pid: int) -> list[bytes] | None:
+    """A live process's argv, None when it is gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    return None if stat.rsplit(")", 1)[-1].split()[0] == "Z" else argv
+
+
+def job_processes(run_id: str) -> list[int]:
+    """Every live process of a job: ranks by their env marker, agents by argv.  Both
+    can be forged by anyone, so this is for sweeping (a forger only loses its own
+    process), never for choosing whom to hand power (``account.pod_process``)."""
+    pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={run_id}"))
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        argv = process_argv(int(entry.name)) or []
+        if b"ringleader.launch.agent" in argv and run_id.encode() in argv:
+            pids.add(int(entry.name))
+    return sorted(pids)

@@ -85,7 +85,7 @@ def read_error_file(path: str, anchor: str | None = None) -> dict[str, Any] | No
     """The traceback a rank recorded, if the runtime helper or torch wrote one.
 
     The rank (maybe another account) owns the file and its directory: it is read
-    from ``anchor`` (the agent's own run dir) through ``launch.tenantfs``, capped,
+    from ``anchor`` (the agent's own run dir) through ``tenantfs``, capped,
     never through a link, a FIFO or a hard link (``runtime.errorfile``)."""
     from ringleader.runtime.errorfile import read_error_file as read
 

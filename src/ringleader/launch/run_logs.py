@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from ringleader.launch.mpi import MPIRUN
+from ringleader.launch.frameworks import LAUNCHER_RANK as MPIRUN  # mpirun's pseudo-rank
 
 STREAMS = ("stdout", "stderr")
 ROTATED = ".1"  # FILE.1: the output before FILE's, kept by one rotation

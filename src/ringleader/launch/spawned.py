@@ -53,7 +53,7 @@ def record(path: str | None, rank: int, pid: int) -> None:
 
 def recorded(path: str) -> dict[int, tuple[int, int]]:
     """rank -> ``(pid, start ticks)`` of its latest recorded spawn; {} without a record."""
-    from ringleader.launch.tenantfs import read_or_none
+    from ringleader.tenantfs import read_or_none
 
     data = read_or_none(path, MAX_BYTES) or b""  # never a link, a FIFO, more than the cap
     found: dict[int, tuple[int, int]] = {}

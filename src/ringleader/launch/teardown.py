@@ -33,7 +33,8 @@ import signal
 import threading
 import time
 
-from ringleader.launch import procs, tenantfs
+from ringleader import tenantfs
+from ringleader.launch import procs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:

@@ -161,14 +161,14 @@ def read_error_file(
 
     Returns ``{"message", "traceback", "timestamp", "error_code"}`` (the last three may
     be None), or None when there is no file, it is empty, or it is not a plain file
-    reachable without a link (``launch.tenantfs``: the rank that wrote it may be
+    reachable without a link (``tenantfs``: the rank that wrote it may be
     another account than the reader, which may be root; ``anchor`` is the directory
     the walk starts from, default the path's deepest trusted ancestor).  At most
     ``READ_CAP`` bytes are read; message and traceback are capped too.  A file that
     is not the expected JSON still yields a dict, whose message is its raw text,
     because a half-understood error beats none.
     """
-    from ringleader.launch import tenantfs
+    from ringleader import tenantfs
 
     raw = tenantfs.read_or_none(os.fspath(path), READ_CAP, anchor)
     if raw is None:

@@ -200,20 +200,6 @@ def tasks_per_node(
     return [1] * node_count, "default"
 
 
-def check_framework(name: str) -> None:
-    """Refuse a framework whose gang does not start with one agent per node (mpirun's)."""
-    from ringleader.launch import frameworks
-
-    framework = frameworks.get(name)  # an unknown name: InvalidSpec naming --framework
-    if framework.supervisor != frameworks.get(frameworks.DEFAULT).supervisor:
-        raise InvalidSpec(
-            f"{name} starts its ranks with its own launcher, which ringleader does not run "
-            "inside a Slurm allocation; pass --no-slurm with -H/--hostfile, or start it "
-            "with srun yourself",
-            "--framework",
-        )
-
-
 def detect(
     environ: Mapping[str, str], nproc_per_node: int | None = None, run: Runner = run_command
 ) -> Allocation | None:

@@ -8,7 +8,7 @@ must not re-read and re-parse all of that every time.
 
 How:
 
-- the directory is opened once per request with ``launch.tenantfs.open_dir``
+- the directory is opened once per request with ``tenantfs.open_dir``
   (from its deepest trusted ancestor, no link followed on the way) and every
   file in it through that descriptor (``open_in``: a regular file with one name,
   the directory owner's or ours): a rename or swap of the directory meanwhile
@@ -38,8 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ringleader import tenantfs
 from ringleader.errors import TooManyRequests
-from ringleader.launch import tenantfs
 
 MAX_FILES = 512
 MAX_ENTRIES = 8 * MAX_FILES

@@ -26,11 +26,11 @@ from ringleader.launch.detached import (
     FINAL_PHASES,
     STATE_FILE,
     LaunchFile,
-    job_processes,
     load_launch,
     read_json,
     write_json_atomic,
 )
+from ringleader.launch.procs import job_processes
 from ringleader.server.backends.base import BackendStatus
 from ringleader.server.backends.local.cgroups import Hierarchy, Usage
 from ringleader.server.backends.local.homes import SUDO_TIMEOUT_S, through_sudo

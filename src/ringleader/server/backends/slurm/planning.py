@@ -9,7 +9,7 @@ Nomenclature:
   job's first node); a pod's ranks are the node's tasks (``--ntasks-per-node``);
 - *placeholder hosts*: the launch's hosts before Slurm has placed the job
   (``slurm-node-I``); the job replaces them with its allocation's nodes
-  (``ringleader.slurm.backend_job``), so agents start there as srun steps.
+  (``ringleader.launch.slurm_job``), so agents start there as srun steps.
 
 What maps to what: ``cpuCoreRequest`` (else ``cpuCoreLimit``) -> ``--cpus-per-task``
 (per rank, rounded up); ``cpuMemoryLimit`` (else ``cpuMemoryRequest``) ->
@@ -40,7 +40,7 @@ from ringleader.slurm.nodes import SlurmNode
 from ringleader.slurm.sbatch import SbatchRequest, render_script, validate_time
 from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
-JOB_MODULE = "ringleader.slurm.backend_job"
+JOB_MODULE = "ringleader.launch.slurm_job"
 PLACEHOLDER = "slurm-node-"
 MIB = 2**20
 # What the scheduler's binding says that Slurm decides instead (its devices, its order).

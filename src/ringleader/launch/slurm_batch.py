@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch import frameworks
-from ringleader.launch.command import LaunchArgs
+from ringleader.launch.launch_args import LaunchArgs
 from ringleader.slurm import commands
 from ringleader.slurm.commands import JobState
 from ringleader.slurm.follow import FollowEnd, Interrupts, follow
@@ -140,7 +140,7 @@ def _refuse_misuse(args: LaunchArgs) -> None:
 
 def _check_inner_launch(args: LaunchArgs) -> None:
     """The options the job's own launch reads, checked here rather than in the job."""
-    from ringleader.launch.command import parse_ranks
+    from ringleader.launch.launch_args import parse_ranks
     from ringleader.launch.options import parse_env
 
     frameworks.get(args.framework)

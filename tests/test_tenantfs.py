@@ -1,4 +1,4 @@
-"""launch.tenantfs: how root code reads a file a tenant can write (unit tests; the
+"""tenantfs: how root code reads a file a tenant can write (unit tests; the
 attacks by real accounts on a real server are in tests/server/security/test_tenant_files.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.launch import teardown, tenantfs
+from ringleader import tenantfs
+from ringleader.launch import teardown
 from ringleader.launch.rank_process import read_error_file
 
 OTHER_UID = 65534  # nobody: a file or directory someone else owns

@@ -1,13 +1,13 @@
 """What a batch job of the server's Slurm backend runs, on the job's first node.
 
-    python -m ringleader.slurm.backend_job RUN_DIR
+    python -m ringleader.launch.slurm_job RUN_DIR
 
 1. reads ``RUN_DIR/launch.json``, which the backend wrote before it submitted the
    job: the launch with one placeholder host per node (``slurm-node-I``, its
    pod's ranks as slots), since only now is it known where Slurm placed the job;
 2. puts the allocation's nodes in their place, in Slurm's order (node 0 runs the
    master, rank 0), with their ``NodeAddr``, and the job id, so the supervisor
-   starts each node's agent as an ``srun`` job step (``slurm/srun.py``);
+   starts each node's agent as an ``srun`` job step (``launch/slurm_srun.py``);
 3. names each rank's node in its environment (``RINGLEADER_NODE``, ``NODE_NAME``);
 4. becomes the detached supervisor of ``RUN_DIR`` (``launch/detached.py``), which
    writes ``state.json`` and the pods' logs there: the run directory must be on
@@ -75,7 +75,7 @@ def fail(run_dir: Path, problem: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m ringleader.slurm.backend_job RUN_DIR", file=sys.stderr)
+        print("usage: python -m ringleader.launch.slurm_job RUN_DIR", file=sys.stderr)
         return 2
     run_dir = Path(args[0])
     from ringleader.slurm import allocation

@@ -4,7 +4,7 @@ Inside an allocation, ``launch`` starts one agent per node with
 
     srun --jobid=JOB --nodes=1 --ntasks=1 --nodelist=NODE --overlap --cpu-bind=none
          --mem=0 --kill-on-bad-exit=1 --mpi=none --export=ALL --input=all
-         --job-name=ringleader-agent --quiet  PYTHON -m ringleader.slurm.step --job-id RUN
+         --job-name=ringleader-agent --quiet  PYTHON -m ringleader.launch.slurm_step --job-id RUN
 
 and speaks the agent protocol over srun's stdin and stdout, which Slurm forwards to and
 from the step's one task.  Why each option (``man srun``, 22.05):
@@ -25,7 +25,7 @@ from the step's one task.  Why each option (``man srun``, 22.05):
 
 The environment srun gets is the launcher's less ``step.SRUN_INPUTS``, which srun reads as
 options (``SLURM_GPUS_PER_TASK`` would give the one-task step one GPU); their job values
-travel in ``step.JOB_ENV`` and are put back for the ranks on the node (``step.py``).
+travel in ``slurm_env.JOB_ENV`` and are put back for the ranks on the node (``slurm_env.py``).
 
 Stopping: a signal to ``srun`` is forwarded to the step, and SIGTERM cancels it (Slurm
 then ends every process of the step on that node), so ``SrunLink.kill`` sends SIGTERM;
@@ -40,7 +40,7 @@ import signal
 from collections.abc import Mapping
 
 from ringleader.launch.links import AgentLink
-from ringleader.slurm.step import JOB_ENV, SRUN_INPUTS, job_level
+from ringleader.launch.slurm_env import JOB_ENV, SRUN_INPUTS, job_level
 
 STEP_NAME = "ringleader-agent"
 
@@ -66,7 +66,7 @@ def agent_step_argv(job_id: str, node: str, *, python: str, run_id: str) -> list
         "--quiet",
         python,
         "-m",
-        "ringleader.slurm.step",
+        "ringleader.launch.slurm_step",
         "--job-id",
         run_id,
     ]

@@ -1,6 +1,7 @@
-"""A node's agent as a Slurm job step: the step's own identity taken out, then the agent.
+"""A Slurm job step's environment made the job's, for the agent the step starts.
 
-``srun`` starts ``python -m ringleader.slurm.step --job-id ID`` on each node (``srun.py``).
+``srun`` starts ``python -m ringleader.launch.slurm_step --job-id ID`` on each node
+(``slurm_srun.py``).
 Slurm gives that one task its identity as a step of one task: ``SLURM_PROCID=0``,
 ``SLURM_NTASKS=1``, ``SLURM_STEP_*``, ``SLURM_NNODES=1`` ...  The ranks the agent starts
 inherit its environment, and Lightning's ``SLURMEnvironment`` or our own
@@ -9,21 +10,20 @@ So before the agent runs, this module:
 
 - drops the step's and task's names (``STEP_NAMES``, ``STEP_PREFIXES``);
 - puts back the job's own values of the names the launcher kept from ``srun`` or that the
-  step overwrote (``JOB_ENV``: a JSON object ``srun.py`` put in the environment), so a rank
+  step overwrote (``JOB_ENV``: a JSON object ``slurm_srun.py`` put in the environment), so a rank
   sees ``SLURM_NNODES``, ``SLURM_TASKS_PER_NODE``, ``SLURM_MEM_PER_CPU`` ... as the job's.
 
 What stays is the job's (``SLURM_JOB_ID``, ``SLURM_JOB_NODELIST`` ...) and the node's
 (``SLURMD_NODENAME``, ``SLURM_CPUS_ON_NODE``, the GPUs Slurm bound there); the rank's place
 comes from ringleader's and torchrun's names alone.
 
-Only the standard library and the agent are imported (this is on every launch's path).
+Only the standard library is imported (this is on every launch's path); ``slurm_step``
+is the step's entry point, ``slurm_srun`` what starts it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,14 +125,3 @@ def scrub(environ: MutableMapping[str, str]) -> None:
     for name, value in saved.items():
         if name in restorable and not is_step_name(name) and isinstance(value, str):
             environ[name] = value
-
-
-def main(argv: list[str] | None = None) -> int:
-    scrub(os.environ)
-    from ringleader.launch import agent
-
-    return agent.main(sys.argv[1:] if argv is None else argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
