@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from ringleader import __version__
-from ringleader.errors import HTTP_STATUS, InvalidSpec, RingleaderError
+from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
 from ringleader.server import auth, inventory, limits, ui
 from ringleader.server.accounts import accounts_for
@@ -36,10 +36,10 @@ from ringleader.server.background.heartbeats import NodeMonitor
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import Database, open_database
 from ringleader.server.engine_pools import EngineNodes
+from ringleader.server.http_status import status_of
 from ringleader.server.limits import BodyLimit, JsonBounds
 from ringleader.server.migrate import upgrade
 from ringleader.server.models import Node
-from ringleader.server.phases import IllegalTransition
 from ringleader.server.ratelimit import KeyChecks, RateLimited, TokenLimits
 from ringleader.server.routers import assets as asset_routes
 from ringleader.server.routers import auth as auth_routes
@@ -52,15 +52,9 @@ from ringleader.server.ssh_nodes import probe_node
 from ringleader.server.ui.session import SESSION_COOKIE
 from ringleader.server.validation import body_checked_off_loop, validation_error
 
-# IllegalTransition is a race or a bug, never input: a conflict with what just happened.
-_STATUS: list[tuple[type[RingleaderError], int]] = [
-    *HTTP_STATUS.items(),
-    (IllegalTransition, 409),
-]
-
 
 def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
-    status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 400)
+    status = status_of(exc)
     body: dict[str, object] = {"code": status, "message": str(exc)}
     if isinstance(exc, InvalidSpec):
         # The shape of FastAPI's own 422 (HTTPValidationError), which the OpenAPI

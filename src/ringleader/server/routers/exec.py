@@ -22,12 +22,12 @@ import os
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
-from ringleader.errors import Forbidden, InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.errors import RingleaderError
 from ringleader.server.exec_session import ExecSession, status_frame
+from ringleader.server.http_status import status_of
 from ringleader.server.services.exec import exec_target, shell_argv, why_ended
 
 router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
-_HTTP = [(Unauthorized, 401), (Forbidden, 403), (NotFound, 404), (InvalidSpec, 422)]
 
 
 @router.websocket("/{workload_id}/exec")
@@ -56,7 +56,7 @@ async def exec_in_pod(
         session.start()
     except RingleaderError as exc:
         _remove(rcfile)
-        code = next((c for kind, c in _HTTP if isinstance(exc, kind)), 409)
+        code = status_of(exc, default=409)  # a pod that cannot take a session now
         await websocket.send_bytes(status_frame(error=str(exc), code=code))
         await websocket.close()
         return
