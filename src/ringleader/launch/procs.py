@@ -20,7 +20,6 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -143,11 +142,11 @@ def start_ticks(pid: int) -> int | None:
 def process_argv(pid: int) -> list[bytes] | None:
     """A live process's argv, None when it is gone or a zombie."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = _read(f"/proc/{pid}/stat").decode(errors="replace")
+        argv = _read(f"/proc/{pid}/cmdline").split(b"\0")
     except OSError:
         return None
-    return None if stat.rsplit(")", 1)[-1].split()[0] == "Z" else argv
+    return None if _stat_fields(stat)[0] == "Z" else argv
 
 
 def job_processes(run_id: str) -> list[int]:
@@ -155,10 +154,10 @@ def job_processes(run_id: str) -> list[int]:
     can be forged by anyone, so this is for sweeping (a forger only loses its own
     process), never for choosing whom to hand power (``account.pod_process``)."""
     pids = set(pids_with_marker(f"RINGLEADER_JOB_ID={run_id}"))
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
             continue
-        argv = process_argv(int(entry.name)) or []
+        argv = process_argv(int(name)) or []
         if b"ringleader.launch.agent" in argv and run_id.encode() in argv:
-            pids.add(int(entry.name))
+            pids.add(int(name))
     return sorted(pids)
