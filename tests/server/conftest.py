@@ -21,6 +21,7 @@ from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
 from ringleader.server.inventory import simulated_nodes
 from tests.fixtures.postgres import pg_url, postgres_server  # noqa: F401
+from tests.helpers.autostart import fresh  # noqa: F401 (the fixture: a fresh home)
 
 
 class API:

@@ -24,8 +24,8 @@ import pytest
 from ringleader.client import LOCAL_URL
 from ringleader.launch.procs import pids_with_marker
 from tests.conftest import wait_until
+from tests.helpers.autostart import Fresh, _servers
 from tests.server.conftest import free_port
-from tests.server.test_autostart import Fresh, _servers, fresh  # noqa: F401 - a fixture
 
 SERVER = ("--run-as", "server")
 
@@ -158,7 +158,7 @@ def test_kill_9_leaves_a_stale_record_that_the_next_server_replaces(home: Home) 
 
 
 def test_kill_9_leaves_a_stale_record_that_the_next_command_ignores(
-    fresh: Fresh,  # noqa: F811 - the fixture imported above
+    fresh: Fresh,
 ) -> None:
     """With the recorded server dead, a command starts the home's server anew (on the
     default port, as for a new user) instead of calling the dead one's URL."""

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import job_pids, launch, start_launch, wait_for_ready, wait_until
 from tests.fixtures.slurmcluster import SlurmCluster
-from tests.slurm.test_sbatch_script import check_golden
+from tests.helpers.golden import check_golden
 
 DIGITS = ("python", "-m", "ringleader.examples.digits", "--epochs", "2")
 

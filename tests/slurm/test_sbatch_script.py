@@ -6,7 +6,6 @@ rewrites them; read the diff before committing it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,15 +17,7 @@ from ringleader.slurm.sbatch import (
     validate_extra_arg,
     validate_time,
 )
-
-GOLDEN = Path(__file__).parent / "golden"
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("RINGLEADER_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert text == path.read_text(), f"{name} changed; see the module docstring to update it"
+from tests.helpers.golden import check_golden
 
 
 def test_minimal_request() -> None:

@@ -28,7 +28,15 @@ from ringleader.server.backends.local.cgroups import (
     own_cgroups,
 )
 from tests.conftest import require, wait_until
-from tests.server.backends.test_local import make_request, wait_final, wait_lines
+from tests.helpers.cgroups import (
+    cgroup_dirs,
+    describe_pods,
+    escaping_command,
+    pod_rows,
+    processes_with_arg,
+    unique_seconds,
+)
+from tests.helpers.local_backend import make_request, wait_final, wait_lines
 
 # ----- the v2 code against a fake tree -------------------------------------------
 
@@ -185,38 +193,6 @@ def no_run_left(tmp_path: Path) -> Iterator[None]:
     yield
     for launch in tmp_path.rglob("launch.json"):  # a server's runs (home/runs/ID) too
         LocalBackend(grace_s=1.0).cancel(str(launch.parent))
-
-
-def processes_with_arg(arg: str) -> list[int]:
-    """Live processes with ``arg`` in their argv (a unique one per test), by /proc."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if arg.encode() in argv and state != "Z":
-            found.append(int(entry))
-    return found
-
-
-def escaping_command(seconds: str, then: str) -> str:
-    """Two daemons that leave the rank's session and drop the job's marker, then ``then``."""
-    return (
-        "sh -c 'env -u RINGLEADER_JOB_ID setsid sleep "
-        f"{seconds} & env -i setsid sleep {seconds} & sleep 0.01; echo daemons up; {then}'"
-    )
-
-
-def unique_seconds() -> str:
-    return f"1000.{uuid.uuid4().int % 10**6:06d}"
-
-
-def cgroup_dirs(hierarchy, run_id: str) -> list[Path]:
-    return [d for d in hierarchy.dirs(run_id) if d.exists()]
 
 
 def test_this_host_has_a_cgroup_hierarchy(hierarchy) -> None:
@@ -403,14 +379,6 @@ def test_without_cgroups_the_environment_marker_is_the_fallback(tmp_path) -> Non
 # ----- through a real server: describe, and a server killed with -9 ----------------
 
 
-def _describe(server, name: str) -> str:
-    return server.cli("describe", name).stdout
-
-
-def _pod_rows(described: str, name: str) -> list[list[str]]:
-    return [ln.split() for ln in described.splitlines() if ln.strip().startswith(f"{name}-")]
-
-
 def test_describe_shows_each_pods_peak_memory_cpu_time_and_isolation(hierarchy, tmp_path) -> None:
     from tests.server.conftest import ServerProcess, stop_workloads
 
@@ -421,13 +389,13 @@ def test_describe_shows_each_pods_peak_memory_cpu_time_and_isolation(hierarchy, 
         sub = server.cli("submit-dist", "pytorch", "meter", "--workers", "1", "--",
                          "python3", "-c", burn)  # fmt: skip
         assert sub.returncode == 0, sub.stderr
-        wait_until(lambda: "Status: Completed" in _describe(server, "meter"), 90, "Completed")
+        wait_until(lambda: "Status: Completed" in describe_pods(server, "meter"), 90, "Completed")
         # The final figures are written with the pods' last phase change.
         described = wait_until(
-            lambda: (d := _describe(server, "meter")) and "-  -" not in d and d, 30, "usage"
+            lambda: (d := describe_pods(server, "meter")) and "-  -" not in d and d, 30, "usage"
         )
         assert "PEAK MEMORY" in described and "CPU TIME" in described, described
-        rows = _pod_rows(str(described), "meter")
+        rows = pod_rows(str(described), "meter")
         assert len(rows) == 2, described
         for row in rows:  # ... RANKS, PEAK MEMORY, CPU TIME, ISOLATION
             assert row[-1] == hierarchy.isolation, described
@@ -463,7 +431,7 @@ def test_a_server_killed_with_9_then_restarted_leaves_no_process_or_cgroup(
         server.kill()  # -9: the run and its cgroup live on, detached
         assert cgroup_dirs(hierarchy, f"rl-{run}")
         server.start()
-        wait_until(lambda: "Status: Running" in _describe(server, "escaper"), 60, "re-adopted")
+        wait_until(lambda: "Status: Running" in describe_pods(server, "escaper"), 60, "re-adopted")
         assert server.cli("delete", "escaper").returncode == 0
         wait_until(lambda: server.cli("describe", "escaper").returncode != 0, 60, "deleted")
         wait_until(lambda: not processes_with_arg(seconds), 30, "no daemon left")

@@ -24,15 +24,15 @@ import pytest
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.cgroups import ROOT_VAR, V2_LIMITING, CgroupV2, detect
 from tests.conftest import require, wait_until
-from tests.server.backends.test_cgroups import (
-    _describe,
-    _pod_rows,
+from tests.helpers.cgroups import (
     cgroup_dirs,
+    describe_pods,
     escaping_command,
+    pod_rows,
     processes_with_arg,
     unique_seconds,
 )
-from tests.server.backends.test_local import make_request, wait_final, wait_lines
+from tests.helpers.local_backend import make_request, wait_final, wait_lines
 
 
 @pytest.fixture(scope="module")
@@ -189,8 +189,8 @@ def test_a_server_on_a_v2_root_shows_its_isolation_and_ends_escaped_daemons(
         sub = server.cli("submit-dist", "pytorch", "v2", "--workers", "1", "--", "sh", str(script))
         assert sub.returncode == 0, sub.stderr
         wait_until(lambda: len(processes_with_arg(seconds)) == 4, 60, "4 daemons")
-        described = _describe(server, "v2")
-        rows = _pod_rows(described, "v2")
+        described = describe_pods(server, "v2")
+        rows = pod_rows(described, "v2")
         assert len(rows) == 2 and {row[-1] for row in rows} == {expected_isolation(v2_root)}
         (run,) = [p.name for p in (server.home / "runs").iterdir()]
         assert cgroup_dirs(parent, f"rl-{run}")

@@ -10,7 +10,7 @@ from pathlib import Path
 from ringleader.launch.detached import SUPERVISOR_ENV, scoped_environ
 from ringleader.server.backends.local import LocalBackend
 from tests.conftest import wait_until
-from tests.server.backends.test_local import make_request, wait_final
+from tests.helpers.local_backend import make_request, wait_final
 from tests.server.conftest import ServerProcess, stop_workloads
 
 SERVER_ONLY = {

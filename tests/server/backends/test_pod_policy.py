@@ -10,7 +10,7 @@ import pytest
 from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.server.backends.local import LocalBackend
 from tests.conftest import job_pids, wait_until
-from tests.server.backends.test_local import make_request, pods, wait_final, wait_lines
+from tests.helpers.local_backend import make_request, pods, wait_final, wait_lines
 
 # Rank 0 ends at once; rank 1 (worker-0) does what argv[1] says; rank 2 ends at once.
 RANK0_FIRST = """
