@@ -154,3 +154,16 @@ def test_no_import_cycle() -> None:
 def test_the_graph_sees_imports_inside_functions() -> None:
     """The checks above would pass vacuously if lazy imports were missed."""
     assert "ringleader.launch.slurm_batch" in GRAPH["ringleader.launch.command"]  # in run()
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test code lives in tests/helpers (or tests/fixtures), never in a test module
+    another one imports: running or moving one test file must not change another."""
+    tests = Path(__file__).resolve().parent
+    wrong = []
+    for path in tests.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if module and module.startswith("tests.") and module.rpartition(".")[2][:5] == "test_":
+                wrong.append(f"{path.relative_to(tests)} imports {module}")
+    assert not wrong, "\n".join(wrong)

@@ -10,12 +10,7 @@ import re
 import subprocess
 import sys
 
-from tests.examples.test_digits_correctness import (
-    _LAUNCHER_NAMES,
-    _LAUNCHER_PREFIXES,
-    TIMEOUT_S,
-    _run_ranks,
-)
+from tests.helpers.launched import LAUNCHER_NAMES, LAUNCHER_PREFIXES, TIMEOUT_S, run_ranks
 
 ACCURACY = re.compile(r"^final test accuracy: (\d\.\d{4})$", re.M)
 FIRST_STEP = re.compile(r"^RINGLEADER_BENCH first_step_unix=(\d+\.\d+)$", re.M)
@@ -24,7 +19,7 @@ EPOCH = re.compile(r"^epoch (\d+)/(\d+): train loss (\d+\.\d{4})$", re.M)
 
 
 def test_two_ranks_reach_95_percent_with_defaults() -> None:
-    rank0, rank1 = _run_ranks(2, ["--bench"])
+    rank0, rank1 = run_ranks(2, ["--bench"])
     match = ACCURACY.search(rank0.stdout)
     assert match, rank0.stdout
     assert float(match.group(1)) >= 0.95, rank0.stdout
@@ -42,7 +37,7 @@ def test_single_process_without_launcher() -> None:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in _LAUNCHER_NAMES and not k.startswith(_LAUNCHER_PREFIXES)
+        if k not in LAUNCHER_NAMES and not k.startswith(LAUNCHER_PREFIXES)
     }
     proc = subprocess.run(
         [sys.executable, "-m", "ringleader.examples.digits", "--max-steps", "5", "--bench"],

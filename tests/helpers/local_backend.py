@@ -51,3 +51,6 @@ def wait_lines(
 
 def pods(status: BackendStatus) -> dict[str, tuple[str, int | None]]:
     return {p.name: (p.phase, p.exit_code) for p in status.pods}
+
+
+PY = "/opt/venv/bin/python"

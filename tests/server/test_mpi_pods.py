@@ -176,7 +176,7 @@ def test_mpi_ranks_follow_their_pods_nodes_and_the_launcher_gets_where_it_is() -
     from ringleader.sched import GpuShare
     from ringleader.server.backends.base import BackendRequest, PodPlacement
     from ringleader.server.backends.ssh import NodeBook, SSHBackend, SSHNode
-    from tests.server.backends.test_local import PY, make_request
+    from tests.helpers.local_backend import PY, make_request
 
     request = make_request(
         "/runs/w5", name="sp", workers=3, workload_id="w5", command="python t.py",

@@ -73,7 +73,7 @@ def test_an_agent_reads_its_account_strictly() -> None:
 def test_the_plan_gives_ranks_their_account_and_a_directory_in_its_home() -> None:
     from ringleader.server.backends.base import RunAs
     from ringleader.server.backends.local import LocalBackend
-    from tests.server.backends.test_local import make_request
+    from tests.helpers.local_backend import make_request
 
     backend = LocalBackend(python="/usr/bin/python3", cgroups=None)
     request = make_request(

@@ -21,10 +21,7 @@ from ringleader.launch.run_logs import format_log_line, parse_log_file_name, par
 from ringleader.server.backends.base import BackendRequest
 from ringleader.server.backends.local import LocalBackend, LocalPlan, LocalPod, pod_phase
 from tests.conftest import job_pids, require, wait_until
-from tests.helpers.local_backend import make_request, pods, wait_final, wait_lines
-
-PY = "/opt/venv/bin/python"
-FINAL = ("Completed", "Failed", "Stopped")
+from tests.helpers.local_backend import PY, make_request, pods, wait_final, wait_lines
 
 
 @pytest.fixture
