@@ -21,6 +21,7 @@ from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
 from ringleader.server.inventory import simulated_nodes
 from tests.fixtures.postgres import pg_url, postgres_server  # noqa: F401
+from tests.helpers import phases as phases_helper
 from tests.helpers.autostart import fresh  # noqa: F401 (the fixture: a fresh home)
 
 
@@ -84,14 +85,12 @@ class API:
         return self.post("/api/v1/workloads/distributed", json=body)
 
     def wait_phase(self, workload_id: str, phases: set[str], timeout: float = 90) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            w = self.get(f"/api/v1/workloads/{workload_id}").json()
-            if w["actualPhase"] in phases:
-                return w
-            if time.monotonic() > deadline:
-                raise AssertionError(f"workload stayed {w['actualPhase']}: {w['phaseMessage']}")
-            time.sleep(0.1)
+        def read() -> dict[str, Any]:
+            return self.get(f"/api/v1/workloads/{workload_id}").json()
+
+        return phases_helper.wait_phase(
+            read, phases_helper.actual_phase, phases, timeout, phases_helper.stayed
+        )
 
 
 def _app_client(

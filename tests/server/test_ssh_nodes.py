@@ -21,6 +21,7 @@ from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_h
     TestHostNetwork,
     make_test_hosts_fixture,
 )
+from tests.helpers.phases import actual_phase, stayed, wait_phase
 from tests.server.conftest import ServerProcess, stop_workloads
 
 TRAIN = """\
@@ -79,11 +80,7 @@ class Server(ServerProcess):
 
     def wait_phase(self, wid: str, phases: set[str], timeout: float = 120) -> dict[str, Any]:
         try:
-            return wait_until(
-                lambda: (w := self.workload(wid))["actualPhase"] in phases and w,
-                timeout,
-                f"workload {wid} to reach {phases}",
-            )  # type: ignore[return-value]
+            return wait_phase(lambda: self.workload(wid), actual_phase, phases, timeout, stayed)
         except AssertionError as exc:  # say where it stayed, and why
             events = self.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
             raise AssertionError(f"{exc}: {self.workload(wid)}\n{events}") from None

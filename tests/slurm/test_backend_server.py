@@ -16,6 +16,8 @@ from typing import Any
 
 from tests.conftest import job_pids, wait_until
 from tests.fixtures.slurmcluster import SlurmCluster
+from tests.helpers import phases as phases_helper
+from tests.helpers.phases import actual_phase, stayed
 from tests.server.conftest import ServerProcess, stop_workloads
 
 TIMEOUT_S = 180
@@ -43,14 +45,17 @@ def describe(server: ServerProcess, name: str) -> dict[str, Any]:
     return json.loads(ok(server.cli("describe", name, "-o", "json")))
 
 
-def phase(server: ServerProcess, name: str) -> str:
+def described(server: ServerProcess, name: str) -> dict[str, Any] | None:
     out = server.cli("describe", name, "-o", "json")
-    return json.loads(out.stdout)["actualPhase"] if out.returncode == 0 else ""
+    return json.loads(out.stdout) if out.returncode == 0 else None
 
 
 def wait_phase(server: ServerProcess, name: str, *phases: str) -> dict[str, Any]:
-    wait_until(lambda: phase(server, name) in phases, TIMEOUT_S, f"{name} {'/'.join(phases)}")
-    return describe(server, name)
+    found = phases_helper.wait_phase(
+        lambda: described(server, name), actual_phase, phases, TIMEOUT_S, stayed, every_s=0.5
+    )
+    assert found is not None
+    return found
 
 
 def job_id(workload: dict[str, Any]) -> str:
