@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from sqlalchemy import Engine, select
@@ -24,11 +25,11 @@ from ringleader.server.phases import (
     end_attempt,
     note_pending,
     observe,
+    observed_move,
     record_event,
     restart_pod,
     transition,
     transition_pod,
-    would_observe,
 )
 from tests.fixtures.postgres import db_url, pg_url, postgres_server  # noqa: F401
 
@@ -334,7 +335,7 @@ def test_an_unasked_stopped_ends_the_run_failed_with_its_reason(
     session: Session, current: str
 ) -> None:
     workload = _workload(session, current)
-    assert would_observe(workload, "Stopped")
+    assert observed_move(workload.phase, "Stopped") == ("Failed", "StoppedOutside", ANY)
     assert observe(session, workload, "Stopped", message="supervisor said so", now=T0)
     assert (workload.phase, workload.phase_reason) == ("Failed", "StoppedOutside")
     assert "nobody asked ringleader to stop it" in workload.phase_message
@@ -349,7 +350,7 @@ def test_an_allowed_observation_moves_and_others_change_nothing(session: Session
         "Completed", "Completed", "done"
     )  # fmt: skip
     # A lingering Completed workload whose backend still says Running: kept.
-    assert not would_observe(running, "Running")
+    assert observed_move(running.phase, "Running") is None
     assert observe(session, running, "Running", now=T0) is False
     assert running.phase == "Completed" and len(_events(session, running)) == 1
 

@@ -114,6 +114,8 @@ OBSERVED_INSTEAD: dict[tuple[str, str], tuple[str, str, str]] = {
 
 # A phase's or event's message: a root cause with its traceback fits; more is cut.
 MESSAGE_CHARS = 16_000
+#: Phases whose reason says why the workload waits (note_pending keeps it current).
+WAITING_WITH_REASON = frozenset({"Pending", "Initializing"})
 REASON_CHARS = NAME_LENGTH  # reasons and pod names are VARCHAR(255) columns
 TYPE_CHARS = 64  # an event's type (note_pending's is its reason): VARCHAR(64)
 ELLIPSIS = "\u2026"
@@ -358,33 +360,28 @@ def observe(
     message: str = "",
     now: datetime | None = None,
 ) -> bool:
-    """A backend's report of ``workload``'s phase, unfiltered: the door decides.
-
-    An allowed move is made (reason: the observed phase); a report that is
-    no allowed move is mapped by ``OBSERVED_INSTEAD`` when it names one, and
-    otherwise changes nothing (a lingering Completed workload whose backend
-    still says Running, say).  False when nothing was written.
-    """
-    current = workload.phase
-    if observed == current:
+    """A backend's report of ``workload``'s phase, unfiltered: the door decides
+    (``observed_move``).  False when nothing was written."""
+    move = observed_move(workload.phase, observed)
+    if move is None:
         return False
-    if observed in WORKLOAD_TRANSITIONS.get(current, frozenset()):
-        return transition(session, workload, observed, reason=observed, message=message, now=now)
-    instead = OBSERVED_INSTEAD.get((current, observed))
-    if instead is None:
-        return False
-    to_phase, reason, why = instead
-    text = f"{why}: {message}" if message else why
+    to_phase, reason, why = move
+    text = (f"{why}: {message}" if message else why) if why else message
     return transition(session, workload, to_phase, reason=reason, message=text, now=now)
 
 
-def would_observe(workload: Workload, observed: str) -> bool:
-    """Whether ``observe`` would write for ``observed`` (checked on a read snapshot)."""
-    current = workload.phase
-    return observed != current and (
-        observed in WORKLOAD_TRANSITIONS.get(current, frozenset())
-        or (current, observed) in OBSERVED_INSTEAD
-    )
+def observed_move(current: str, observed: str) -> tuple[str, str, str] | None:
+    """What a backend's report ``observed`` makes of a workload in ``current``: the
+    phase, reason and why (prefixed to the backend's message; "" for none), or None
+    for no change.  An allowed move is made as reported (reason: the observed
+    phase); a report that is no allowed move is mapped by ``OBSERVED_INSTEAD`` when
+    it names one, and otherwise changes nothing (a lingering Completed workload
+    whose backend still says Running, say).  Pure: the reconciler's dry run is this."""
+    if observed == current:
+        return None
+    if observed in WORKLOAD_TRANSITIONS.get(current, frozenset()):
+        return observed, observed, ""
+    return OBSERVED_INSTEAD.get((current, observed))
 
 
 def count_attempts(workload: Workload, attempt: int) -> None:
@@ -417,7 +414,7 @@ def note_pending(session: Session, workload: Workload, reason: str, message: str
     """Why a Pending workload waits (or an Initializing one, placed and queued by its
     engine: Slurm's reason).  The message is kept current (its counts change); an
     event marks only the first time for a reason."""
-    if workload.phase not in ("Pending", "Initializing"):
+    if workload.phase not in WAITING_WITH_REASON:
         return
     reason, message = storable(reason, REASON_CHARS), storable(message)
     if workload.phase_reason != reason:

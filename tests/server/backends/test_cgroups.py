@@ -446,7 +446,7 @@ def test_a_server_killed_with_9_then_restarted_leaves_no_process_or_cgroup(
 
 def test_a_poll_writes_measures_only_with_a_change_or_when_the_pod_has_ended() -> None:
     from ringleader.server.backends.base import BackendStatus, PodStatus
-    from ringleader.server.background.reconciling import record_usage, status_changes
+    from ringleader.server.background.status_diff import record_usage, status_diff
     from ringleader.server.models import Pod, Workload
 
     pod = Pod(name="w-master-0", phase="Running", attempt=0, ranks=[0], node="n",
@@ -457,6 +457,9 @@ def test_a_poll_writes_measures_only_with_a_change_or_when_the_pod_has_ended() -
         ps = PodStatus("w-master-0", "master", 0, phase, "n", attempt=0, ranks=(0,),
                        peak_memory_bytes=peak, cpu_seconds=cpu, isolation=isolation)  # fmt: skip
         return BackendStatus("Running", pods=[ps])
+
+    def status_changes(workload: Workload, status: BackendStatus) -> bool:
+        return bool(status_diff(workload, status, restarts_in_place=True))
 
     assert not status_changes(workload, polled("Running", 20, 2.0))  # a rise alone: no write
     assert status_changes(workload, polled("Running", 10, 1.0, "cgroup-v2"))

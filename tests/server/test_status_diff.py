@@ -1,0 +1,87 @@
+"""One reconcile decision (``background/status_diff.py``): a poll's diff is false exactly
+when applying it writes nothing, over every workload phase, pod phase and report."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, event
+from sqlalchemy.orm import Session
+
+from ringleader.server import db
+from ringleader.server.backends.base import BackendStatus, PodStatus
+from ringleader.server.background.status_diff import apply_diff, status_diff
+from ringleader.server.migrate import upgrade
+from ringleader.server.models import Pod, Project, Workload, new_id
+from ringleader.server.phases import IllegalTransition
+
+WORKLOAD_PHASES = ["Pending", "Initializing", "Running", "Degraded", "Completed", "Failed"]
+REPORTS = ["Initializing", "Running", "Completed", "Failed", "Stopped"]
+POD_PHASES = ["Pending", "Running", "Succeeded", "Failed"]
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    url = db.default_database_url(Path(tmp_path_factory.mktemp("diff")))
+    upgrade(url)
+    engine = db.make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+def _written(session: Session) -> bool:
+    """Whether the session holds anything to write (new, changed or deleted rows)."""
+    changed = [o for o in session.dirty if session.is_modified(o)]
+    return bool(session.new or changed or session.deleted)
+
+
+def _case(session: Session, phase: str, pod_phase: str) -> Workload:
+    workload = Workload(
+        project=Project(name=f"p-{new_id()}"), name="train", spec=SPEC,
+        framework="pytorch", phase=phase, phase_reason="Resources", phase_message="waits",
+    )  # fmt: skip
+    pod = Pod(workload=workload, name="train-master-0", role="master", index=0,
+              phase=pod_phase, node="n1", ranks=[0])  # fmt: skip
+    session.add_all([workload, pod])
+    session.flush()
+    session.expire_all()
+    return session.get(Workload, workload.id)  # type: ignore[return-value]
+
+
+SPEC = {"name": "train", "projectId": "p", "spec": {"command": "true", "numWorkers": 1, "backoffLimit": 1}}
+CASES = list(itertools.product(WORKLOAD_PHASES, POD_PHASES, REPORTS, POD_PHASES, [0, 1]))
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_diff_is_false_exactly_when_applying_it_writes_nothing(
+    engine: Engine, in_place: bool
+) -> None:
+    disagree = []
+    for phase, pod_phase, report, pod_report, attempt in CASES:
+        with db.session_factory(engine)() as session:
+            workload = _case(session, phase, pod_phase)
+            reason = "Resources" if report == phase else ""
+            ps = PodStatus("train-master-0", "master", 0, pod_report, "n1", attempt=attempt,
+                           ranks=(0,), exit_code=1 if pod_report == "Failed" else None)  # fmt: skip
+            status = BackendStatus(report, "waits", attempt=attempt, pods=[ps], reason=reason)
+            diff = status_diff(workload, status, in_place)
+            assert not _written(session)  # the diff itself writes nothing
+            flushed: list[bool] = []
+
+            def before_flush(s: Session, *_: object, seen: list[bool] = flushed) -> None:
+                seen.append(_written(s))
+
+            event.listen(session, "before_flush", before_flush)
+            try:
+                apply_diff(session, workload, status, diff)
+            except IllegalTransition:  # a report no pod can make (Running -> Pending)
+                session.rollback()
+                continue
+            wrote = any(flushed) or _written(session)
+            if bool(diff) != wrote:
+                disagree.append((phase, pod_phase, report, pod_report, attempt, bool(diff), wrote))
+            session.rollback()
+    assert not disagree, disagree[:10]
