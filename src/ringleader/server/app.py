@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from ringleader import __version__
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
-from ringleader.server import auth, inventory, limits, ui
+from ringleader.server import auth, inventory, limits, node_kinds, ui
 from ringleader.server.accounts import accounts_for
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
@@ -96,7 +96,7 @@ def ssh_nodes(database: Database) -> Callable[[], dict[str, SSHNode]]:
     def load() -> dict[str, SSHNode]:
         with database.reader() as s:
             rows = s.execute(
-                select(Node.name, Node.ssh, Node.address).where(Node.kind == "ssh")
+                select(Node.name, Node.ssh, Node.address).where(Node.kind == node_kinds.SSH)
             ).all()
         return {name: SSHNode(ssh or name, address or name) for name, ssh, address in rows}
 

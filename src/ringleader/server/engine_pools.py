@@ -29,13 +29,14 @@ from collections.abc import Callable, Iterable, Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ringleader.server import node_kinds
 from ringleader.server.backends.base import Backend
 from ringleader.server.db import Database
 from ringleader.server.inventory import NodeDecl
 from ringleader.server.models import Node
 
 log = logging.getLogger("ringleader.server.engine_pools")
-ENGINE_KINDS = frozenset({"slurm"})
+ENGINE_KINDS = node_kinds.ENGINE
 EVERY_S = 5.0
 
 

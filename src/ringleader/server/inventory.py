@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import InvalidSpec
 from ringleader.sched import DEFAULT_POOL
+from ringleader.server import node_kinds
 from ringleader.server.models import Node
 from ringleader.spec import parse_quantity
 
@@ -42,7 +43,7 @@ STAND_IN_GPUS = 8  # simulated GPUs of a local node that has none
 _GROUP = re.compile(
     r"^(?P<count>\d+)x(?P<gpus>\d+)gpu(?::(?P<memory>[0-9.]+[A-Za-z]*))?(?:@(?P<pool>[a-z0-9-]+))?$"
 )
-LOCAL_KINDS = ("local", "simulated")  # what sync_nodes owns
+LOCAL_KINDS = node_kinds.DECLARED  # what sync_nodes owns
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def simulated_nodes(text: str) -> list[NodeDecl]:
             nodes.append(
                 NodeDecl(
                     name=f"sim-{len(nodes)}",
-                    kind="simulated",
+                    kind=node_kinds.SIMULATED,
                     cpu_cores=float(max(1, gpus) * SIMULATED_CPU_PER_GPU),
                     memory_bytes=max(1, gpus) * SIMULATED_MEMORY_PER_GPU,
                     gpus=tuple({"index": i, "memoryBytes": memory} for i in range(gpus)),
@@ -167,7 +168,7 @@ def _node_from(item: Any, where: str) -> NodeDecl:
         raise InvalidSpec(f"node {name}: labels is a mapping", where)
     return NodeDecl(
         name=name,
-        kind="simulated",
+        kind=node_kinds.SIMULATED,
         cpu_cores=cpu,
         memory_bytes=memory,
         gpus=tuple({"index": i, "memoryBytes": gpu_memory} for i in range(gpus)),
@@ -223,7 +224,7 @@ def local_node(name: str, stand_in_gpus: int = STAND_IN_GPUS) -> NodeDecl:
         message = f"no GPU found: {stand_in_gpus} simulated GPUs stand in (pods run on the CPU)"
     return NodeDecl(
         name=name,
-        kind="local",
+        kind=node_kinds.LOCAL,
         cpu_cores=float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
         memory_bytes=_memory_total(),
         gpus=tuple(gpus),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ringleader.errors import InvalidSpec
 from ringleader.sched import DEFAULT_POOL
+from ringleader.server import node_kinds
 from ringleader.server.backends.base import Backend, PodPlacement
 
 REGISTRY: dict[str, str] = {
@@ -34,8 +35,6 @@ REGISTRY: dict[str, str] = {
     "slurm": "ringleader.server.backends.slurm.SlurmBackend",
 }
 DEFAULT = "local"
-# A node of this kind runs on this backend unless its pool names another.
-BY_NODE_KIND = {"ssh": "ssh", "slurm": "slurm"}
 _CHOICE = re.compile(
     r"^(?P<name>[A-Za-z_][\w.]*)(?::(?P<arg>[^@]*))?(?:@(?P<pool>[a-z0-9]([-a-z0-9]*[a-z0-9])?))?$"
 )
@@ -158,6 +157,7 @@ class BackendSet:
             if pool in self.pools:
                 return self.named(self.pools[pool])
         for placement in placements.values():
-            if placement.node_kind in BY_NODE_KIND:
-                return self.named(BY_NODE_KIND[placement.node_kind])
+            by_kind = node_kinds.backend_for(placement.node_kind)
+            if by_kind is not None:  # a node of this kind runs on its backend
+                return self.named(by_kind)
         return self.default

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from ringleader.errors import Conflict
 from ringleader.hosts import Host
 from ringleader.launch.detached import LaunchFile
+from ringleader.server import node_kinds
 from ringleader.server.backends.base import BackendRequest, Capabilities, PodPlacement
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.planning import LocalPod, Where
@@ -79,7 +80,7 @@ def gang_hosts(
         if not ranks:
             continue  # mpirun itself (the MPI launcher pod) runs here
         where = placements.get(pod.name)
-        if where is not None and where.node_kind == "ssh":
+        if where is not None and node_kinds.reached_by_ssh(where.node_kind):
             node = book.get(where.node)
             host = Host(node.target, node.address, len(ranks))
         else:

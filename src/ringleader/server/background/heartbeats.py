@@ -39,7 +39,10 @@ from sqlalchemy import select
 from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
 from ringleader.server.db import Database
 from ringleader.server.models import Node
+from ringleader.server.node_kinds import KINDS
 from ringleader.server.ssh_nodes import NodeState, node_state, probe_command
+
+SSH_KINDS = frozenset(k.name for k in KINDS.values() if k.reached_by_ssh)
 
 log = logging.getLogger("ringleader.server.heartbeats")
 EVERY_S = 1.0
@@ -102,7 +105,9 @@ class NodeMonitor:
 
     def _sync(self) -> None:
         with self.database.reader() as s:
-            wanted = dict(s.execute(select(Node.name, Node.ssh).where(Node.kind == "ssh")).all())
+            wanted = dict(
+                s.execute(select(Node.name, Node.ssh).where(Node.kind.in_(SSH_KINDS))).all()
+            )
         for name, watch in list(self._watches.items()):
             if wanted.get(name) != watch.target:
                 watch.stop()
@@ -116,7 +121,7 @@ class NodeMonitor:
         """Write what a watch found, if it changes the row; wake the loops if so."""
         changed = False
         with self.database.writer() as s, s.begin():
-            node = s.scalar(select(Node).where(Node.name == name, Node.kind == "ssh"))
+            node = s.scalar(select(Node).where(Node.name == name, Node.kind.in_(SSH_KINDS)))
             if node is None:
                 return  # removed meanwhile
             if (node.ready, node.message) != (ready, message):

@@ -29,7 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ringleader import sched
-from ringleader.server import phases
+from ringleader.server import node_kinds, phases
 from ringleader.server.auth import issue_pod_token
 from ringleader.server.backends.base import Backend, BackendRequest, PodPlacement
 from ringleader.server.background.pipeline import Pipeline, World, act
@@ -144,7 +144,7 @@ class Placing(Pipeline):
         bound = {
             b.pod: PodPlacement(
                 node=b.node,
-                node_kind=nodes[b.node].kind if b.node in nodes else "local",
+                node_kind=nodes[b.node].kind if b.node in nodes else node_kinds.LOCAL,
                 gpus=b.gpus,
                 cpu_cores=requests[b.pod].cpu_cores if b.pod in requests else 0.0,
             )

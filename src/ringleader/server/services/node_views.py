@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from ringleader.errors import NotFound
 from ringleader.sched.model import PodRequest
+from ringleader.server import node_kinds
 from ringleader.server.models import Node, Pod, User, Workload
 from ringleader.server.schemas import NodeGpuOut, NodeOut
 from ringleader.server.services.workloads import findable, visible_projects
@@ -102,7 +103,7 @@ def _node_out(row: Node, usage: _Usage | None) -> NodeOut:
             index=int(g["index"]),
             memory_bytes=int(g.get("memoryBytes") or 0),
             model=g.get("model"),
-            simulated=bool(g.get("simulated")) or row.kind == "simulated",
+            simulated=bool(g.get("simulated")) or row.kind == node_kinds.SIMULATED,
             allocated=round(usage.gpu_shares.get(int(g["index"]), 0.0), 6),
         )
         for g in row.gpus
@@ -110,7 +111,7 @@ def _node_out(row: Node, usage: _Usage | None) -> NodeOut:
     return NodeOut(
         name=row.name,
         kind=row.kind,
-        simulated=row.kind == "simulated",
+        simulated=row.kind == node_kinds.SIMULATED,
         pool=row.pool,
         address=row.address,
         status="Ready" if row.ready else "NotReady",

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict, NotFound
 from ringleader.hosts import ssh_host
+from ringleader.server import node_kinds
 from ringleader.server.models import Node, Pod, User, Workload
 from ringleader.server.schemas import NodeIn, NodeOut
 from ringleader.server.services import node_views
@@ -84,7 +85,7 @@ def remove_node(session: Session, user: User, name: str) -> None:
     node = session.scalar(select(Node).where(Node.name == name)) if findable(name) else None
     if node is None:
         raise NotFound("node", name)
-    if node.kind != "ssh":
+    if not node_kinds.reached_by_ssh(node.kind):
         raise Conflict(
             f"node {name!r} is {node.kind}: it comes from the server's flags "
             "(--simulate-nodes, --nodes-file, --no-local-node), not from `nodes add`"

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.sched.text import decimal_size as size
 from ringleader.sched.text import number
+from ringleader.server import node_kinds
 from ringleader.server.deps import get_session
 from ringleader.server.models import User
 from ringleader.server.services import ui_pages
@@ -18,12 +19,7 @@ from ringleader.server.ui.session import ui_user
 
 router = APIRouter(include_in_schema=False)
 
-KINDS = {
-    "local": "local (this server's machine)",
-    "ssh": "ssh (a registered host)",
-    "slurm": "slurm (a Slurm partition's node)",
-    "simulated": "simulated (stand-in GPUs; pods run on the server)",
-}
+KINDS = node_kinds.LABELS
 
 
 @router.get("/nodes", response_class=HTMLResponse)

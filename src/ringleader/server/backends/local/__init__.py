@@ -66,6 +66,7 @@ from ringleader.launch.detached import (
     scoped_environ,
     write_json_atomic,
 )
+from ringleader.server import node_kinds
 from ringleader.server.backends.base import (
     Backend,
     BackendRequest,
@@ -195,7 +196,10 @@ class LocalBackend(Backend):
         self._clean_once(run_dir)
         # Other runs' pinned cores matter only to a pod that will be pinned: scanning
         # every run directory costs a read per run ever made.
-        pins = any(p.node_kind == "local" and p.cpu_cores >= 1 for p in request.placements.values())
+        pins = any(
+            p.node_kind == node_kinds.LOCAL and p.cpu_cores >= 1
+            for p in request.placements.values()
+        )
         busy = pinned_cores(run_dir.parent, but=run_dir) if pins else frozenset()
         # Pods get cgroups where every rank runs on this machine (not SSH nodes').
         local = self.where().hosts is None

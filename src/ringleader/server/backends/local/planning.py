@@ -43,6 +43,7 @@ from ringleader.launch.options import resolve_command
 from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
 from ringleader.runtime.metrics import METRICS_DIR
+from ringleader.server import node_kinds
 from ringleader.server.backends.base import BackendRequest, RunAs
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
 from ringleader.spec import Compute, parse_quantity
@@ -246,7 +247,7 @@ def plan_launch(
     ]
     if framework.uses_slots:  # mpirun's hostfile has one line per machine: see ranks_by_node
         pods = ranks_by_node(pods)
-    local = {name: p.cpu_cores for name, p in placements.items() if p.node_kind == "local"}
+    local = {name: p.cpu_cores for name, p in placements.items() if p.node_kind == node_kinds.LOCAL}
     cores = assign_cores(local, tuple(cpus), busy_cpus)
     rank_env = {
         str(rank): pod_env(pod.name, placements[pod.name], env, cores.get(pod.name, ()))
