@@ -73,6 +73,13 @@ def get(
 _ACCEPTED = {"status_code": 202, "response_model": Accepted, "response_model_by_alias": True}
 
 
+def _record(request: Request, s: Session, user: User, workload_id: str, name: str) -> Accepted:
+    """Record intent ``name`` (``svc.INTENTS``) and wake the loops that act on it."""
+    accepted = svc.record_intent(s, user, workload_id, svc.intent(name, request.app.state.backends))
+    request.app.state.background.intent_recorded()
+    return accepted
+
+
 @router.delete("/distributed/{workload_id}", **_ACCEPTED)
 def delete(
     workload_id: str,
@@ -80,9 +87,7 @@ def delete(
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    accepted = svc.record_intent(s, user, workload_id, svc.request_delete)
-    request.app.state.background.intent_recorded()
-    return accepted
+    return _record(request, s, user, workload_id, "delete")
 
 
 @router.post("/distributed/{workload_id}/suspend", **_ACCEPTED)
@@ -92,9 +97,7 @@ def suspend(
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    accepted = svc.record_intent(s, user, workload_id, svc.suspender(request.app.state.backends))
-    request.app.state.background.intent_recorded()
-    return accepted
+    return _record(request, s, user, workload_id, "suspend")
 
 
 @router.post("/distributed/{workload_id}/resume", **_ACCEPTED)
@@ -104,9 +107,7 @@ def resume(
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
-    accepted = svc.record_intent(s, user, workload_id, svc.request_resume)
-    request.app.state.background.intent_recorded()
-    return accepted
+    return _record(request, s, user, workload_id, "resume")
 
 
 @router.get("", response_model=WorkloadList, response_model_by_alias=True)

@@ -410,3 +410,17 @@ def request_resume(session: Session, workload: Workload) -> None:
         )
     workload.desired_phase = "Running"
     phases.transition(session, workload, "Resuming", reason="ResumeRequested")
+
+
+#: The intents a user records on a workload, by the name the API's routes and the UI's
+#: forms both use: one table, so the two never differ in what an action does.
+INTENTS = ("suspend", "resume", "delete")
+
+
+def intent(name: str, backends: BackendSet) -> Callable[[Session, Workload], None]:
+    """What recording intent ``name`` (one of ``INTENTS``) changes of a workload."""
+    return {
+        "suspend": suspender(backends),
+        "resume": request_resume,
+        "delete": request_delete,
+    }[name]

@@ -34,12 +34,8 @@ def _back(back: str, workload_id: str, action: str) -> str:
 def _act(request: Request, s: Session, user: User, workload_id: str, action: str, back: str):
     """Record a suspend/resume/delete through the API's services; back to the table
     with what happened (a refusal in words: already stopped, not suspendable ...)."""
-    backends = request.app.state.backends
-    change = {
-        "stop": svc.suspender(backends),
-        "run": svc.request_resume,
-        "delete": svc.request_delete,
-    }[action]
+    intent = {"stop": "suspend", "run": "resume", "delete": "delete"}[action]  # the UI's words
+    change = svc.intent(intent, request.app.state.backends)
     done = {"stop": "Stopping", "run": "Resuming", "delete": "Deleting"}[action]
     try:
         accepted = svc.record_intent(s, user, workload_id, change)
