@@ -14,7 +14,7 @@ import json
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -22,6 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from ringleader import __version__
 from ringleader.errors import InvalidSpec, RingleaderError
@@ -107,6 +108,30 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     """The app; ``backend``: one backend object for every pool (tests inject fakes),
     instead of the configured ``config.backends``."""
     config = config or ServerConfig()
+    book = NodeBook()  # filled from the nodes table once the database is open
+    # The documents are served by routers/docs.py, to authenticated callers only;
+    # their scripts and styles (public code, no token) from /docs-assets/, no CDN.
+    app = FastAPI(
+        title="ringleader",
+        version=__version__,
+        lifespan=_lifespan(config, book),
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        default_response_class=_JSON,
+        # Every route's body is checked on a worker thread before FastAPI validates it.
+        dependencies=[Depends(body_checked_off_loop)],
+    )
+    _state(app, config, backend, book)
+    _handlers_and_limits(app, config)
+    _routes(app)
+    return app
+
+
+def _lifespan(
+    config: ServerConfig, book: NodeBook
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The server's life: the database, its rows and loops from start-up to shutdown."""
     url = config.resolved_database_url()
 
     @asynccontextmanager
@@ -118,16 +143,7 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         app.state.sessions, app.state.readers = database.writer, database.reader
         app.state.key_checks = KeyChecks(warm=auth.dummy_hash)  # the token endpoint's threads
         with app.state.sessions() as session, session.begin():
-            auth.bootstrap(
-                session, config.data_dir / "credentials.json", f"http://{config.host}:{config.port}"
-            )
-            declared = config.nodes
-            if declared is None:
-                here = inventory.local_node(getattr(app.state.backend, "node", "localhost"))
-                # A default backend with nodes of its own (Slurm's) makes this a head node.
-                own = app.state.backend.capabilities.engine_nodes
-                declared = [here] if config.local_node and not own else []
-            inventory.sync_nodes(session, declared)
+            _first_rows(session, config, app.state.backend)
         book.load_with(ssh_nodes(database))
         world = World(
             database,
@@ -170,25 +186,30 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
             limits.CHECKER.close()  # and so does the body checker
             database.dispose()
 
-    # The documents are served by routers/docs.py, to authenticated callers only;
-    # their scripts and styles (public code, no token) from /docs-assets/, no CDN.
-    app = FastAPI(
-        title="ringleader",
-        version=__version__,
-        lifespan=lifespan,
-        openapi_url=None,
-        docs_url=None,
-        redoc_url=None,
-        default_response_class=_JSON,
-        # Every route's body is checked on a worker thread before FastAPI validates it.
-        dependencies=[Depends(body_checked_off_loop)],
+    return lifespan
+
+
+def _first_rows(session: Session, config: ServerConfig, backend: Backend) -> None:
+    """The admin and its credentials file on a fresh home; the declared nodes."""
+    auth.bootstrap(
+        session, config.data_dir / "credentials.json", f"http://{config.host}:{config.port}"
     )
+    declared = config.nodes
+    if declared is None:
+        here = inventory.local_node(getattr(backend, "node", "localhost"))
+        # A default backend with nodes of its own (Slurm's) makes this a head node.
+        own = backend.capabilities.engine_nodes
+        declared = [here] if config.local_node and not own else []
+    inventory.sync_nodes(session, declared)
+
+
+def _state(app: FastAPI, config: ServerConfig, backend: Backend | None, book: NodeBook) -> None:
+    """What routes find on ``app.state`` before the lifespan opens the database."""
     app.state.config = config
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
     app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
-    book = NodeBook()  # filled from the nodes table once the database is open
     context = BackendContext(python=config.workload_python, options={"node_book": book})
     if backend is None:
         app.state.backends = BackendSet(config.backends, context)
@@ -200,6 +221,10 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     # What SSH nodes are probed with: the interpreter the backends start agents with.
     app.state.node_python = getattr(app.state.backend, "python", sys.executable)
     app.state.probe_node = probe_node  # replaceable in tests that must not open SSH
+
+
+def _handlers_and_limits(app: FastAPI, config: ServerConfig) -> None:
+    """Errors to HTTP once, and the bounds every request meets before a route."""
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
@@ -211,6 +236,8 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
         session_cookie=SESSION_COOKIE,
     )
 
+
+def _routes(app: FastAPI) -> None:
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
@@ -226,4 +253,3 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     app.include_router(docs.router)
     app.mount(docs.ASSETS_PATH, docs.assets(), name="docs-assets")
     ui.install(app)  # the web UI at /: pages, its static files, login redirects
-    return app
