@@ -46,7 +46,7 @@ from ringleader.runtime.metrics import METRICS_DIR
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import BackendRequest, RunAs
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
-from ringleader.spec import Compute, parse_quantity
+from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
 if TYPE_CHECKING:
     from ringleader.server.backends.local.cgroups import Hierarchy, Limits
@@ -174,6 +174,83 @@ class Where:
     max_ranks: int | None = None
 
 
+def _framework(spec: WorkloadSpec) -> frameworks.Framework:
+    """The launcher's framework the spec names; 422 naming the field when none runs here."""
+    framework = spec.registered_framework
+    if framework is None:
+        runnable = " and ".join(f.spec_name for f in frameworks.all_frameworks())
+        raise InvalidSpec(
+            f"the local backend runs {runnable} workloads, not {spec.framework.value}",
+            "spec.distributedFramework",
+        )
+    return framework
+
+
+def _command(argv: list[str], interactive: bool, python: str) -> list[str]:
+    """What the ranks run; an interactive pod outlives its command (for bash/exec)."""
+    if not argv and not interactive:
+        raise InvalidSpec(
+            "no command given: set command (and args), or submit an interactive workload",
+            "spec.command",
+        )
+    command = resolve_command(argv, python) if argv else []
+    return keepalive_argv(python, command) if interactive else command
+
+
+def workload_env(
+    request: BackendRequest, spec_env: dict[str, str], workers: int, own_dir: str
+) -> dict[str, str]:
+    """Every rank's environment before its place in the gang: the spec's, ringleader's
+    and Run:ai's names (README "Pod environment"), the run's directories, and the
+    account's identity (set last: never the spec's)."""
+    env = {
+        **spec_env,
+        "RINGLEADER_WORKLOAD_ID": request.workload_id,
+        "RINGLEADER_WORKLOAD_NAME": request.name,
+        "RINGLEADER_PROJECT": request.project,
+        # JOB_* are generic: a spec's own win.
+        "RUNAI_JOB_NAME": request.name,
+        "RUNAI_PROJECT": request.project,
+        "RUNAI_MPI_NUM_WORKERS": str(workers),
+        **request.pod_env,
+    }
+    env.setdefault("JOB_NAME", request.name)
+    env.setdefault("JOB_UUID", request.workload_id)
+    env.setdefault(CHECKPOINT_DIR, f"{own_dir}/checkpoints")
+    # runtime.report's records (read by services.metrics): always ours, never the spec's.
+    env[METRICS_DIR] = f"{own_dir}/metrics"
+    run_as = request.run_as
+    if run_as is not None:
+        env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
+        if not run_as.sudo:  # a root agent gives each pod a /tmp of its own (launch/podns)
+            env.setdefault("TMPDIR", "/tmp")
+    return env
+
+
+def _into_cgroups(
+    pods: list[LocalPod],
+    cgroups: Hierarchy,
+    run_id: str,
+    rank_env: dict[str, dict[str, str]],
+    worker_compute: Compute,
+    master_compute: Compute,
+) -> dict[str, Limits]:
+    """Each pod's limits from its compute, and each rank told which cgroup to join
+    (``rank_env`` changed in place); mpirun's pod has none: it stays with the
+    supervisor."""
+    from ringleader.server.backends.local.cgroups import JOIN_VAR
+
+    limits: dict[str, Limits] = {}
+    for pod in pods:
+        if any(rank >= 0 for rank in pod.ranks):
+            compute = worker_compute if pod.role == "worker" else master_compute
+            limits[pod.name] = pod_limits(compute)
+        join = " ".join(cgroups.procs_files(f"{run_id}/{pod.name}"))
+        for rank in (r for r in pod.ranks if r >= 0):
+            rank_env[str(rank)] = {**rank_env.get(str(rank), {}), JOIN_VAR: join}
+    return limits
+
+
 def plan_launch(
     request: BackendRequest,
     *,
@@ -188,23 +265,9 @@ def plan_launch(
     own node may be pinned to; ``busy_cpus``: those other runs' pods hold;
     ``cgroups``: this machine's hierarchy, when each pod gets a cgroup."""
     spec, dist = request.spec, request.spec.spec
-    framework = spec.registered_framework
-    if framework is None:
-        runnable = " and ".join(f.spec_name for f in frameworks.all_frameworks())
-        raise InvalidSpec(
-            f"the local backend runs {runnable} workloads, not {spec.framework.value}",
-            "spec.distributedFramework",
-        )
+    framework = _framework(spec)
     master = spec.master()
-    argv = master.argv()
-    if not argv and not dist.interactive:
-        raise InvalidSpec(
-            "no command given: set command (and args), or submit an interactive workload",
-            "spec.command",
-        )
-    command = resolve_command(argv, python) if argv else []
-    if dist.interactive:  # pods outlive their command, for bash/exec
-        command = keepalive_argv(python, command)
+    command = _command(master.argv(), dist.interactive, python)
     workers = dist.num_workers
     world = framework.world_size(workers, dist.slots_per_worker)
     if where.max_ranks is not None and world > where.max_ranks:
@@ -214,30 +277,11 @@ def plan_launch(
             "spec.numWorkers",
         )
     run_dir = request.run_dir.rstrip("/") or "/"
-    env = {
-        **master.env(),
-        "RINGLEADER_WORKLOAD_ID": request.workload_id,
-        "RINGLEADER_WORKLOAD_NAME": request.name,
-        "RINGLEADER_PROJECT": request.project,
-        # Run:ai's names (README "Pod environment"); JOB_* are generic: a spec's own win.
-        "RUNAI_JOB_NAME": request.name,
-        "RUNAI_PROJECT": request.project,
-        "RUNAI_MPI_NUM_WORKERS": str(workers),
-        **request.pod_env,
-    }
-    env.setdefault("JOB_NAME", request.name)
-    env.setdefault("JOB_UUID", request.workload_id)
+    run_as = request.run_as
     # Survives restarts, preemptions and resumes: the run dir is kept (runtime.checkpoint).
     # A workload running as its account gets a directory of its own in the account's home.
-    run_as = request.run_as
     own_dir = account_dir(run_as, request.workload_id) if run_as is not None else run_dir
-    env.setdefault(CHECKPOINT_DIR, f"{own_dir}/checkpoints")
-    # runtime.report's records (read by services.metrics): always ours, never the spec's.
-    env[METRICS_DIR] = f"{own_dir}/metrics"
-    if run_as is not None:  # its own identity, never the server's (set last: not the spec's)
-        env.update(HOME=run_as.home, USER=run_as.name, LOGNAME=run_as.name)
-        if not run_as.sudo:  # a root agent gives each pod a /tmp of its own (launch/podns)
-            env.setdefault("TMPDIR", "/tmp")
+    env = workload_env(request, master.env(), workers, own_dir)
     layout = spec.pod_layout(request.name)
     ranks = framework.pod_ranks(workers, dist.slots_per_worker)
     placements = request.placements
@@ -260,16 +304,10 @@ def plan_launch(
     run_id = f"rl-{request.workload_id}"
     limits: dict[str, Limits] = {}
     if cgroups is not None:
-        from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
+        from ringleader.server.backends.local.cgroups import join_argv
 
         command = join_argv(command)
-        for pod in pods:  # mpirun's pod has none: it stays with the supervisor (above)
-            if any(rank >= 0 for rank in pod.ranks):
-                compute = dist.compute if pod.role == "worker" else master.compute
-                limits[pod.name] = pod_limits(compute)
-            join = " ".join(cgroups.procs_files(f"{run_id}/{pod.name}"))
-            for rank in (r for r in pod.ranks if r >= 0):
-                rank_env[str(rank)] = {**rank_env.get(str(rank), {}), JOIN_VAR: join}
+        limits = _into_cgroups(pods, cgroups, run_id, rank_env, dist.compute, master.compute)
     hosts = (
         where.hosts(sorted(pods, key=lambda p: p.ranks[0]), request)
         if where.hosts is not None
