@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -129,8 +130,10 @@ def test_every_command_names_an_unreachable_server_in_two_lines(tmp_path: Path) 
         RINGLEADER_CLIENT_SECRET="not-a-secret",
     )
     failures = []
-    for path, args in sorted(SERVER_COMMANDS.items()):
-        result = run_cli(*path, *args, env=env, timeout=60)
+    commands = sorted(SERVER_COMMANDS.items())
+    with ThreadPoolExecutor(4) as pool:  # independent processes: most of each is start-up
+        results = list(pool.map(lambda c: run_cli(*c[0], *c[1], env=env, timeout=60), commands))
+    for (path, _args), result in zip(commands, results, strict=True):
         lines = result.stderr.strip().splitlines()
         ok = (
             result.returncode == ServerUnreachable.exit_code
