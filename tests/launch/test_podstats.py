@@ -16,7 +16,8 @@ import pytest
 from ringleader.launch import podstats
 from ringleader.launch.plan import RANK_ENV
 from ringleader.runtime.metrics import METRICS_DIR
-from ringleader.server.backends.local.cgroups import JOIN_VAR, detect, join_argv
+from ringleader.server.backends.local.cgroup_versions import detect
+from ringleader.server.backends.local.cgroups import JOIN_VAR, join_argv
 from tests.conftest import require, wait_until
 
 # Allocates and touches 64 MiB, says so, then burns CPU until killed.

@@ -19,7 +19,7 @@ def test_every_kind_runs_on_a_registered_backend_and_has_words() -> None:
     for name, kind in node_kinds.KINDS.items():
         assert kind.backend in REGISTRY, name
         assert UI_LABELS[name].startswith(name)
-    assert LOCAL_KINDS == {"local", "simulated"} and ENGINE_KINDS == {"slurm"}
+    assert {"local", "simulated"} == LOCAL_KINDS and {"slurm"} == ENGINE_KINDS
     assert node_kinds.backend_for("ssh") == "ssh" and node_kinds.backend_for("slurm") == "slurm"
     assert node_kinds.backend_for("local") is None and node_kinds.backend_for("nope") is None
     assert node_kinds.reached_by_ssh("ssh") and not node_kinds.reached_by_ssh("local")

@@ -51,7 +51,11 @@ def _case(session: Session, phase: str, pod_phase: str) -> Workload:
     return session.get(Workload, workload.id)  # type: ignore[return-value]
 
 
-SPEC = {"name": "train", "projectId": "p", "spec": {"command": "true", "numWorkers": 1, "backoffLimit": 1}}
+SPEC = {
+    "name": "train",
+    "projectId": "p",
+    "spec": {"command": "true", "numWorkers": 1, "backoffLimit": 1},
+}
 CASES = list(itertools.product(WORKLOAD_PHASES, POD_PHASES, REPORTS, POD_PHASES, [0, 1]))
 
 

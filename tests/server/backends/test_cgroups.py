@@ -17,16 +17,8 @@ import pytest
 from ringleader.launch.detached import write_json_atomic
 from ringleader.server.backends.base import BackendRequest
 from ringleader.server.backends.local import LocalBackend
-from ringleader.server.backends.local.cgroups import (
-    JOIN_VAR,
-    CgroupV1,
-    CgroupV2,
-    Limits,
-    Usage,
-    detect,
-    join_argv,
-    own_cgroups,
-)
+from ringleader.server.backends.local.cgroup_versions import CgroupV1, CgroupV2, detect, own_cgroups
+from ringleader.server.backends.local.cgroups import JOIN_VAR, Limits, Usage, join_argv
 from tests.conftest import require, wait_until
 from tests.helpers.cgroups import (
     cgroup_dirs,

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from ringleader.server.backends.local import LocalBackend
-from ringleader.server.backends.local.cgroups import ROOT_VAR, V2_LIMITING, CgroupV2, detect
+from ringleader.server.backends.local.cgroup_versions import CgroupV2, detect
+from ringleader.server.backends.local.cgroups import ROOT_VAR, V2_LIMITING
 from tests.conftest import require, wait_until
 from tests.helpers.cgroups import (
     cgroup_dirs,

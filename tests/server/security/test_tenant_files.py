@@ -182,7 +182,7 @@ def _assert_supervisor_memory_is_bounded(workload_id: str) -> None:
     """The root agent and supervisor live in a cgroup with a memory limit: whatever a
     tenant's files make them do, they cannot take the host's memory."""
     from ringleader.server.backends.local import SUPERVISOR_LIMITS, LocalBackend
-    from ringleader.server.backends.local.cgroups import CgroupV1
+    from ringleader.server.backends.local.cgroup_versions import CgroupV1
 
     hierarchy = LocalBackend().cgroups
     if hierarchy is None:

@@ -306,7 +306,7 @@ def test_cgroups_are_made_root_only_and_handed_to_the_pods_group_alone(tmp_path:
     top = tmp_path / "unified"
     top.mkdir()
     (top / "cgroup.controllers").write_text("")
-    from ringleader.server.backends.local.cgroups import CgroupV2
+    from ringleader.server.backends.local.cgroup_versions import CgroupV2
 
     tree: Hierarchy = CgroupV2({"unified": top / "ringleader"})
     tree.create(".")

@@ -76,6 +76,7 @@ from ringleader.server.backends.base import (
     LogLine,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
+from ringleader.server.backends.local.cgroup_versions import detect as detect_cgroups
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.exec_target import exec_target
@@ -151,7 +152,7 @@ class LocalBackend(Backend):
         # server's environment, never its settings or secrets.
         self.environ = scoped_environ(os.environ if environ is None else environ)
         # Where each run's processes are tracked and limited (None: by environment).
-        self.cgroups: Hierarchy | None = cgroupfs.detect() if cgroups is DETECT else cgroups
+        self.cgroups: Hierarchy | None = detect_cgroups() if cgroups is DETECT else cgroups
         self._cleaned: set[Path] = set()  # runs dirs whose stale cgroups were cleaned
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
         # The cores pods may be pinned to (this process's own CPU set).
