@@ -40,7 +40,7 @@ from tests.conftest import wait_until
 from tests.server.conftest import API, SQLITE_ONLY, stop_workloads
 
 
-class ToyBackend(Backend):
+class ToyBackend(Backend[BackendRequest]):
     """A backend in a test module: every pod Running at once; ``stop`` blocks
     while ``hold`` is clear (a frozen supervisor); ``fail`` makes polls Failed."""
 

@@ -22,7 +22,7 @@ from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
 
 
-class SteadyBackend(Backend):
+class SteadyBackend(Backend[BackendRequest]):
     """Starts nothing; every poll says both pods run (or what ``phase`` says)."""
 
     name = "steady"

@@ -72,7 +72,7 @@ def probe_answer(target: str, python: str, ssh: object) -> dict[str, Any]:
     return {"cpu_cores": 4, "memory_bytes": 2**33, "gpus": [], "ringleader": "0.1.0"}
 
 
-class NullBackend(Backend):
+class NullBackend(Backend[BackendRequest]):
     """A backend that runs nothing: start hands back a handle, poll says Running."""
 
     name = "null"

@@ -20,14 +20,15 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
-import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ringleader.errors import InvalidSpec
 from ringleader.sched import DEFAULT_POOL
 from ringleader.server import node_kinds
-from ringleader.server.backends.base import Backend, PodPlacement
+from ringleader.server.backends.base import Backend, BackendContext, PodPlacement
+
+__all__ = ["REGISTRY", "Backend", "BackendChoice", "BackendContext", "BackendSet"]
 
 REGISTRY: dict[str, str] = {
     "local": "ringleader.server.backends.local.LocalBackend",
@@ -58,15 +59,6 @@ class BackendChoice:
                 "--backend",
             )
         return cls(match["name"], match["arg"] or "", match["pool"])
-
-
-@dataclass(frozen=True)
-class BackendContext:
-    """What the server gives every backend it creates."""
-
-    python: str = sys.executable
-    options: Mapping[str, object] = field(default_factory=dict)  # per-backend extras (node book)
-    pools: tuple[str, ...] = ()  # the node pools the backend serves (its nodes' pool)
 
 
 def backend_class(name: str) -> type[Backend]:

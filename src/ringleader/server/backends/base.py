@@ -23,11 +23,12 @@ and checked when a workload is submitted, not discovered by failing.
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ringleader.errors import Conflict, InvalidSpec
 from ringleader.sched import GpuShare
@@ -166,7 +167,19 @@ class ExecTarget:
     join: tuple[str, ...] = ()
 
 
-class Backend(ABC):
+@dataclass(frozen=True)
+class BackendContext:
+    """What the server gives every backend it creates."""
+
+    python: str = sys.executable
+    options: Mapping[str, object] = field(default_factory=dict)  # per-backend extras (node book)
+    pools: tuple[str, ...] = ()  # the node pools the backend serves (its nodes' pool)
+
+
+PlanT = TypeVar("PlanT")
+
+
+class Backend(ABC, Generic[PlanT]):
     """A backend: one module (or package) and one line in ``backends.registry``.
 
     Subclasses set ``name``, ``capabilities`` and ``STATES`` (native state ->
@@ -179,7 +192,7 @@ class Backend(ABC):
     STATES: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
-    def configured(cls, context: Any, arg: str = "") -> Backend:
+    def configured(cls, context: BackendContext, arg: str = "") -> Backend[Any]:
         """The instance the server runs, from its ``BackendContext`` and the ``ARG`` of
         ``--backend NAME:ARG``.  A backend that needs neither keeps this default."""
         cls.refuse_arg(arg)
@@ -213,11 +226,11 @@ class Backend(ABC):
 
     # ----- what each backend implements -------------------------------------------------
     @abstractmethod
-    def plan(self, request: BackendRequest) -> Any:
+    def plan(self, request: BackendRequest) -> PlanT:
         """Pure: the native request (argv, sbatch script, manifest) for ``request``."""
 
     @abstractmethod
-    def submit(self, plan: Any) -> str:
+    def submit(self, plan: PlanT) -> str:
         """Start exactly ``plan``; return the handle."""
 
     @abstractmethod

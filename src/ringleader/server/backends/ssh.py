@@ -28,7 +28,12 @@ from ringleader.errors import Conflict
 from ringleader.hosts import Host
 from ringleader.launch.detached import LaunchFile
 from ringleader.server import node_kinds
-from ringleader.server.backends.base import BackendRequest, Capabilities, PodPlacement
+from ringleader.server.backends.base import (
+    BackendContext,
+    BackendRequest,
+    Capabilities,
+    PodPlacement,
+)
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.planning import LocalPod, Where
 
@@ -104,7 +109,7 @@ class SSHBackend(LocalBackend):
         self.book = book or NodeBook()
 
     @classmethod
-    def configured(cls, context: Any, arg: str = "") -> SSHBackend:
+    def configured(cls, context: BackendContext, arg: str = "") -> SSHBackend:
         cls.refuse_arg(arg)
         book = context.options.get("node_book")
         return cls(python=context.python, book=book if isinstance(book, NodeBook) else None)

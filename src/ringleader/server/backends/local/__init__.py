@@ -69,6 +69,7 @@ from ringleader.launch.detached import (
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import (
     Backend,
+    BackendContext,
     BackendRequest,
     BackendStatus,
     Capabilities,
@@ -115,7 +116,7 @@ DETECT: Any = object()  # LocalBackend(cgroups=DETECT): this host's hierarchy, i
 SUPERVISOR_LIMITS = cgroupfs.Limits(memory_bytes=1 << 30)
 
 
-class LocalBackend(Backend):
+class LocalBackend(Backend[LocalPlan]):
     """Runs each workload as a detached ``ringleader.launch.detached`` here."""
 
     name: ClassVar[str] = "local"
@@ -161,7 +162,7 @@ class LocalBackend(Backend):
         )
 
     @classmethod
-    def configured(cls, context: Any, arg: str = "") -> LocalBackend:
+    def configured(cls, context: BackendContext, arg: str = "") -> LocalBackend:
         cls.refuse_arg(arg)
         return cls(python=context.python)
 

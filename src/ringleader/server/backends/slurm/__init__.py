@@ -51,6 +51,7 @@ from ringleader.launch.detached import (
 from ringleader.sched import DEFAULT_POOL
 from ringleader.server.backends.base import (
     Backend,
+    BackendContext,
     BackendRequest,
     BackendStatus,
     Capabilities,
@@ -84,7 +85,7 @@ def split_handle(handle: str) -> tuple[str, Path]:
     return job_id, Path(run_dir)
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(Backend[SlurmPlan]):
     """Each workload is one sbatch job whose first node runs its detached supervisor."""
 
     name: ClassVar[str] = "slurm"
@@ -126,7 +127,7 @@ class SlurmBackend(Backend):
         self._lock = threading.Lock()
 
     @classmethod
-    def configured(cls, context: Any, arg: str = "") -> SlurmBackend:
+    def configured(cls, context: BackendContext, arg: str = "") -> SlurmBackend:
         """From ``--backend slurm:ARG``: refuses (naming ``--backend``) a partition Slurm
         does not have, or a Slurm it cannot reach, before the server starts."""
         backend = cls(SlurmSettings.parse(arg), pools=tuple(context.pools), python=context.python)
