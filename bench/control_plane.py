@@ -158,16 +158,10 @@ class Server:
                 stderr=log,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start:\n{self.log_tail()}")
-            time.sleep(0.05)
+        from ringleader.connection import wait_healthy
+
+        if not wait_healthy(self.url, self.proc, 60):
+            raise RuntimeError(f"server did not start:\n{self.log_tail()}")
         creds = json.loads((self.home / "credentials.json").read_text())
         self.http = httpx.Client(base_url=self.url, timeout=60)
         response = self.http.post(

@@ -192,19 +192,11 @@ class BackendServer:
             self.proc = subprocess.Popen(
                 argv, env=self.env, stdout=log, stderr=log, start_new_session=True
             )
-        import httpx
+        from ringleader.connection import wait_healthy
 
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.env['RINGLEADER_URL']}/healthz", timeout=1).is_success:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                log = (self.home / "server-bench.log").read_text(errors="replace")
-                raise RuntimeError(f"the Slurm-backed server did not start:\n{log[-2000:]}")
-            time.sleep(0.05)
+        if not wait_healthy(self.env["RINGLEADER_URL"], self.proc, 60):
+            log = (self.home / "server-bench.log").read_text(errors="replace")
+            raise RuntimeError(f"the Slurm-backed server did not start:\n{log[-2000:]}")
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -150,6 +150,17 @@ def port_taken(url: str) -> bool:
     return True
 
 
+def wait_healthy(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
+    """Whether a server starting at ``url`` answers ``/healthz`` within ``timeout_s``;
+    False at once when ``proc`` (the process starting it) has exited."""
+    deadline = time.monotonic() + timeout_s
+    while not healthy(url):
+        if (proc is not None and proc.poll() is not None) or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def healthy(url: str) -> bool:
     """A ringleader server answers at ``url`` (within a second)."""
     import httpx

@@ -130,3 +130,32 @@ def test_commands_go_to_the_recorded_server_while_it_lives(
     monkeypatch.delenv("RINGLEADER_URL")
     record.write_text(json.dumps({"pid": _dead_pid(), "url": "http://127.0.0.1:8478"}))
     assert server_url(tmp_path) == LOCAL_URL  # a stale record is ignored
+
+
+def test_wait_healthy_says_false_at_once_when_the_starting_process_exits(tmp_path: Path) -> None:
+    """The one wait for a starting server (tests, benchmarks): a process that died is
+    not waited for, a server that answers is seen."""
+    import http.server
+    import threading
+
+    from ringleader.connection import wait_healthy
+    from tests.server.conftest import free_port
+
+    gone = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    gone.wait()
+    assert not wait_healthy(f"http://127.0.0.1:{free_port()}", gone, 600)  # not 600 s
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/healthz" else 404)
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert wait_healthy(f"http://127.0.0.1:{server.server_port}", None, 30)
+    finally:
+        server.shutdown()

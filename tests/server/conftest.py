@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from ringleader.connection import wait_healthy
 from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
 from ringleader.server.inventory import simulated_nodes
@@ -174,16 +174,8 @@ class ServerProcess:
             start_new_session=True,
             **({"user": account[0], "group": account[1], "extra_groups": []} if account else {}),
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError((self.home / "server-test.log").read_text())
-            time.sleep(0.05)
+        if not wait_healthy(self.url, self.proc, 60):
+            raise AssertionError((self.home / "server-test.log").read_text())
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -18,10 +18,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ringleader.client import LOCAL_URL
+from ringleader.connection import healthy
 from ringleader.launch.procs import pids_with_marker
 from tests.conftest import wait_until
 from tests.helpers.autostart import Fresh, _servers
@@ -67,10 +67,7 @@ class Home(Fresh):
 
 
 def _answers(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
+    return healthy(url)
 
 
 @pytest.fixture
