@@ -11,6 +11,13 @@ the attack. Figure: p99 under attack / p99 quiet, same server, same run.
 Target: within 1.5x for each attack and endpoint (issue 22). Writes
 bench/results/control_plane_abuse.json and .md (not with --quick).
 
+Where the attacker runs: in her own pod, as the threat model's tenant with a shell
+there would. Her workloads ask for POD_COMPUTE (half a core, at most one); each
+attack process joins the cgroups of her sleeper's rank (found by the pid it
+prints), so it gets the CPU her pod gets, no more. Where the server made no pod
+cgroups (not root, no cgroupfs) the attacker runs beside the server, and the report
+says so (``attacker_in``).
+
 Also the abuse phases of bench/control_plane.py: a token flood, and big submissions.
 
 flood: a server with its loops off (``api`` mode) holds --flood-workloads
@@ -61,6 +68,9 @@ BIG_COMMAND_BYTES = 32 * 1024  # the most a command may hold (spec.MAX_COMMAND_C
 CHUNK = 25  # GETs per quiet or flooded stretch
 RESULTS = Path(__file__).resolve().parent / "results"
 CONTROL = "busy"  # the control attack: a core spun, nothing sent (abuse_attacks.busy)
+POD_COMPUTE = {"cpuCoreRequest": 0.5, "cpuCoreLimit": 1.0}  # mallory's pods
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SLEEPER = "import os, time; print('POD-PID', os.getpid(), flush=True); time.sleep(3600)"
 
 
 def big_command(size: int = BIG_COMMAND_BYTES) -> str:
@@ -140,7 +150,11 @@ time.sleep(3600)
 class AttackProcess:
     """An attack of abuse_attacks.py in a child process: in effect, then stopped."""
 
-    def __init__(self, name: str, url: str, arg: str, quick: bool = False) -> None:
+    def __init__(
+        self, name: str, url: str, arg: str, quick: bool = False, pod: list[Path] | None = None
+    ) -> None:
+        """``pod``: the ``cgroup.procs`` files of the attacker's pod, which the process
+        joins before it has done anything (threads it starts later stay there)."""
         script = Path(__file__).resolve().parent / "abuse_attacks.py"
         self.proc = subprocess.Popen(
             [sys.executable, str(script), name, url, arg, *(["quick"] if quick else [])],
@@ -148,6 +162,8 @@ class AttackProcess:
             stdout=subprocess.PIPE,
             text=True,
         )
+        for procs in pod or []:
+            procs.write_text(f"{self.proc.pid}\n")
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != "ready":
             self.proc.kill()
@@ -185,10 +201,26 @@ def cli(server: Any, *args: str) -> str:
     return done.stdout
 
 
-def attacker(server: Any, names: list[str]) -> dict[str, str]:
+def pod_cgroups(pid: int) -> list[Path]:
+    """The ``cgroup.procs`` files that put a process where ``pid`` is: one per v1
+    hierarchy (mounted under its controllers' names), or the v2 one; none where
+    ``pid`` sits in the root (no pod cgroups on this host)."""
+    files = []
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers.startswith("name=") or path == "/":
+            continue
+        procs = CGROUP_ROOT / controllers / path.lstrip("/") / "cgroup.procs"
+        if procs.exists():
+            files.append(procs)
+    return files
+
+
+def attacker(server: Any, names: list[str]) -> tuple[dict[str, str], list[Path]]:
     """Mallory: a researcher of her own project, her token, her two workloads (one that
-    only sleeps, for follows; one that wrote 180 MB of metrics files, only when the
-    ``metrics`` attack is among ``names``)."""
+    only sleeps, for follows and for its pod's cgroups; one that wrote 180 MB of
+    metrics files, only when the ``metrics`` attack is among ``names``); each
+    attack's argument, and her pod's cgroups (``pod_cgroups``)."""
     made = cli(server, "user", "create", "mallory")
     creds = {k: re.search(rf"{k}:\s+(\S+)", made).group(1) for k in ("Client ID", "Client secret")}  # type: ignore[union-attr]
     cli(server, "project", "create", "abuse")
@@ -207,23 +239,29 @@ def attacker(server: Any, names: list[str]) -> dict[str, str]:
     def submit(name: str, command: list[str]) -> str:
         body = {"name": name, "projectId": project, "spec": {"command": shlex.join(command)}}
         body["spec"]["numWorkers"] = 1
+        body["spec"]["compute"] = POD_COMPUTE
         response = httpx.post(
             f"{server.url}/api/v1/workloads/distributed", json=body, headers=headers
         )
         response.raise_for_status()
         return response.json()["workloadId"]
 
-    sleeper = submit("sleeper", [sys.executable, "-c", "import time; time.sleep(3600)"])
+    def logged(workload: str, pattern: str, timeout: float = 600) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        logs = f"/api/v1/workloads/{workload}/logs"
+        while not (found := re.search(pattern, server.request("GET", logs).text)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{workload} never printed {pattern!r}")
+            time.sleep(0.5)
+        return found
+
+    sleeper = submit("sleeper", [sys.executable, "-c", SLEEPER])
+    pod = pod_cgroups(int(logged(sleeper, r"POD-PID (\d+)").group(1)))
     writer = "-"
     if "metrics" in names:
         writer = submit("writer", [sys.executable, "-c", WRITE_METRICS])
-        deadline = time.monotonic() + 600
-        logs = f"/api/v1/workloads/{writer}/logs"
-        while "METRICS-WRITTEN" not in server.request("GET", logs).text:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the metrics writer did not finish")
-            time.sleep(0.5)
-    return {
+        logged(writer, "METRICS-WRITTEN")
+    arguments = {
         "token_flood": json.loads((server.home / "credentials.json").read_text())["clientId"],
         "big_body": "-",
         "many_keys": f"{token} {project}",
@@ -232,10 +270,17 @@ def attacker(server: Any, names: list[str]) -> dict[str, str]:
         "metrics": f"{token} {writer}",
         "busy": "-",
     }
+    return arguments, pod
 
 
 def under_attack(
-    server: Any, name: str, arg: str, requests: int, percentile: Any, quick: bool = False
+    server: Any,
+    name: str,
+    arg: str,
+    requests: int,
+    percentile: Any,
+    quick: bool = False,
+    pod: list[Path] | None = None,
 ) -> dict[str, Any]:
     """Both endpoints quiet and attacked, interleaved in two chunks each; p99 ratios."""
     quiet: dict[str, list[float]] = {e: [] for e in ENDPOINTS}
@@ -248,7 +293,7 @@ def under_attack(
             got, errors = timed(server, path, half)
             quiet[endpoint] += got
             failed[f"{endpoint} quiet"] += errors
-        attack = AttackProcess(name, server.url, arg, quick)
+        attack = AttackProcess(name, server.url, arg, quick, pod)
         try:
             for endpoint, path in ENDPOINTS.items():
                 got, errors = timed(server, path, half)
@@ -278,19 +323,27 @@ def table(report: dict[str, Any]) -> str:
         f"{report['date']}, {report['machine']}; {report['requests']} GETs per endpoint "
         "quiet and as many under each attack, interleaved; target: p99 under attack within "
         f"{TARGET_RATIO}x of quiet. `busy` is the control: one core spun by a process "
-        "that sends nothing, what any attacker on this machine costs by being here.",
+        "that sends nothing, what any attacker on this machine costs by being here. "
+        f"The attacker runs in {', '.join(f'{k}: {v}' for k, v in report['attacker_in'].items())}, "
+        f"which ask for {POD_COMPUTE}. `vs busy`: attacked p99 / p99 beside the control, "
+        "what the attack costs beyond any process's presence.",
         "",
-        "| database | attack | /healthz p99 quiet / attacked (ms) | ratio | list p99 quiet / "
-        "attacked (ms) | ratio | failed GETs | attacker's answers |",
-        "|---|---|---|---|---|---|---|---|",
+        "| database | attack | /healthz p99 quiet / attacked (ms) | ratio | vs busy | "
+        "list p99 quiet / attacked (ms) | ratio | vs busy | failed GETs | attacker's answers |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def vs(r: dict[str, Any]) -> str:
+        return f"{r['p99_vs_control']:.2f}x" if "p99_vs_control" in r else "-"
+
     for kind, attacks in report["results"].items():
         for name, r in attacks.items():
             h, li = r["healthz"], r["list"]
             lines.append(
                 f"| {kind} | {name} | {h['quiet_p99_ms']:.1f} / {h['attacked_p99_ms']:.1f} | "
-                f"{h['p99_ratio']:.2f}x | {li['quiet_p99_ms']:.1f} / {li['attacked_p99_ms']:.1f} | "
-                f"{li['p99_ratio']:.2f}x | {h['failed'] + li['failed']} | "
+                f"{h['p99_ratio']:.2f}x | {vs(h)} | "
+                f"{li['quiet_p99_ms']:.1f} / {li['attacked_p99_ms']:.1f} | "
+                f"{li['p99_ratio']:.2f}x | {vs(li)} | {h['failed'] + li['failed']} | "
                 + ", ".join(f"{k}: {v}" for k, v in r["attacker_answers"].items())
                 + " |"
             )
@@ -338,10 +391,13 @@ def main() -> int:
             server = Server(home, url, "real")
             server.start()
             try:
-                arguments = attacker(server, names)
+                arguments, pod = attacker(server, names)
+                report.setdefault("attacker_in", {})[kind] = (
+                    "her pod's cgroups" if pod else "the server's cgroup (no pod cgroups)"
+                )
                 for name in names:
                     result = under_attack(
-                        server, name, arguments[name], args.requests, percentile, args.quick
+                        server, name, arguments[name], args.requests, percentile, args.quick, pod
                     )
                     report["results"].setdefault(kind, {})[name] = result
                     print(
@@ -355,6 +411,13 @@ def main() -> int:
         dbs.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     report["loadavg_after"] = os.getloadavg()
+    for attacks in report["results"].values():
+        if CONTROL in attacks:
+            for r in attacks.values():
+                for e in ENDPOINTS:
+                    r[e]["p99_vs_control"] = (
+                        r[e]["attacked_p99_ms"] / attacks[CONTROL][e]["attacked_p99_ms"]
+                    )
     report["meets_target"] = all(
         r[e]["meets_target"]
         for a in report["results"].values()
