@@ -4,15 +4,15 @@ Why this module: ``ringleader launch -n 2 -- python train.py`` must start in
 a fraction of a second, like ``mpirun``.  Typer builds its commands with
 pydantic (~0.15 s of imports before a rank starts), so the entry point
 (``cli/main.py``) hands launch's common forms to :func:`parse_quick`, which
-reads exactly the options ``cli/launch.py`` declares, and runs them with
+reads exactly the options ``launch_args`` declares, and runs them with
 :func:`run` on the standard library alone.  Anything it does not read with
 certainty (``--help``, a bad number, an unknown option, no ``--``) goes to
 the Typer command, which gives the usual help and errors and calls the
 same :func:`run`.
 
 Invariant: for every argv ``parse_quick`` accepts, Typer reads the same
-values (``tests/launch/test_light.py`` checks both on a set of argvs, and
-that ``OPTIONS`` matches the Typer command's options flag for flag).
+values (``tests/launch/test_light.py`` checks both on a set of argvs): both are
+built from the one declaration of the options, ``launch_args.LaunchArgs``.
 """
 
 from __future__ import annotations
@@ -25,54 +25,19 @@ import sys
 
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch import frameworks, prestart
-from ringleader.launch.launch_args import LaunchArgs, parse_ranks
+from ringleader.launch.launch_args import OPTIONS, LaunchArgs, parse_ranks
 from ringleader.launch.options import build_spec, parse_env
 from ringleader.launch.output import ConsoleSink
 from ringleader.launch.result import render_summary
 from ringleader.launch.ssh import SSHOptions
 
-__all__ = ["LaunchArgs", "parse_quick", "parse_ranks", "run"]
+__all__ = ["OPTIONS", "LaunchArgs", "parse_quick", "parse_ranks", "run"]
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from ringleader.slurm.allocation import Allocation
 
 
-# flag -> (LaunchArgs field, how its value reads): "int", "float", "str", "flag"
-# or "list" (repeatable).  The same flags as cli/launch.py's Typer options.
-OPTIONS: dict[str, tuple[str, str]] = {
-    "-n": ("nproc", "int"),
-    "--nproc": ("nproc", "int"),
-    "--np": ("nproc", "int"),
-    "--hostfile": ("hostfile", "str"),
-    "-H": ("hosts", "str"),
-    "--hosts": ("hosts", "str"),
-    "--nproc-per-node": ("nproc_per_node", "int"),
-    "--framework": ("framework", "str"),
-    "--max-restarts": ("max_restarts", "int"),
-    "--grace": ("grace", "float"),
-    "--network-interface": ("network_interface", "str"),
-    "--log-dir": ("log_dir", "str"),
-    "--ranks": ("ranks", "str"),
-    "--no-prefix": ("no_prefix", "flag"),
-    "-e": ("env", "list"),
-    "--env": ("env", "list"),
-    "--run-id": ("run_id", "str"),
-    "--ssh-config": ("ssh_config", "str"),
-    "--no-slurm": ("no_slurm", "flag"),
-    "--slurm": ("slurm", "flag"),
-    "-N": ("nodes", "int"),
-    "--nodes": ("nodes", "int"),
-    "--partition": ("partition", "str"),
-    "--time": ("time", "str"),
-    "--gpus-per-node": ("gpus_per_node", "int"),
-    "--account": ("account", "str"),
-    "--sbatch-arg": ("sbatch_arg", "list"),
-    "--output": ("output", "str"),
-    "--detach": ("detach", "flag"),
-    "--dry-run": ("dry_run", "flag"),
-    "--slurm-attach": ("slurm_attach", "str"),
-}
 _INT = re.compile(r"[0-9]+")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
 

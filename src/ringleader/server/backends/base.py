@@ -36,6 +36,7 @@ from ringleader.server.phases import UNKNOWN
 from ringleader.spec import WorkloadSpec
 
 if TYPE_CHECKING:
+    from ringleader.server.backends.ssh import NodeBook
     from ringleader.server.inventory import NodeDecl
 
 
@@ -172,7 +173,7 @@ class BackendContext:
     """What the server gives every backend it creates."""
 
     python: str = sys.executable
-    options: Mapping[str, object] = field(default_factory=dict)  # per-backend extras (node book)
+    node_book: NodeBook | None = None  # the SSH nodes' login targets (the SSH backend's)
     pools: tuple[str, ...] = ()  # the node pools the backend serves (its nodes' pool)
 
 

@@ -111,8 +111,7 @@ class SSHBackend(LocalBackend):
     @classmethod
     def configured(cls, context: BackendContext, arg: str = "") -> SSHBackend:
         cls.refuse_arg(arg)
-        book = context.options.get("node_book")
-        return cls(python=context.python, book=book if isinstance(book, NodeBook) else None)
+        return cls(python=context.python, book=context.node_book)
 
     def where(self) -> Where:
         return Where(hosts=self._hosts, restarts_in_place=self.capabilities.restarts_in_place)
