@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -27,8 +28,9 @@ from sqlalchemy.orm import Session
 from ringleader import __version__
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
-from ringleader.server import auth, inventory, limits, node_kinds, ui
+from ringleader.server import admission, auth, inventory, limits, node_kinds, ui
 from ringleader.server.accounts import accounts_for
+from ringleader.server.admission import Admission
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend
 from ringleader.server.backends.ssh import NodeBook, SSHNode
@@ -137,6 +139,7 @@ def _lifespan(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        anyio.to_thread.current_default_thread_limiter().total_tokens = admission.THREADS
         app.state.cluster = clusters.load_or_create(config.data_dir)  # its UUID is stable
         upgrade(url)
         database = open_database(url)
@@ -235,11 +238,13 @@ def _handlers_and_limits(app: FastAPI, config: ServerConfig) -> None:
         timeout_s=config.body_timeout_s,
         session_cookie=SESSION_COOKIE,
     )
+    # Outermost: a request waits here, holding nothing, before anything reads it.
+    app.add_middleware(Admission, session_cookie=f"{SESSION_COOKIE}=".encode())
 
 
 def _routes(app: FastAPI) -> None:
     @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:  # on the loop: no worker thread to wait for
         return {"status": "ok", "version": __version__}
 
     app.include_router(auth_routes.router)

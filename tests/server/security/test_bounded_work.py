@@ -5,8 +5,10 @@ workloads run as per-user OS accounts (``tests/fixtures/tenants.py``), restarted
 once for this module with small bounds (``BOUNDS``) so that the caps are reached
 with small inputs: a huge body or spec (a small 422 naming the first errors while
 ``/healthz`` answers), many ``logs?follow`` streams (429 past the cap; others'
-requests and the database pool unharmed), half a request header (closed), and a
-workload printing past the log cap (rotated, bounded on disk, said in describe).
+requests and the database pool unharmed), a flood of ordinary requests from one
+tenant (429 past admission's bounds, no 5xx, others served), half a request header
+(closed), and a workload printing past the log cap (rotated, bounded on disk, said
+in describe).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
+from collections import Counter
 from collections.abc import Iterator
 
 import httpx
@@ -180,6 +184,62 @@ def test_follows_are_capped_per_user_and_do_not_starve_others(bounded: Site) -> 
     log = (bounded.server.home / "server-test.log").read_text(errors="replace")
     assert "QueuePool limit" not in log and "TimeoutError" not in log, log[-2000:]
     bounded.as_user(greedy, "delete", "follower")
+
+
+FLOOD_THREADS = 150  # the issue's count; past admission's 40 worker threads
+FLOOD_EACH = 4
+
+
+def test_a_flood_of_requests_from_one_tenant_gets_429s_not_500s_and_others_are_served(
+    bounded: Site,
+) -> None:
+    """150 connections of one tenant each send ordinary requests back to back (a
+    missing workload's logs: a 404 after a token check).  This used to hold every
+    worker thread on a database connection that waiting requests held: 500s from the
+    pool's time-out, /healthz and the reconciler stalled.  Now: only 200/404/429
+    answers (429s saying why, with Retry-After), another user lists and submits
+    meanwhile, and the server log has no pool time-out."""
+    greedy, other = bounded.user("flooder"), bounded.user("bystander")
+    bearer = bounded.token(greedy)
+    statuses: Counter[int] = Counter()
+    refusals: list[httpx.Response] = []
+    lock = threading.Lock()
+    started = threading.Barrier(FLOOD_THREADS + 1)
+
+    def flood() -> None:
+        headers = {"Authorization": f"Bearer {bearer}"}
+        with httpx.Client(base_url=bounded.server.url, headers=headers, timeout=120) as http:
+            started.wait()
+            for _ in range(FLOOD_EACH):
+                answer = http.get("/api/v1/workloads/no-such-workload/logs")
+                with lock:
+                    statuses[answer.status_code] += 1
+                    if answer.status_code == 429 and len(refusals) < 3:
+                        refusals.append(answer)
+
+    threads = [threading.Thread(target=flood) for _ in range(FLOOD_THREADS)]
+    for thread in threads:
+        thread.start()
+    started.wait()
+    healthz(bounded)
+    theirs = bounded.submit(other, "bystanders-job", "sh", "-c", "echo served")
+    assert bounded.wait_logs("bystanders-job", "served")
+    listed = httpx.get(
+        f"{bounded.server.url}/api/v1/workloads",
+        headers={"Authorization": f"Bearer {bounded.token(other)}"},
+        timeout=120,
+    )
+    assert listed.status_code == 200 and theirs in listed.text
+    for thread in threads:
+        thread.join()
+    assert set(statuses) <= {404, 429}, statuses
+    assert sum(statuses.values()) == FLOOD_THREADS * FLOOD_EACH
+    assert statuses[404] and statuses[429], statuses
+    for refusal in refusals:
+        assert refusal.headers["retry-after"] == "1"
+        assert "too many requests at once from this caller" in refusal.json()["message"]
+    log = (bounded.server.home / "server-test.log").read_text(errors="replace")
+    assert "QueuePool limit" not in log and "Exception in ASGI" not in log, log[-2000:]
 
 
 def read_answer_after_head(sock: socket.socket, head: bytes) -> tuple[int, bytes]:
