@@ -87,15 +87,9 @@ def doctor(
 
     from ringleader.cluster import busbw
     from ringleader.cluster import doctor as doc
-    from ringleader.errors import InvalidSpec
     from ringleader.launch.ssh import SSHOptions
 
-    size_list = [s for s in sizes.split(",") if s.strip()]
-    try:
-        for size in size_list:
-            busbw.parse_size(size)
-    except ValueError as exc:
-        raise InvalidSpec(str(exc), "--sizes") from None
+    size_list = _checked_sizes(sizes)
     picked = pick_host_list(hosts, hostfile)
     targets = [(h.ssh, h.ssh) for h in picked]
     plan = doc.Plan(
@@ -118,26 +112,45 @@ def doctor(
             interface=network_interface,
         )
     if as_json:
-        out = {
-            "ok": all(r.ok for r in reports) and not (measured and measured.error),
-            "hosts": [
-                {
-                    "host": r.host,
-                    "ok": r.ok,
-                    "checks": {k: vars(c) for k, c in r.checks.items()},
-                    "facts": r.facts,
-                }
-                for r in reports
-            ],
-            "bandwidth": vars(measured) if measured else None,
-        }
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        sys.stdout.write(json.dumps(_json_report(reports, measured), indent=2) + "\n")
     else:
         _doctor_table(reports, doc.CHECKS)
         if measured:
             _bandwidth_table(measured, len(picked))
     if not all(r.ok for r in reports) or (measured and measured.error):
         raise typer.Exit(1)
+
+
+def _checked_sizes(sizes: str) -> list[str]:
+    """``--sizes`` as a list, each a size ``busbw`` reads; InvalidSpec naming it if not."""
+    from ringleader.cluster import busbw
+    from ringleader.errors import InvalidSpec
+
+    size_list = [s for s in sizes.split(",") if s.strip()]
+    try:
+        for size in size_list:
+            busbw.parse_size(size)
+    except ValueError as exc:
+        raise InvalidSpec(str(exc), "--sizes") from None
+    return size_list
+
+
+def _json_report(reports: list[Any], measured: Any) -> dict[str, Any]:
+    """``doctor --json``'s document: the verdict, each host's checks and facts, the
+    bandwidth measured (None when it was not)."""
+    return {
+        "ok": all(r.ok for r in reports) and not (measured and measured.error),
+        "hosts": [
+            {
+                "host": r.host,
+                "ok": r.ok,
+                "checks": {k: vars(c) for k, c in r.checks.items()},
+                "facts": r.facts,
+            }
+            for r in reports
+        ],
+        "bandwidth": vars(measured) if measured else None,
+    }
 
 
 def _bandwidth_table(measured: Any, ranks: int) -> None:

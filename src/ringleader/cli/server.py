@@ -19,149 +19,54 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from ringleader.cli.server_options import (
+    BackendOption,
+    BodyTimeoutOption,
+    DataDirOption,
+    HeaderTimeoutOption,
+    HostOption,
+    LocalNodeOption,
+    MaxBodyBytesOption,
+    MaxFollowsPerUserOption,
+    MaxLogBytesOption,
+    NodesFileOption,
+    PlacementOption,
+    PortOption,
+    RunAsOption,
+    RunAsTemplateOption,
+    SimulateNodesOption,
+    SshConfigOption,
+    WorkloadPythonOption,
+)
 from ringleader.home import HomeLock, ServerRunning, local_url
 from ringleader.server.config import DEFAULT_PORT, ServerConfig, home_dir
 
 if TYPE_CHECKING:
     from ringleader.server.backends.base import Backend
-NODES_PANEL = "Nodes"  # a panel of its own: its on/off flag's second column narrows the help
 
 
 def server(
-    host: str = typer.Option(
-        "127.0.0.1",
-        "--host",
-        metavar="ADDRESS",
-        help="Address to listen on (default: this machine only).",
-    ),
-    port: int = typer.Option(DEFAULT_PORT, "--port", metavar="PORT", help="Port to listen on."),
-    data_dir: str = typer.Option(
-        None,
-        "--data-dir",
-        metavar="DIR",
-        help="State directory (default $RINGLEADER_HOME or ~/.ringleader).",
-    ),
-    simulate_nodes: str = typer.Option(
-        None,
-        "--simulate-nodes",
-        metavar="NODES",
-        rich_help_panel=NODES_PANEL,
-        help="Place pods on declared simulated nodes instead of this machine:"
-        " NxMgpu[:MEM]\\[@POOL], comma-separated (4x8gpu: sim-0..sim-3 with 8 GPUs of 80G)."
-        " Their pods run here.",
-    ),
-    nodes_file: str = typer.Option(
-        None,
-        "--nodes-file",
-        metavar="FILE",
-        rich_help_panel=NODES_PANEL,
-        help="A YAML inventory of simulated nodes: a list of {name, gpus, gpuMemory, cpu, memory,"
-        " pool, labels}.",
-    ),
-    placement: str = typer.Option(
-        "binpack",
-        "--placement",
-        metavar="POLICY",
-        rich_help_panel=NODES_PANEL,
-        help="How the scheduler picks nodes: a placement policy (binpack, spread or one"
-        " registered in ringleader.sched.policies).",
-    ),
-    local_node: bool = typer.Option(
-        True,
-        "--local-node/--no-local-node",
-        rich_help_panel=NODES_PANEL,
-        help="Whether this machine is a node (off: workloads run only on nodes added with"
-        " `ringleader nodes add`).",
-    ),
-    ssh_config: str = typer.Option(
-        None,
-        "--ssh-config",
-        metavar="FILE",
-        rich_help_panel=NODES_PANEL,
-        help="ssh config file for SSH nodes (probes, heartbeats, launches; also"
-        " $RINGLEADER_SSH_CONFIG).",
-    ),
-    backend: list[str] = typer.Option(
-        [],
-        "--backend",
-        metavar="BACKEND",
-        rich_help_panel=NODES_PANEL,
-        help="NAME[:ARG]\\[@POOL]: the backend that runs a node pool's work (repeatable): local,"
-        " ssh, slurm:PARTITION (a Slurm partition's nodes and sbatch jobs), or a backend class's"
-        " dotted path; without @POOL, the default for pools not named. Default: local (and ssh"
-        " for gangs on SSH nodes).",
-    ),
-    max_body_bytes: int = typer.Option(
-        4 * 1024 * 1024,
-        "--max-body-bytes",
-        metavar="BYTES",
-        min=1024,
-        help="Refuse request bodies larger than this with 413 (default 4 MiB).",
-    ),
-    max_follows_per_user: int = typer.Option(
-        8,
-        "--max-follows-per-user",
-        metavar="N",
-        min=1,
-        help="Open `logs --follow` streams a user may have at once; the next is refused"
-        " with 429 (default 8).",
-    ),
-    header_timeout: float = typer.Option(
-        10.0,
-        "--header-timeout",
-        metavar="SECONDS",
-        min=0.1,
-        help="Close a connection that has not sent a whole request header within this"
-        " (default 10): half-open connections cannot pile up.",
-    ),
-    body_timeout: float = typer.Option(
-        60.0,
-        "--body-timeout",
-        metavar="SECONDS",
-        min=0.1,
-        help="Answer 408 to a request whose body has not arrived whole within this of its"
-        " header (default 60).",
-    ),
-    max_log_bytes: int = typer.Option(
-        64 * 1024 * 1024,
-        "--max-log-bytes",
-        metavar="BYTES",
-        min=4096,
-        help="Each rank's log (stdout, stderr) in the data directory: past this it is"
-        " rotated to FILE.1, the older output dropped, and `describe` says so"
-        " (default 64 MiB).",
-    ),
-    run_as: str = typer.Option(
-        None,
-        "--run-as",
-        metavar="user|account:NAME|server",
-        help="Who workloads run as: user (an unprivileged OS account of the submitter: its"
-        " osUser, else --run-as-template, created on first use; needs a root server; the"
-        " default as root), account:NAME (every workload as the existing OS account NAME;"
-        " a non-root server goes through sudo and refuses to start without the sudoers rule"
-        " it prints) or server (the server's own user, which can read the server's files:"
-        " the default when not root).",
-    ),
-    run_as_template: str = typer.Option(
-        "rl-{user}",
-        "--run-as-template",
-        metavar="TEMPLATE",
-        help="The OS account of a user without an osUser, from the ringleader user name"
-        " (made a POSIX name; created with useradd on first use).",
-    ),
-    workload_python: str = typer.Option(
-        None,
-        "--workload-python",
-        metavar="PATH",
-        help="The interpreter for `python` in workload commands and interactive pods"
-        " (default: the server's); with --run-as user, unprivileged users must be able to run"
-        " it (e.g. /usr/bin/python3); with account:NAME and no root, it must import"
-        " ringleader without PYTHONPATH (sudo passes none): a venv of /usr/bin/python3.",
-    ),
+    host: HostOption = "127.0.0.1",
+    port: PortOption = DEFAULT_PORT,
+    data_dir: DataDirOption = None,
+    simulate_nodes: SimulateNodesOption = None,
+    nodes_file: NodesFileOption = None,
+    placement: PlacementOption = "binpack",
+    local_node: LocalNodeOption = True,
+    ssh_config: SshConfigOption = None,
+    backend: BackendOption = None,
+    max_body_bytes: MaxBodyBytesOption = 4 * 1024 * 1024,
+    max_follows_per_user: MaxFollowsPerUserOption = 8,
+    header_timeout: HeaderTimeoutOption = 10.0,
+    body_timeout: BodyTimeoutOption = 60.0,
+    max_log_bytes: MaxLogBytesOption = 64 * 1024 * 1024,
+    run_as: RunAsOption = None,
+    run_as_template: RunAsTemplateOption = "rl-{user}",
+    workload_python: WorkloadPythonOption = None,
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -186,22 +91,70 @@ def server(
 
       sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
     """
+    serve(checked_config(
+        host=host, port=port, data_dir=data_dir, simulate_nodes=simulate_nodes,
+        nodes_file=nodes_file, placement=placement, local_node=local_node,
+        ssh_config=ssh_config, backend=backend or [], max_body_bytes=max_body_bytes,
+        max_follows_per_user=max_follows_per_user, header_timeout=header_timeout,
+        body_timeout=body_timeout, max_log_bytes=max_log_bytes, run_as=run_as,
+        run_as_template=run_as_template, workload_python=workload_python,
+    ))  # fmt: skip
+
+
+def checked_config(**given: Any) -> ServerConfig:
+    """``server``'s options checked (exit 2 naming the option on a bad one) and made
+    into the ``ServerConfig`` it runs; the data directory made the server's alone."""
     from ringleader.errors import InvalidSpec
     from ringleader.sched import policies
     from ringleader.server import inventory
     from ringleader.server.backends import BackendChoice
 
+    placement = given["placement"]
     if placement not in policies.names():
         *rest, last = policies.names()
         choices = f"{', '.join(rest)} or {last}" if rest else last
         typer.echo(f"error: --placement: {placement!r} is not {choices}", err=True)
         raise typer.Exit(2)
     try:
-        nodes = inventory.declared_nodes(simulate_nodes, Path(nodes_file) if nodes_file else None)
-        backends = [BackendChoice.parse(text) for text in backend]
+        nodes_file = given["nodes_file"]
+        nodes = inventory.declared_nodes(
+            given["simulate_nodes"], Path(nodes_file) if nodes_file else None
+        )
+        backends = [BackendChoice.parse(text) for text in given["backend"]]
+        mode, python, data, account = _workloads_account(
+            given["run_as"], given["run_as_template"], given["workload_python"], given["data_dir"]
+        )
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if ssh_config := given["ssh_config"]:  # the workloads' supervisors read it from their env
+        os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
+    return ServerConfig(
+        local_node=given["local_node"],
+        data_dir=data,
+        host=given["host"],
+        port=given["port"],
+        nodes=nodes,
+        placement=placement,
+        backends=backends,
+        max_body_bytes=given["max_body_bytes"],
+        max_follows_per_user=given["max_follows_per_user"],
+        header_timeout_s=given["header_timeout"],
+        body_timeout_s=given["body_timeout"],
+        max_log_bytes=given["max_log_bytes"],
+        run_as=mode,
+        run_as_template=given["run_as_template"],
+        account=account,
+        workload_python=python,
+    )
+
+
+def _workloads_account(
+    run_as: str | None, template: str, workload_python: str | None, data_dir: str | None
+) -> tuple[str, str, Path, Any]:
+    """Who workloads run as (``--run-as`` or the default), their interpreter, the data
+    directory (made 0700) and the fixed account's record (``account:NAME``); InvalidSpec
+    naming the option when one cannot work."""
     from ringleader.server import accounts
     from ringleader.server.config import default_run_as
 
@@ -210,41 +163,17 @@ def server(
         (shutil.which(workload_python) or workload_python) if workload_python else sys.executable
     )
     data = Path(data_dir) if data_dir else home_dir()
+    accounts.check_run_as(mode, template)
+    if mode == accounts.RUN_AS_USER:
+        accounts.check_python(python)
+    # The credentials, the database and every run live here: the server's alone
+    # (made so before the workloads' account is shown it cannot read them).
+    data.mkdir(parents=True, exist_ok=True)
+    data.chmod(0o700)
     account = None
-    try:
-        accounts.check_run_as(mode, run_as_template)
-        if mode == accounts.RUN_AS_USER:
-            accounts.check_python(python)
-        # The credentials, the database and every run live here: the server's alone
-        # (made so before the workloads' account is shown it cannot read them).
-        data.mkdir(parents=True, exist_ok=True)
-        data.chmod(0o700)
-        if (name := accounts.account_name(mode)) is not None:
-            account = accounts.fixed_account(name, python, accounts.private_paths(data))
-    except InvalidSpec as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if ssh_config:  # the workloads' supervisors read it from their environment
-        os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
-    config = ServerConfig(
-        local_node=local_node,
-        data_dir=data,
-        host=host,
-        port=port,
-        nodes=nodes,
-        placement=placement,  # type: ignore[arg-type]
-        backends=backends,
-        max_body_bytes=max_body_bytes,
-        max_follows_per_user=max_follows_per_user,
-        header_timeout_s=header_timeout,
-        body_timeout_s=body_timeout,
-        max_log_bytes=max_log_bytes,
-        run_as=mode,
-        run_as_template=run_as_template,
-        account=account,
-        workload_python=python,
-    )
-    serve(config)
+    if (name := accounts.account_name(mode)) is not None:
+        account = accounts.fixed_account(name, python, accounts.private_paths(data))
+    return mode, python, data, account
 
 
 def serve(config: ServerConfig, backend: Backend | None = None) -> None:
