@@ -265,7 +265,12 @@ def test_bad_compute_resources_are_422_naming_the_field(api: API) -> None:
 
 
 def test_an_environment_fills_only_what_the_user_left_unset() -> None:
-    from ringleader.server.asset_schemas import ComputeAssetSpec, EnvironmentAssetSpec
+    from ringleader.server.asset_schemas import (
+        EnvironmentAssetSpec,
+    )
+    from ringleader.server.compute_asset_schemas import (
+        ComputeAssetSpec,
+    )
 
     env = EnvironmentAssetSpec.model_validate(
         {

@@ -27,7 +27,9 @@ from ringleader.cli.common import client, console, reports_errors
 from ringleader.errors import InvalidSpec
 
 if TYPE_CHECKING:
-    from ringleader.server.asset_schemas import ComputeAsset
+    from ringleader.server.compute_asset_schemas import (
+        ComputeAsset,
+    )
 
 COMPUTE_HELP = "Compute-resource assets: GPUs, CPU, memory per pod; named at submit (--compute)."
 compute_app = typer.Typer(
@@ -101,7 +103,9 @@ def compute_create(
 
     Example: ringleader compute create small-fraction -g 0.1 --cpu 0.1 --memory 100M
     """
-    from ringleader.server.asset_schemas import ComputeCreationRequest
+    from ringleader.server.compute_asset_schemas import (
+        ComputeCreationRequest,
+    )
 
     c = client()
     spec: dict[str, Any] = {

@@ -19,6 +19,9 @@ Invariants:
   (``IGNORED_ENVIRONMENT_FIELDS``, ``IGNORED_COMPUTE_FIELDS``);
 - ``fill`` is how an asset gives a workload's pod spec what the user's own flags
   left unset: pure, no I/O, used by the CLI (``cli/submit_options.with_assets``).
+
+Compute resources' own schemas are in ``compute_asset_schemas`` (this module holds
+what every asset shares, and environments).
 """
 
 from __future__ import annotations
@@ -43,18 +46,15 @@ from ringleader.spec import (
     MAX_ENV_VARS,
     MAX_ID_CHARS,
     Command,
-    Compute,
     DirPath,
     EnvValue,
     Identifier,
     Image,
     _text,
-    bounded,
     check_env_name,
     check_env_size,
     check_name,
     check_text,
-    parse_quantity,
     stored,
 )
 from ringleader.spec import STORED as STORED  # re-exported: how clients read an asset back
@@ -356,84 +356,3 @@ class EnvironmentAsset(Wire):
 
 class EnvironmentListResponse(Wire):
     entries: list[EnvironmentAsset]
-
-
-# ----- compute -------------------------------------------------------------------
-
-GPU_FIELDS = (
-    "gpu_devices_request",
-    "gpu_request_type",
-    "gpu_portion_request",
-    "gpu_portion_limit",
-    "gpu_memory_request",
-    "gpu_memory_limit",
-)
-
-
-def _quantity(text: str | None) -> str | None:
-    if text is not None:
-        parse_quantity(text)
-    return text
-
-
-class ExtendedResource(_AssetWire):
-    resource: ShortText | None = None
-    quantity: Annotated[str, bounded(64), AfterValidator(_quantity)] | None = None
-    exclude: bool | None = None
-
-
-class ComputeAssetSpec(Compute):
-    """Run:ai's ``ComputeAssetSpec``: a workload's compute block, plus two fields
-    accepted and stored but not applied (``extendedResources``, ``largeShmRequest``)."""
-
-    extended_resources: list[ExtendedResource] | None = Field(
-        default=None, max_length=MAX_LIST_ITEMS
-    )
-    large_shm_request: bool | None = None
-
-    @model_validator(mode="after")
-    def _request_type_has_its_amount(self) -> ComputeAssetSpec:
-        kind = self.gpu_request_type
-        if kind == "portion" and self.gpu_portion_request is None:
-            raise ValueError("gpuPortionRequest is required when gpuRequestType is portion")
-        if kind == "memory" and self.gpu_memory_request is None:
-            raise ValueError("gpuMemoryRequest is required when gpuRequestType is memory")
-        if kind != "portion" and self.gpu_portion_request is not None:
-            raise ValueError("gpuPortionRequest needs gpuRequestType portion")
-        if kind != "memory" and self.gpu_memory_request is not None:
-            raise ValueError("gpuMemoryRequest needs gpuRequestType memory")
-        return self
-
-    def fill(self, compute: dict[str, Any]) -> dict[str, Any]:
-        """``compute`` (a workload's compute block, Python names) with this resource's
-        values where the user gave none. A GPU request is one unit: any GPU value the
-        user gave replaces all of this resource's GPU values; CPU and memory fields
-        are filled one by one."""
-        given = {key: value for key, value in compute.items() if value is not None}
-        applied = set(Compute.model_fields) - Compute.runai_ignored  # what a workload uses
-        mine = self.model_dump(include=applied, exclude_none=True)
-        if any(key in given for key in GPU_FIELDS):
-            mine = {key: value for key, value in mine.items() if key not in GPU_FIELDS}
-        return {**mine, **given}
-
-
-IGNORED_COMPUTE_FIELDS = ("extendedResources", "largeShmRequest")
-
-
-class ComputeCreationRequest(_AssetWire):
-    meta: AssetCreationMeta
-    spec: ComputeAssetSpec | None = None  # Run:ai's may be null: asks for nothing
-
-
-class ComputeUpdateRequest(_AssetWire):
-    meta: AssetUpdateMeta
-    spec: ComputeAssetSpec | None = None
-
-
-class ComputeAsset(Wire):
-    meta: AssetMetaOut
-    spec: ComputeAssetSpec
-
-
-class ComputeListResponse(Wire):
-    entries: list[ComputeAsset]

@@ -15,14 +15,16 @@ from sqlalchemy.orm import Session
 
 from ringleader.server.asset_schemas import (
     AssetDeleted,
-    ComputeAsset,
-    ComputeCreationRequest,
-    ComputeListResponse,
-    ComputeUpdateRequest,
     EnvironmentAsset,
     EnvironmentCreationRequest,
     EnvironmentListResponse,
     EnvironmentUpdateRequest,
+)
+from ringleader.server.compute_asset_schemas import (
+    ComputeAsset,
+    ComputeCreationRequest,
+    ComputeListResponse,
+    ComputeUpdateRequest,
 )
 from ringleader.server.deps import current_user, get_session
 from ringleader.server.models import User

@@ -35,12 +35,14 @@ from ringleader.server.asset_schemas import (
     AssetCreationMeta,
     AssetMetaOut,
     AssetUpdateMeta,
-    ComputeAsset,
-    ComputeAssetSpec,
-    ComputeListResponse,
     EnvironmentAsset,
     EnvironmentAssetSpec,
     EnvironmentListResponse,
+)
+from ringleader.server.compute_asset_schemas import (
+    ComputeAsset,
+    ComputeAssetSpec,
+    ComputeListResponse,
 )
 from ringleader.server.db import utcnow
 from ringleader.server.models import Asset, Project, User

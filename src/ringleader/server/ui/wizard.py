@@ -25,9 +25,11 @@ from sqlalchemy.orm import Session
 from ringleader.errors import Conflict, Forbidden, InvalidSpec, NotFound, RingleaderError
 from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server.asset_schemas import (
+    EnvironmentCreationRequest,
+)
+from ringleader.server.compute_asset_schemas import (
     ComputeAssetSpec,
     ComputeCreationRequest,
-    EnvironmentCreationRequest,
 )
 from ringleader.server.deps import get_session
 from ringleader.server.models import Project, User, Workload

@@ -19,7 +19,12 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 
-from ringleader.server.asset_schemas import ComputeAssetSpec, EnvironmentAssetSpec
+from ringleader.server.asset_schemas import (
+    EnvironmentAssetSpec,
+)
+from ringleader.server.compute_asset_schemas import (
+    ComputeAssetSpec,
+)
 from ringleader.spec import MAX_COMMAND_CHARS, MAX_ENV_TOTAL_CHARS, PodSpec, WorkloadSpec
 
 MASTER = "master_"  # the prefix of the master's own fields
