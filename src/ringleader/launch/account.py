@@ -11,11 +11,12 @@ everything the server does as the account comes through here:
   sudo, whose rule passes none (``env_reset``, no ``SETENV``);
 - ``prepare DIR CWD``: the workload's directories in the account's home
   (``DIR/work``, ``DIR/checkpoints``, 0700), and whether it can enter ``CWD``;
-- ``exec RUN_ID RANK -- ARGV``: an exec session, ``ARGV`` in the directory and
-  environment of the pod's live process (which only the account can read;
-  found among the account's own processes by the job's marker: through sudo
-  there is no cgroup and no spawn record, ``pod_process``);
-  ``exec --check RUN_ID RANK`` only says whether there is one;
+- ``exec RUN_ID RANK SPAWNS -- ARGV``: an exec session, ``ARGV`` in the directory
+  and environment of the pod's live process (which only the account can read;
+  through sudo there is no cgroup: found among the account's own processes by the
+  agent's spawn record, ``SPAWNS`` as ``spawns_arg`` writes it, and the process
+  tree below it, ``pod_process``); ``exec --check RUN_ID RANK SPAWNS`` only says
+  whether there is one;
 - ``sweep RUN_ID GRACE``: end every process of the run (by its marker and its
   agent's argv, the only record without a cgroup): the server cannot signal
   another account's processes; ``sweep --check RUN_ID``: is any left;
@@ -40,7 +41,7 @@ import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
 MODULE = "ringleader.launch.account"
 NOT_FOUND = 3
@@ -63,37 +64,34 @@ def sudo_rule(server: str, account: str, python: str) -> str:
 
 # ----- a pod's live process (also the server's, where it may read /proc itself) -----
 def pod_process(
-    run_id: str,
     rank: int,
     *,
     uid: int,
-    recorded: tuple[int, int] | None = None,
+    spawns: Mapping[int, tuple[int, int]] | None = None,
     members: Collection[int] | None = None,
 ) -> tuple[int, dict[str, str]] | None:
     """The pod's process that is this rank (or the launcher, mpirun), with its
-    environment, found by kernel facts: it runs as ``uid`` (the pod's account,
-    real and effective) and, where the pod has a cgroup, is one of its
-    ``members``; it is the process the agent ``recorded`` spawning (``spawned``:
-    its pid and start time) while that one lives.  Else (ranks mpirun started,
-    a rank that ended and left its children) the oldest member that is the
-    rank, else the oldest member: an environment only tells apart processes
-    already known to be the pod's.  Only without a cgroup and a record (a
-    non-root server's sudo account, whose workloads are all one account) is
-    the job's marker what finds it (README, Security)."""
-    from ringleader.launch.procs import process_environ, start_ticks
+    environment, found by kernel facts only: it runs as ``uid`` (the pod's account,
+    real and effective) and is the pod's: one of its cgroup's ``members``, or, where
+    the pod has no cgroup, the process the agent recorded spawning for the rank or
+    one below a recorded spawn (``spawns``: rank -> pid and start time, the run's
+    record; a recorded pid counts while the same process lives).  It is the rank's
+    own recorded process while that lives; else (ranks mpirun started, a rank that
+    ended and left its children) the oldest of the pod's processes that is the rank,
+    else, in a cgroup, its oldest member: an environment only tells apart processes
+    already known to be the pod's, never makes one the pod's (README, Security)."""
+    from ringleader.launch.procs import descendants, process_environ, start_ticks
     from ringleader.launch.spawned import is_spawned, runs_as
 
-    if recorded is not None:
-        pid, ticks = recorded
-        inside = members is None or pid in members
-        if inside and is_spawned(pid, ticks) and runs_as(pid, uid):
-            env = process_environ(pid)
-            if env is not None:
-                return pid, env
-    if members is None:
-        from ringleader.launch.procs import job_processes
-
-        pool: Collection[int] = job_processes(run_id)
+    spawns = spawns or {}
+    live = {r: pid for r, (pid, ticks) in spawns.items() if is_spawned(pid, ticks)}
+    mine = live.get(rank)
+    if mine is not None and (members is None or mine in members) and runs_as(mine, uid):
+        env = process_environ(mine)
+        if env is not None:
+            return mine, env
+    if members is None:  # the rank's own tree (under a sudo wrapper, say), else the run's
+        pool: Collection[int] = descendants([mine] if mine is not None else live.values())
     else:
         pool = members
     found: list[tuple[bool, int, int, dict[str, str]]] = []
@@ -102,8 +100,6 @@ def pod_process(
         ticks = start_ticks(pid)
         if env is None or ticks is None:
             continue
-        if members is None and env.get("RINGLEADER_JOB_ID") != run_id:
-            continue  # an agent (named by argv) rather than a rank
         rank_is = _is_rank(pid, env, rank)
         if members is None and not rank_is:
             continue
@@ -112,6 +108,23 @@ def pod_process(
         return None
     _, _, pid, env = min(found, key=lambda item: item[:3])
     return pid, env
+
+
+def spawns_arg(spawns: Mapping[int, tuple[int, int]]) -> str:
+    """The run's spawn record as one argument of ``exec`` ("-" when there is none)."""
+    return ",".join(f"{r}:{pid}:{ticks}" for r, (pid, ticks) in sorted(spawns.items())) or "-"
+
+
+def parse_spawns(text: str) -> dict[int, tuple[int, int]] | None:
+    """``spawns_arg``'s text back; None when it is not one."""
+    found: dict[int, tuple[int, int]] = {}
+    for item in text.split(",") if text != "-" else []:
+        fields = item.split(":")
+        if len(fields) != 3 or not all(f.lstrip("-").isdigit() for f in fields):
+            return None
+        rank, pid, ticks = map(int, fields)
+        found[rank] = (pid, ticks)
+    return found
 
 
 def _is_rank(pid: int, env: dict[str, str], rank: int) -> bool:
@@ -179,13 +192,20 @@ def _prepare(args: list[str]) -> int:
 def _exec(args: list[str]) -> int:
     check = args[:1] == ["--check"]
     head = args[1:] if check else args
-    run_id, rank, rest = head[0:1], head[1:2], head[2:]
+    run_id, rank, spawns, rest = head[0:1], head[1:2], head[2:3], head[3:]
     command = rest[1:] if rest[:1] == ["--"] else []
-    if not (run_id and rank and rank[0].lstrip("-").isdigit() and (not rest if check else command)):
-        return _usage("exec RUN_ID RANK -- ARGV | exec --check RUN_ID RANK")
-    # Every process this can see as its pod's is this account's own (it cannot
-    # read others' environments): no cgroup and no record through sudo.
-    found = pod_process(run_id[0], int(rank[0]), uid=os.getuid())
+    record = parse_spawns(spawns[0]) if spawns else None
+    if not (
+        run_id
+        and rank
+        and rank[0].lstrip("-").isdigit()
+        and record is not None
+        and (not rest if check else command)
+    ):
+        return _usage("exec RUN_ID RANK SPAWNS -- ARGV | exec --check RUN_ID RANK SPAWNS")
+    # Through sudo there is no cgroup: the agent's spawn record (which the server read
+    # and passed) says which processes are the pod's; only this account's are taken.
+    found = pod_process(int(rank[0]), uid=os.getuid(), spawns=record)
     if found is None:
         print(f"no running process of rank {rank[0]} of {run_id[0]}", file=sys.stderr)
         return NOT_FOUND

@@ -11,11 +11,12 @@ environment in ``setup``, since sudo passes it none.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ringleader.launch import netif, prestart
+from ringleader.launch import netif, prestart, spawned
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.plan import LaunchSpec, NodeFacts
 from ringleader.launch.ssh import SSHOptions, classify_failure
@@ -71,6 +72,9 @@ def start_agents(
             started = prestart.take(spec.python, spec.run_id) if host.is_local else None
             cwd = "/" if sudo[0] else None
             link = start_link(node, host, argv, env, events, started, cwd=cwd)
+            if sudo[0]:  # the account's agent cannot record its ranks: this records it
+                record = os.environ.get(spawned.RECORD_VAR)
+                spawned.record(record, spawned.AGENT_RANK, link.proc.pid)
         links.append(link)
         link.send(
             "setup",

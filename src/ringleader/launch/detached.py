@@ -396,8 +396,8 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
     os.environ.pop(RECORD_VAR, None)
     with contextlib.suppress(FileNotFoundError):
         (run_dir / SPAWNED_FILE).unlink()
-    if not (launch.run_as and launch.run_as.get("sudo")):  # an account cannot write here
-        os.environ[RECORD_VAR] = str(run_dir / SPAWNED_FILE)
+    # (through sudo the account's agent gets no variable: this supervisor records it)
+    os.environ[RECORD_VAR] = str(run_dir / SPAWNED_FILE)
     if stop:
         supervisor.request_stop(stop[0])
     try:

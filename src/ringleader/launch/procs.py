@@ -149,6 +149,30 @@ def process_argv(pid: int) -> list[bytes] | None:
     return None if _stat_fields(stat)[0] == "Z" else argv
 
 
+def descendants(roots: Iterable[int]) -> set[int]:
+    """``roots`` and every live process below them, by parent pid: a kernel fact, where
+    an environment is the process's own to forge.  (A process that left by forking
+    twice is re-parented away and not found: what a pod's cgroup is for.)"""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fields = _stat_fields(_read(f"/proc/{name}/stat").decode())
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    return found
+
+
 def job_processes(run_id: str) -> list[int]:
     """Every live process of a job: ranks by their env marker, agents by argv.  Both
     can be forged by anyone, so this is for sweeping (a forger only loses its own

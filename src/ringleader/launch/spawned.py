@@ -10,7 +10,9 @@ the agent to the file ``RECORD_VAR`` names in its own environment (never a
 rank's: the agent drops it from theirs).  Under a server that is
 ``SPAWNED_FILE`` in the run directory, which is the server's (0700): the
 agent is the server's own user there (root under ``--run-as user``), so no
-tenant writes or reads it.  A later line for a rank (a restart) wins.  A
+tenant writes or reads it.  Through sudo (``--run-as account:NAME``) the agent is
+the account, which cannot write there: the supervisor records the agent it starts
+instead (``AGENT_RANK``).  A later line for a rank (a restart) wins.  A
 recorded pid is trusted only while ``/proc`` shows a process of the same
 start time under it (a reused pid belongs to a process that started later),
 running as the pod's account.
@@ -28,6 +30,10 @@ from ringleader.launch.procs import start_ticks
 
 #: In the agent's own environment: the file it appends its spawns to (none: no record).
 RECORD_VAR = "RINGLEADER_SPAWN_RECORD"
+#: The record's "rank" of a local agent the supervisor started through sudo: that agent
+#: runs as the account and cannot write the record, so its ranks are known as the
+#: account's processes below it (``account.pod_process``).
+AGENT_RANK = -2
 SPAWNED_FILE = "spawned"
 MAX_BYTES = 1 << 20  # ~40,000 spawns: restarts times ranks, far past any real run
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from ringleader.launch.account import pod_process
-from ringleader.launch.spawned import is_spawned, record, recorded, runs_as
+from ringleader.launch.procs import start_ticks
+from ringleader.launch.spawned import AGENT_RANK, is_spawned, record, recorded
 from ringleader.server.backends.base import ExecTarget, RunAs
 from ringleader.server.exec_session import STATUS
 from ringleader.server.services.exec import CREDENTIAL_VARS, ENV, account_of, without_credentials
@@ -82,38 +83,61 @@ def test_a_forged_older_process_is_never_the_pods(tmp_path: Path) -> None:
         record(path, 0, real.pid)
         uid = os.geteuid()
         entry = recorded(path)[0]
-        found = pod_process("rl-victim", 0, uid=uid, recorded=entry)
+        found = pod_process(0, uid=uid, spawns={0: entry})
         assert found is not None and found[0] == real.pid and found[1]["REAL"] == "1"
         # No record (a rank mpirun started): the pod's cgroup decides, not age or env.
-        found = pod_process("rl-victim", 0, uid=uid, members={real.pid})
+        found = pod_process(0, uid=uid, members={real.pid})
         assert found is not None and found[0] == real.pid
         # A recorded pid outside the pod's cgroup is not the pod's.
-        assert pod_process("rl-victim", 0, uid=uid, recorded=entry, members=set()) is None
+        assert pod_process(0, uid=uid, spawns={0: entry}, members=set()) is None
         # Not the pod's account: not the pod's process, whatever it says.
-        assert pod_process("rl-victim", 0, uid=uid + 4242, recorded=entry) is None
+        assert pod_process(0, uid=uid + 4242, spawns={0: entry}) is None
+        # No cgroup and no record: nothing is the pod's, the forged marker least of all.
+        assert pod_process(0, uid=uid) is None
     finally:
         for proc in (forged, real):
             proc.kill()
             proc.wait()
 
 
-def test_a_process_of_another_account_is_not_taken_without_a_cgroup() -> None:
-    """Where there is no cgroup (isolation "environment") and no record, the job's
-    marker finds candidates, but only the pod's own account's."""
+def test_without_a_cgroup_the_pod_is_what_lies_below_the_recorded_agent() -> None:
+    """Where there is no cgroup (``--run-as account:NAME`` through sudo) the record
+    holds the agent the supervisor started: the rank is the account's process below
+    it.  A process of the same account forging the job's marker and rank, but not
+    below the agent, is never taken; nor one below it of another account."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to start a process as nobody")
+        pytest.skip("needs root to start processes as nobody")
     nobody = pwd.getpwnam("nobody")
-    env = {"PATH": "/usr/bin:/bin", "RINGLEADER_JOB_ID": "rl-marker-only", "RANK": "0"}
-    other = _sleeper(env, user=nobody.pw_uid, group=nobody.pw_gid, cwd="/")
+    env = {"PATH": "/usr/bin:/bin", "RINGLEADER_JOB_ID": "rl-no-cgroup", "RANK": "0"}
+    as_nobody = {"user": nobody.pw_uid, "group": nobody.pw_gid, "cwd": "/"}
+    forged = _sleeper(env, **as_nobody)  # older, same account, same marker
+    starts_rank = "RINGLEADER_JOB_ID=rl-no-cgroup RANK=0 sleep 300 & wait"
+    agent = subprocess.Popen(["sh", "-c", starts_rank], env={"PATH": "/usr/bin:/bin"}, **as_nobody)
     try:
-        wait_until(lambda: _argv0(other.pid) == b"sleep", 10, "nobody's process")
-        assert runs_as(other.pid, nobody.pw_uid)
-        assert pod_process("rl-marker-only", 0, uid=os.geteuid()) is None
-        found = pod_process("rl-marker-only", 0, uid=nobody.pw_uid)
-        assert found is not None and found[0] == other.pid  # its own account's: found
+        wait_until(lambda: _argv0(forged.pid) == b"sleep", 10, "the forger")
+        rank = wait_until(lambda: _children(agent.pid), 10, "the agent's rank")[0]
+        wait_until(lambda: _argv0(rank) == b"sleep", 10, "the rank to start")
+        ticks = start_ticks(agent.pid)
+        assert ticks is not None
+        spawns = {AGENT_RANK: (agent.pid, ticks)}
+        found = pod_process(0, uid=nobody.pw_uid, spawns=spawns)
+        assert found is not None and found[0] == rank  # below the agent: the rank
+        assert pod_process(0, uid=os.geteuid(), spawns=spawns) is None  # not root's
+        assert pod_process(0, uid=nobody.pw_uid) is None  # no record: the forger is not it
+        gone = {AGENT_RANK: (agent.pid, ticks - 1)}  # a reused pid: not the agent
+        assert pod_process(0, uid=nobody.pw_uid, spawns=gone) is None
     finally:
-        other.kill()
-        other.wait()
+        for proc in (forged, agent):
+            proc.kill()
+            proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
 
 
 def _argv0(pid: int) -> bytes:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ringleader.errors import Conflict, NotFound, RingleaderError
-from ringleader.launch.account import NOT_FOUND, pod_process, sudo_argv
+from ringleader.launch.account import NOT_FOUND, pod_process, spawns_arg, sudo_argv
 from ringleader.launch.detached import LaunchFile, load_launch
 from ringleader.launch.procs import start_ticks
 from ringleader.launch.spawned import SPAWNED_FILE, recorded
@@ -53,17 +53,16 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
     run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
     if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
-        return _through_sudo(backend.node, launch, run_as, pod, rank)
+        return _through_sudo(backend.node, launch, run_as, pod, rank, run_dir)
     rel = f"{run_id}/{pod}"
     hierarchy = backend.cgroups if isolation_of(launch) != ENVIRONMENT else None
     members = None
     if hierarchy is not None:  # mpirun's pod has no cgroup: it is the run's supervisor's
         members = hierarchy.pids(rel if hierarchy.exists(rel) else f"{run_id}/{SUPERVISOR}")
     found = pod_process(
-        run_id,
         rank,
         uid=run_as.uid if run_as is not None else os.geteuid(),
-        recorded=recorded(str(run_dir / SPAWNED_FILE)).get(rank),
+        spawns=recorded(str(run_dir / SPAWNED_FILE)),
         members=members,
     )
     if found is None:
@@ -84,18 +83,22 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     return ExecTarget(node=backend.node, cwd=cwd, env=env, run_as=run_as, view=view)
 
 
-def _through_sudo(node: str, launch: LaunchFile, run_as: RunAs, pod: str, rank: int) -> ExecTarget:
+def _through_sudo(
+    node: str, launch: LaunchFile, run_as: RunAs, pod: str, rank: int, run_dir: Path
+) -> ExecTarget:
     """The session as the account through sudo: ``launch/account.py exec`` finds the
-    pod's process, enters its directory and takes its environment, as the account."""
+    pod's process (from the agent's spawn record, read here: the run directory is the
+    server's), enters its directory and takes its environment, as the account."""
     python, run_id = launch.spec.python, launch.spec.run_id
-    found = through_sudo(run_as, python, "exec", "--check", run_id, str(rank))
+    spawns = spawns_arg(recorded(str(run_dir / SPAWNED_FILE)))
+    found = through_sudo(run_as, python, "exec", "--check", run_id, str(rank), spawns)
     if found.returncode == NOT_FOUND:
         raise Conflict(no_process(pod))
     if found.returncode != 0:
         raise RingleaderError(
             f"cannot exec as {run_as.name}: {found.stderr.strip() or found.returncode}"
         )
-    prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), "--")
+    prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), spawns, "--")
     return ExecTarget(node=node, cwd="/", env={}, prefix=tuple(prefix))
 
 
