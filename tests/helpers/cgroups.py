@@ -5,6 +5,11 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
+
+from tests.helpers.local_backend import make_request, wait_final
+
+BURN_MB = 48  # what the completed run's rank allocates: its pod's peak is at least this
 
 
 def processes_with_arg(arg: str) -> list[int]:
@@ -45,3 +50,21 @@ def describe_pods(server, name: str) -> str:
 
 def pod_rows(described: str, name: str) -> list[list[str]]:
     return [ln.split() for ln in described.splitlines() if ln.strip().startswith(f"{name}-")]
+
+
+def completed_after_a_daemon(backend: Any, hierarchy: Any, tmp_path: Path) -> tuple[Any, str]:
+    """A one-worker run whose command leaves two daemons, allocates ``BURN_MB`` and
+    burns some CPU, then exits 0: its final status and handle, once asserted
+    Completed with no process and no cgroup of it left (what either hierarchy must
+    give)."""
+    seconds = unique_seconds()
+    burn = f'python3 -c "b = bytearray({BURN_MB} << 20); sum(range(3_000_000))"'
+    request = make_request(
+        tmp_path / "run", workers=1, command=escaping_command(seconds, f"{burn}; exit 0")
+    )
+    handle = backend.start(request)
+    status = wait_final(backend, handle)
+    assert status.phase == "Completed", status.message
+    assert processes_with_arg(seconds) == []
+    assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
+    return status, handle

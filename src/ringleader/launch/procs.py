@@ -19,7 +19,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 
 def signal_group(pgid: int, sig: int) -> bool:
@@ -50,16 +50,18 @@ def group_alive(pgid: int) -> bool:
     """
     if not os.path.isdir("/proc"):
         return signal_group(pgid, 0)
+    return any(fields[2] == str(pgid) and fields[0] != "Z" for _, fields in _stats())
+
+
+def _stats() -> Iterator[tuple[int, list[str]]]:
+    """Each process's pid and stat fields (state, ppid, pgrp, ...) as /proc has them."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            fields = _stat_fields(_read(f"/proc/{name}/stat").decode())
+            yield int(name), _stat_fields(_read(f"/proc/{name}/stat").decode())
         except OSError:
             continue
-        if fields[2] == str(pgid) and fields[0] != "Z":
-            return True
-    return False
 
 
 def pids_with_marker(marker: str, *, exclude: Iterable[int] = ()) -> list[int]:
@@ -154,15 +156,9 @@ def descendants(roots: Iterable[int]) -> set[int]:
     an environment is the process's own to forge.  (A process that left by forking
     twice is re-parented away and not found: what a pod's cgroup is for.)"""
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            fields = _stat_fields(_read(f"/proc/{name}/stat").decode())
-        except OSError:
-            continue
+    for pid, fields in _stats():
         if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(name))
+            children.setdefault(int(fields[1]), []).append(pid)
     found: set[int] = set()
     todo = list(roots)
     while todo:

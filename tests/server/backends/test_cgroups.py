@@ -21,7 +21,9 @@ from ringleader.server.backends.local.cgroup_versions import CgroupV1, CgroupV2,
 from ringleader.server.backends.local.cgroups import JOIN_VAR, Limits, Usage, join_argv
 from tests.conftest import require, wait_until
 from tests.helpers.cgroups import (
+    BURN_MB,
     cgroup_dirs,
+    completed_after_a_daemon,
     describe_pods,
     escaping_command,
     pod_rows,
@@ -212,21 +214,12 @@ def test_delete_ends_processes_that_left_the_session_and_dropped_the_marker(
 def test_completion_ends_a_daemon_the_command_left_and_records_usage(
     backend, hierarchy, tmp_path
 ) -> None:
-    seconds = unique_seconds()
-    burn = 'python3 -c "b = bytearray(48 << 20); sum(range(3_000_000))"'
-    request = make_request(
-        tmp_path / "run", workers=1, command=escaping_command(seconds, f"{burn}; exit 0")
-    )
-    handle = backend.start(request)
-    status = wait_final(backend, handle)
-    assert status.phase == "Completed", status.message
-    assert processes_with_arg(seconds) == []
-    assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
+    status, handle = completed_after_a_daemon(backend, hierarchy, tmp_path)
     for pod in status.pods:  # a master and a worker, each in a cgroup of its own
         assert pod.isolation == hierarchy.isolation
-        assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes >= 48 << 20
+        assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes >= BURN_MB << 20
         assert pod.cpu_seconds is not None and pod.cpu_seconds > 0
-    assert backend.poll(handle).pods == status.pods  # kept in usage.json after the cgroup
+    assert backend.poll(handle).pods == status.pods  # kept after the cgroup
 
 
 def test_a_rank_over_its_memory_limit_is_killed_and_the_workload_says_why(

@@ -26,14 +26,16 @@ from ringleader.server.backends.local.cgroup_versions import CgroupV2, detect
 from ringleader.server.backends.local.cgroups import ROOT_VAR, V2_LIMITING
 from tests.conftest import require, wait_until
 from tests.helpers.cgroups import (
+    BURN_MB,
     cgroup_dirs,
+    completed_after_a_daemon,
     describe_pods,
     escaping_command,
     pod_rows,
     processes_with_arg,
     unique_seconds,
 )
-from tests.helpers.local_backend import make_request, wait_final, wait_lines
+from tests.helpers.local_backend import make_request, wait_lines
 
 
 @pytest.fixture(scope="module")
@@ -127,21 +129,12 @@ def test_v2_tracks_freezes_and_kills_daemons_that_left_the_session(
 def test_v2_completion_ends_a_daemon_and_measures_what_the_tree_can(
     backend: LocalBackend, hierarchy: CgroupV2, v2_root: Path, tmp_path: Path
 ) -> None:
-    seconds = unique_seconds()
-    burn = 'python3 -c "b = bytearray(48 << 20); sum(range(3_000_000))"'
-    request = make_request(
-        tmp_path / "run", workers=1, command=escaping_command(seconds, f"{burn}; exit 0")
-    )
-    handle = backend.start(request)
-    status = wait_final(backend, handle)
-    assert status.phase == "Completed", status.message
-    assert processes_with_arg(seconds) == []
-    assert cgroup_dirs(hierarchy, f"rl-{request.workload_id}") == []
+    status, _ = completed_after_a_daemon(backend, hierarchy, tmp_path)
     memory = "memory" in (v2_root / "cgroup.controllers").read_text().split()
     for pod in status.pods:
         assert pod.cpu_seconds is not None and pod.cpu_seconds > 0  # cpu.stat: every cgroup
         if memory:
-            assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes >= 48 << 20
+            assert pod.peak_memory_bytes is not None and pod.peak_memory_bytes >= BURN_MB << 20
         else:  # no memory controller: not measured, and not guessed
             assert pod.peak_memory_bytes is None
 
