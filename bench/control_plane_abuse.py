@@ -351,7 +351,8 @@ def table(report: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    from control_plane import Databases, Server, percentile
+    from bench_quiet import percentile
+    from bench_server import Databases, Server
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
