@@ -13,6 +13,7 @@ import httpx
 from pydantic import BaseModel
 
 import ringleader.server.asset_schemas as assets
+import ringleader.server.compute_asset_schemas as resources
 from ringleader.errors import NotFound
 
 M = TypeVar("M", bound=BaseModel)
@@ -90,31 +91,37 @@ class AssetCalls:
         self.request("DELETE", f"/api/v1/asset/environment/{asset_id}")
 
     def create_compute_resource(
-        self, request: assets.ComputeCreationRequest
-    ) -> assets.ComputeAsset:
-        return self._asset("POST", "/api/v1/asset/compute", assets.ComputeAsset, request)
+        self, request: resources.ComputeCreationRequest
+    ) -> resources.ComputeAsset:
+        return self._asset("POST", "/api/v1/asset/compute", resources.ComputeAsset, request)
 
     def compute_resources(
         self, project: str | None = None, name: str | None = None, scope: str | None = None
-    ) -> list[assets.ComputeAsset]:
+    ) -> list[resources.ComputeAsset]:
         """Compute-resource assets: with ``project``, its own and everyone's; else all."""
         return self._asset_list(
-            "/api/v1/asset/compute", assets.ComputeAsset, projectId=project, name=name, scope=scope
+            "/api/v1/asset/compute",
+            resources.ComputeAsset,
+            projectId=project,
+            name=name,
+            scope=scope,
         )
 
-    def compute_resource(self, asset_id: str) -> assets.ComputeAsset:
-        return self._asset("GET", f"/api/v1/asset/compute/{asset_id}", assets.ComputeAsset)
+    def compute_resource(self, asset_id: str) -> resources.ComputeAsset:
+        return self._asset("GET", f"/api/v1/asset/compute/{asset_id}", resources.ComputeAsset)
 
-    def find_compute_resource(self, name: str, project: str | None = None) -> assets.ComputeAsset:
+    def find_compute_resource(
+        self, name: str, project: str | None = None
+    ) -> resources.ComputeAsset:
         return self._asset_named(
-            "/api/v1/asset/compute", assets.ComputeAsset, "compute resource", name, project
+            "/api/v1/asset/compute", resources.ComputeAsset, "compute resource", name, project
         )
 
     def update_compute_resource(
-        self, asset_id: str, request: assets.ComputeUpdateRequest
-    ) -> assets.ComputeAsset:
+        self, asset_id: str, request: resources.ComputeUpdateRequest
+    ) -> resources.ComputeAsset:
         path = f"/api/v1/asset/compute/{asset_id}"
-        return self._asset("PUT", path, assets.ComputeAsset, request)
+        return self._asset("PUT", path, resources.ComputeAsset, request)
 
     def delete_compute_resource(self, asset_id: str) -> None:
         self.request("DELETE", f"/api/v1/asset/compute/{asset_id}")

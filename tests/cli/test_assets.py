@@ -202,6 +202,7 @@ def test_the_client_creates_reads_updates_finds_and_deletes_both_kinds(
     is the stored asset, and a deleted one is gone."""
     from ringleader.errors import NotFound
     from ringleader.server import asset_schemas as assets
+    from ringleader.server import compute_asset_schemas as resources
 
     creds = json.loads((server.home / "credentials.json").read_text())
     c = Client(server.url, creds["clientId"], creds["clientSecret"])
@@ -212,7 +213,7 @@ def test_the_client_creates_reads_updates_finds_and_deletes_both_kinds(
         )
     )
     compute = c.create_compute_resource(
-        assets.ComputeCreationRequest.model_validate(
+        resources.ComputeCreationRequest.model_validate(
             {"meta": {"name": "sdk-cpu", **meta}, "spec": {"cpuCoreRequest": 0.5}}
         )
     )
@@ -230,7 +231,7 @@ def test_the_client_creates_reads_updates_finds_and_deletes_both_kinds(
     assert (changed.spec.image, c.find_environment("sdk-env").spec.image) == ("img:2", "img:2")
     bigger = c.update_compute_resource(
         compute.meta.id,
-        assets.ComputeUpdateRequest.model_validate(
+        resources.ComputeUpdateRequest.model_validate(
             {"meta": {"name": "sdk-cpu"}, "spec": {"cpuCoreRequest": 2}}
         ),
     )
