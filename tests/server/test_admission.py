@@ -154,3 +154,34 @@ def test_callers_are_told_apart_by_token_cookie_else_address() -> None:
     assert session != admission.caller(scope(token=None, cookie="rl_session=s2"))
     assert admission.caller(scope(token=None)) == b"ip:10.0.0.1"
     assert admission.caller(scope(token=None, ip="10.0.0.2")) == b"ip:10.0.0.2"
+
+
+def test_a_callers_follows_past_the_cap_are_refused_at_the_door_unread() -> None:
+    """Open follows are counted per caller as they stream; the next is a 429 before the
+    app (its token check, its database) sees it.  A follow that was refused by the app
+    does not count, and an ended one gives its place back."""
+
+    async def main() -> None:
+        gate = Gate()
+        gate.go.set()
+        admission = Admission(gate, total=10, per_caller=4, queue=5, follows=2)
+        follow = {**scope("/stream/w/logs"), "query_string": b"follow=true"}
+        streams = [asyncio.create_task(request(admission, follow)) for _ in range(2)]
+        await settle()
+        refused = await request(admission, {**follow, "query_string": b"follow=1"})
+        assert refused[0]["status"] == 429
+        assert "at most 2 open log follows" in json.loads(refused[1]["body"])["message"]
+        assert len(gate.arrived) == 2  # the app never saw the third
+        plain = await request(admission, scope("/x/logs"))  # not a follow: served
+        assert plain[0]["status"] == 200
+        other = asyncio.create_task(
+            request(admission, {**follow, **scope("/stream/w/logs", token="b")})
+        )
+        await settle()
+        assert gate.arrived.count("/stream/w/logs") == 3  # another caller's follow: served
+        gate.finish.set()
+        await asyncio.gather(*streams, other)
+        again = await request(admission, follow)  # the ended streams gave their places back
+        assert again[0]["status"] == 200
+
+    asyncio.run(main())

@@ -24,6 +24,11 @@ Invariants:
 - a request over either bound waits, on the event loop alone (no thread, no
   connection, its body unread); a caller with ``queue`` requests already waiting
   gets 429 at once, with ``Retry-After``;
+- a caller whose ``follows`` open ``logs?follow`` streams are all running gets 429 for
+  the next at the door, before its token is even looked up: re-opening refused follows
+  in a loop (the abuse benchmark's attacker) costs the server an HTTP parse each, not
+  a database read and two thread hops.  The route's per-user cap stays the rule (a
+  user's several tokens share it); this is its cheap first line;
 - ``/healthz`` is never held: it answers on the loop, however busy the server is;
 - web sockets (exec) pass: they have their own caps.
 """
@@ -34,6 +39,7 @@ import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,7 +54,8 @@ UNHELD = frozenset({"/healthz"})
 class _Caller:
     slots: asyncio.Semaphore
     waiting: int = 0
-    users: int = 0  # requests waiting or in flight: the record goes when none
+    users: int = 0  # requests waiting, in flight or streaming: the record goes when none
+    streams: int = 0  # logs?follow answers running now
 
 
 @dataclass
@@ -59,6 +66,7 @@ class Admission:
     total: int = TOTAL
     per_caller: int = PER_CALLER
     queue: int = QUEUE
+    follows: int = 8  # --max-follows-per-user
     session_cookie: bytes = b"rl_session="
     _callers: dict[bytes, _Caller] = field(default_factory=dict, init=False)
     _all: asyncio.Semaphore | None = field(default=None, init=False)
@@ -73,12 +81,17 @@ class Admission:
         if caller is None:
             caller = self._callers[key] = _Caller(asyncio.Semaphore(self.per_caller))
         if caller.slots.locked() and caller.waiting >= self.queue:
-            await _too_many(send, self.per_caller, self.queue)
+            await _too_many(send, self._crowd_text())
+            return
+        follow = _is_follow(scope)
+        if follow and caller.streams >= self.follows:
+            await _too_many(send, self._follows_text(caller.streams))
             return
         if self._all is None:
             self._all = asyncio.Semaphore(self.total)
         everyone = self._all
         caller.users += 1
+        streaming = False
         try:
             await self._admitted(caller, everyone)
             released = False
@@ -92,8 +105,12 @@ class Admission:
                     caller.slots.release()
 
             async def sending(message: Message) -> None:
+                nonlocal streaming
                 if message["type"] == "http.response.start":
                     release()  # a stream's lines hold nothing here
+                    if follow and message.get("status") == 200 and not streaming:
+                        streaming = True
+                        caller.streams += 1
                 await send(message)
 
             try:
@@ -101,6 +118,8 @@ class Admission:
             finally:
                 release()
         finally:
+            if streaming:
+                caller.streams -= 1
             caller.users -= 1
             if caller.users == 0:
                 self._callers.pop(key, None)
@@ -134,16 +153,35 @@ class Admission:
         """Requests in flight, and callers with a request waiting or in flight."""
         return self._held, len(self._callers)
 
+    def _crowd_text(self) -> str:
+        return (
+            f"too many requests at once from this caller ({self.per_caller} in progress "
+            f"and {self.queue} waiting); retry after a moment"
+        )
+
+    def _follows_text(self, held: int) -> str:
+        return (
+            f"at most {self.follows} open log follows per user, and you have {held}: end "
+            "one (or read without follow) (ringleader server --max-follows-per-user)"
+        )
+
+
+FOLLOW_WORDS = frozenset({b"1", b"true", b"yes", b"on"})  # how FastAPI reads a true bool
+
+
+def _is_follow(scope: Scope) -> bool:
+    """Whether the request asks for a ``logs?follow`` stream."""
+    if not str(scope.get("path", "")).endswith("/logs"):
+        return False
+    query = parse_qs(scope.get("query_string", b""))
+    return any(value.lower() in FOLLOW_WORDS for value in query.get(b"follow", []))
+
 
 def _digest(value: bytes) -> bytes:
     return hashlib.blake2b(value, digest_size=16).digest()
 
 
-async def _too_many(send: Send, per_caller: int, queue: int) -> None:
-    text = (
-        f"too many requests at once from this caller ({per_caller} in progress and "
-        f"{queue} waiting); retry after a moment"
-    )
+async def _too_many(send: Send, text: str) -> None:
     body = json.dumps({"code": 429, "message": text}).encode()
     headers = [
         (b"content-type", b"application/json"),

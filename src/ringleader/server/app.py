@@ -239,7 +239,11 @@ def _handlers_and_limits(app: FastAPI, config: ServerConfig) -> None:
         session_cookie=SESSION_COOKIE,
     )
     # Outermost: a request waits here, holding nothing, before anything reads it.
-    app.add_middleware(Admission, session_cookie=f"{SESSION_COOKIE}=".encode())
+    app.add_middleware(
+        Admission,
+        follows=config.max_follows_per_user,
+        session_cookie=f"{SESSION_COOKIE}=".encode(),
+    )
 
 
 def _routes(app: FastAPI) -> None:
