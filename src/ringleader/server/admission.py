@@ -166,15 +166,17 @@ class Admission:
         )
 
 
-FOLLOW_WORDS = frozenset({b"1", b"true", b"yes", b"on"})  # how FastAPI reads a true bool
+FOLLOW_WORDS = frozenset({"1", "true", "yes", "on"})  # how FastAPI reads a true bool
 
 
 def _is_follow(scope: Scope) -> bool:
-    """Whether the request asks for a ``logs?follow`` stream."""
+    """Whether the request asks for a ``logs?follow`` stream.  Any query string is read
+    without error (bytes as latin-1, bad escapes replaced): the door never fails."""
     if not str(scope.get("path", "")).endswith("/logs"):
         return False
-    query = parse_qs(scope.get("query_string", b""))
-    return any(value.lower() in FOLLOW_WORDS for value in query.get(b"follow", []))
+    text = bytes(scope.get("query_string", b"")).decode("latin-1")
+    query = parse_qs(text, keep_blank_values=True, errors="replace")
+    return any(value.lower() in FOLLOW_WORDS for value in query.get("follow", []))
 
 
 def _digest(value: bytes) -> bytes:
