@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 
-def code_version() -> dict[str, Any]:
-    """The commit measured, and the files of src/ that differ from it (others may be editing)."""
+def code_version(path: str = "src", key: str = "uncommitted_in_src") -> dict[str, Any]:
+    """The commit measured, and (as ``key``) the files under ``path`` that differ from it
+    (others may be editing)."""
 
     def git(*argv: str) -> str:
         done = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True)
@@ -32,7 +33,7 @@ def code_version() -> dict[str, Any]:
 
     return {
         "commit": git("rev-parse", "HEAD"),
-        "uncommitted_in_src": git("status", "--porcelain", "--", "src").splitlines(),
+        key: git("status", "--porcelain", "--", path).splitlines(),
     }
 
 

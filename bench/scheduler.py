@@ -72,7 +72,6 @@ import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -81,6 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_quiet import code_version
 from ringleader.sched import (
     BUILD,
     BUILD_PREEMPTIBLE,
@@ -592,21 +592,6 @@ def phases(snapshot: Snapshot) -> dict[str, float]:
 # ----- report ---------------------------------------------------------------------------
 
 
-def code_version() -> dict[str, Any]:
-    """The commit measured, and whether the scheduler differs from it (others may be editing)."""
-
-    def git(*argv: str) -> str:
-        done = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True)
-        return done.stdout.strip()
-
-    return {
-        "commit": git("rev-parse", "HEAD"),
-        "uncommitted_in_sched": git(
-            "status", "--porcelain", "--", "src/ringleader/sched"
-        ).splitlines(),
-    }
-
-
 def markdown(report: dict[str, Any]) -> str:
     base, reclaim = report["base"], report["reclaim"]
     code, machine = report["code"], report["machine"]
@@ -796,7 +781,7 @@ def main() -> int:
             "python": platform.python_version(),
             "implementation": platform.python_implementation(),
         },
-        "code": code_version(),
+        "code": code_version("src/ringleader/sched", "uncommitted_in_sched"),
         "seed": SEED,
         "targets": {"cycle_s": TARGET_CYCLE_S, "pods_per_s": TARGET_PODS_PER_S},
         "peer": {
