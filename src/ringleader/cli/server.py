@@ -101,7 +101,26 @@ def server(
     ))  # fmt: skip
 
 
-def checked_config(**given: Any) -> ServerConfig:
+def checked_config(
+    *,
+    host: str,
+    port: int,
+    data_dir: str | None,
+    simulate_nodes: str | None,
+    nodes_file: str | None,
+    placement: str,
+    local_node: bool,
+    ssh_config: str | None,
+    backend: list[str],
+    max_body_bytes: int,
+    max_follows_per_user: int,
+    header_timeout: float,
+    body_timeout: float,
+    max_log_bytes: int,
+    run_as: str | None,
+    run_as_template: str,
+    workload_python: str | None,
+) -> ServerConfig:
     """``server``'s options checked (exit 2 naming the option on a bad one) and made
     into the ``ServerConfig`` it runs; the data directory made the server's alone."""
     from ringleader.errors import InvalidSpec
@@ -109,41 +128,37 @@ def checked_config(**given: Any) -> ServerConfig:
     from ringleader.server import inventory
     from ringleader.server.backends import BackendChoice
 
-    placement = given["placement"]
     if placement not in policies.names():
         *rest, last = policies.names()
         choices = f"{', '.join(rest)} or {last}" if rest else last
         typer.echo(f"error: --placement: {placement!r} is not {choices}", err=True)
         raise typer.Exit(2)
     try:
-        nodes_file = given["nodes_file"]
-        nodes = inventory.declared_nodes(
-            given["simulate_nodes"], Path(nodes_file) if nodes_file else None
-        )
-        backends = [BackendChoice.parse(text) for text in given["backend"]]
+        nodes = inventory.declared_nodes(simulate_nodes, Path(nodes_file) if nodes_file else None)
+        backends = [BackendChoice.parse(text) for text in backend]
         mode, python, data, account = _workloads_account(
-            given["run_as"], given["run_as_template"], given["workload_python"], given["data_dir"]
+            run_as, run_as_template, workload_python, data_dir
         )
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if ssh_config := given["ssh_config"]:  # the workloads' supervisors read it from their env
+    if ssh_config:  # the workloads' supervisors read it from their environment
         os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
     return ServerConfig(
-        local_node=given["local_node"],
+        local_node=local_node,
         data_dir=data,
-        host=given["host"],
-        port=given["port"],
+        host=host,
+        port=port,
         nodes=nodes,
-        placement=placement,
+        placement=placement,  # type: ignore[arg-type]
         backends=backends,
-        max_body_bytes=given["max_body_bytes"],
-        max_follows_per_user=given["max_follows_per_user"],
-        header_timeout_s=given["header_timeout"],
-        body_timeout_s=given["body_timeout"],
-        max_log_bytes=given["max_log_bytes"],
+        max_body_bytes=max_body_bytes,
+        max_follows_per_user=max_follows_per_user,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        max_log_bytes=max_log_bytes,
         run_as=mode,
-        run_as_template=given["run_as_template"],
+        run_as_template=run_as_template,
         account=account,
         workload_python=python,
     )

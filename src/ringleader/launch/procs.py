@@ -155,12 +155,14 @@ def descendants(roots: Iterable[int]) -> set[int]:
     """``roots`` and every live process below them, by parent pid: a kernel fact, where
     an environment is the process's own to forge.  (A process that left by forking
     twice is re-parented away and not found: what a pod's cgroup is for.)"""
+    todo = list(roots)
+    if not todo:  # nothing to look below: no walk of /proc
+        return set()
     children: dict[int, list[int]] = {}
     for pid, fields in _stats():
         if fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(pid)
     found: set[int] = set()
-    todo = list(roots)
     while todo:
         pid = todo.pop()
         if pid not in found:

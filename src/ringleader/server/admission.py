@@ -69,8 +69,11 @@ class Admission:
     follows: int = 8  # --max-follows-per-user
     session_cookie: bytes = b"rl_session="
     _callers: dict[bytes, _Caller] = field(default_factory=dict, init=False)
-    _all: asyncio.Semaphore | None = field(default=None, init=False)
+    _all: asyncio.Semaphore = field(init=False)  # bound to the loop at its first wait
     _held: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._all = asyncio.Semaphore(self.total)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") in UNHELD:
@@ -85,10 +88,8 @@ class Admission:
             return
         follow = _is_follow(scope)
         if follow and caller.streams >= self.follows:
-            await _too_many(send, self._follows_text(caller.streams))
+            await _too_many(send, follows_refusal(self.follows, caller.streams))
             return
-        if self._all is None:
-            self._all = asyncio.Semaphore(self.total)
         everyone = self._all
         caller.users += 1
         streaming = False
@@ -159,11 +160,13 @@ class Admission:
             f"and {self.queue} waiting); retry after a moment"
         )
 
-    def _follows_text(self, held: int) -> str:
-        return (
-            f"at most {self.follows} open log follows per user, and you have {held}: end "
-            "one (or read without follow) (ringleader server --max-follows-per-user)"
-        )
+
+def follows_refusal(cap: int, held: int) -> str:
+    """What a follow past ``--max-follows-per-user`` is told, here or by the route."""
+    return (
+        f"at most {cap} open log follows per user, and you have {held}: end one (or "
+        "read without follow) (ringleader server --max-follows-per-user)"
+    )
 
 
 FOLLOW_WORDS = frozenset({"1", "true", "yes", "on"})  # how FastAPI reads a true bool

@@ -40,6 +40,7 @@ import anyio
 from sqlalchemy.orm import Session
 
 from ringleader.errors import InvalidSpec, TooManyRequests
+from ringleader.server.admission import follows_refusal
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import LogLine
 from ringleader.server.models import User, Workload
@@ -212,11 +213,7 @@ class FollowSlots:
         with self._lock:
             held = self._open.get(user_id, 0)
             if held >= self.per_user:
-                raise TooManyRequests(
-                    f"at most {self.per_user} open log follows per user, and you have "
-                    f"{held}: end one (or read without follow) "
-                    "(ringleader server --max-follows-per-user)"
-                )
+                raise TooManyRequests(follows_refusal(self.per_user, held))
             self._open[user_id] = held + 1
         given_back = False
 
