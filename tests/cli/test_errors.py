@@ -85,6 +85,7 @@ LOCAL_COMMANDS = {
     ("doctor",),
     ("sync",),
     ("install",),
+    ("workload-python",),
     ("nodes", "import"),
 }
 

@@ -152,6 +152,8 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.python = sys.executable  # what the server runs under
         self.account: tuple[int, int] | None = None  # (uid, gid) it runs as; None: ours
+        # Added unless server_args name --run-as; () starts it as a user would, flag-less.
+        self.default_args: tuple[str, ...] = ("--run-as", "server")
 
     def start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -165,7 +167,7 @@ class ServerProcess:
                 "server",
                 "--port",
                 str(self.port),
-                *(() if "--run-as" in self.server_args else ("--run-as", "server")),
+                *(() if "--run-as" in self.server_args else self.default_args),
                 *self.server_args,
             ],
             env=self.env,

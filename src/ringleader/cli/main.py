@@ -191,6 +191,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "pip install into the same interpreter on every host, in parallel; a table of outcomes.",
         context_settings={"allow_extra_args": True},
     ),
+    "workload-python": LazyCommand(
+        "ringleader.cli.workload_python:make",
+        "Make a Python every OS account can run, for a root server's workloads.",
+    ),
     "version": LazyCommand("ringleader.cli.main:version", "Print ringleader's version."),
     "project": LazyCommand(
         "ringleader.cli.projects:project_app",

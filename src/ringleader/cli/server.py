@@ -171,6 +171,7 @@ def _workloads_account(
     directory (made 0700) and the fixed account's record (``account:NAME``); InvalidSpec
     naming the option when one cannot work."""
     from ringleader.server import accounts
+    from ringleader.server import workload_python as shared
     from ringleader.server.config import default_run_as
 
     mode = run_as or default_run_as()
@@ -180,7 +181,11 @@ def _workloads_account(
     data = Path(data_dir) if data_dir else home_dir()
     accounts.check_run_as(mode, template)
     if mode == accounts.RUN_AS_USER:
-        accounts.check_python(python)
+        if workload_python:
+            if caution := shared.warning(accounts.check_python(python)):
+                typer.echo(caution, err=True)
+        else:  # its own if the accounts can run it, else the shared one, else a refusal
+            python = shared.for_accounts(python)
     # The credentials, the database and every run live here: the server's alone
     # (made so before the workloads' account is shown it cannot read them).
     data.mkdir(parents=True, exist_ok=True)

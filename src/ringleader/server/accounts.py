@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.account import MODULE, sudo_argv, sudo_rule
 from ringleader.server.backends.base import RunAs
+from ringleader.server.workload_python import Probe, probe
 
 if TYPE_CHECKING:
     from ringleader.server.config import ServerConfig
@@ -222,39 +223,22 @@ class Accounts:
         return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
-def check_python(python: str, *, account: str = "nobody") -> None:
-    """Refuse a workload interpreter an unprivileged account cannot run, naming the flag."""
-    problem = ""
-    try:
-        entry = pwd.getpwnam(account)
-        # As pods get it: the interpreter, and ringleader (keepalive) on the allow-listed
-        # PYTHONPATH, both readable by someone who is not the server.
-        path = os.environ.get("PYTHONPATH")
-        done = subprocess.run(
-            [python, "-c", "import ringleader.launch.keepalive"],
-            user=entry.pw_uid,
-            group=entry.pw_gid,
-            extra_groups=[],
-            cwd="/",
-            env={"PATH": "/usr/bin:/bin", **({"PYTHONPATH": path} if path else {})},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode != 0:
-            last = done.stderr.strip().splitlines()[-1:]
-            problem = last[0] if last else f"exit {done.returncode}"
-    except (KeyError, OSError, subprocess.TimeoutExpired) as exc:
-        problem = str(exc)
-    if problem:
+def check_python(python: str, *, account: str = "nobody") -> Probe:
+    """Refuse a workload interpreter an unprivileged account cannot run, naming the flag;
+    what that account found (``workload_python.Probe``) when it can."""
+    # As pods get it: the interpreter, and ringleader (keepalive) on the allow-listed
+    # PYTHONPATH, both readable by someone who is not the server.
+    found = probe(python, account=account, pythonpath=os.environ.get("PYTHONPATH"))
+    if not found.runs_pods:
         raise InvalidSpec(
             f"{python}: an unprivileged user ({account}) cannot run it "
-            f"and import ringleader ({problem}); workloads run as unprivileged accounts, so "
-            "name an interpreter they can run (e.g. --workload-python /usr/bin/python3) with "
-            "PYTHONPATH naming a ringleader source directory they can read",
+            f"and import ringleader ({found.cannot_run or found.ringleader}); workloads run "
+            "as unprivileged accounts, so name an interpreter they can run with ringleader "
+            "installed (`sudo ringleader workload-python` makes one), or /usr/bin/python3 "
+            "with PYTHONPATH naming a ringleader source directory they can read",
             "--workload-python",
         )
+    return found
 
 
 # ----- --run-as account:NAME -------------------------------------------------------------
