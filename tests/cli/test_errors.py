@@ -9,6 +9,9 @@ fails when a new command is neither listed here nor known not to need a server).
 from __future__ import annotations
 
 import http.server
+import shlex
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -260,3 +263,22 @@ def test_an_unforeseen_error_is_one_line_and_a_way_to_see_more(
     monkeypatch.setenv("RINGLEADER_DEBUG", "1")
     with pytest.raises(KeyError):
         broken()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """``ringleader logs X | head``: the pipe closes early; exit 141 as a Unix filter
+    does, never "unexpected BrokenPipeError ... this is a bug"."""
+    script = (
+        "import typer\n"
+        "from ringleader.cli.common import reports_errors\n"
+        "@reports_errors\n"
+        "def main() -> None:\n"
+        "    for i in range(100000):\n"
+        "        print('line', i)\n"
+        "typer.run(main)\n"
+    )
+    shell = f"{shlex.quote(sys.executable)} -c {shlex.quote(script)} | head -1"
+    done = subprocess.run(["bash", "-c", f"{shell}; echo rc=${{PIPESTATUS[0]}} >&2"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.stdout == "line 0\n"
+    assert done.stderr.strip() == "rc=141", done.stderr

@@ -114,6 +114,9 @@ def _command_path() -> str | None:
     return ctx.command_path if ctx is not None else None
 
 
+BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by `head`
+
+
 def fail(message: str, exit_code: int, fix: str | None = None) -> typer.Exit:
     """Print ``error: message`` (and ``  fix: ...``) on stderr; the Exit to raise."""
     err_console.print(
@@ -135,6 +138,11 @@ def reports_errors(fn: F) -> F:
             raise fail(str(exc), exc.exit_code, fix_for(exc)) from None
         except KeyboardInterrupt:
             raise fail("interrupted", INTERRUPTED) from None
+        except BrokenPipeError:
+            # The reader went away (``ringleader logs X | head``): as any Unix filter,
+            # stop quietly; stdout is pointed at /dev/null so its final flush cannot fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(BROKEN_PIPE) from None
         except (typer.Exit, typer.Abort, typer.exceptions.TyperException):
             raise  # Typer's own: an exit code, or a usage error it prints itself
         except Exception as exc:
