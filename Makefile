@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
-APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core
+APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc mmdebstrap
 STAMP := $(VENV)/.ringleader-installed
+PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
 
 .PHONY: setup system demo demo-stop test test-gpu lint bench bench-slurm bench-ui clean
 
@@ -21,6 +22,13 @@ system:
 	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
 	  fi; \
 	else echo "not root: skipping apt (needs:$(APT_PACKAGES))"; fi
+	@if [ "$$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ ! -e $(PODMAN_DROP_IN) ]; then \
+	  mkdir -p $$(dirname $(PODMAN_DROP_IN)) && printf '%s\n' \
+	    '# ringleader (make setup): containers get the rlimits of the process that starts them,' \
+	    '# as process pods do; podman'"'"'s defaults (nofile, nproc) exceed what some VMs allow,' \
+	    '# and runc then fails with "error setting rlimit type 7". Remove to undo.' \
+	    '[containers]' 'default_ulimits = []' > $(PODMAN_DROP_IN); \
+	  echo "wrote $(PODMAN_DROP_IN)"; fi
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

@@ -102,6 +102,9 @@ def test_gpu_flags() -> None:
         _spec("x --workers 1 -g 1.5 -- t")
 
 
+NO_STORE = {"name": "podman", "path": "/nonexistent/podman", "version": "4.3.1"}
+
+
 @pytest.mark.parametrize(
     "image",
     [
@@ -115,14 +118,16 @@ def test_gpu_flags() -> None:
 def test_stand_in_images_with_and_without_their_tag(image: str) -> None:
     stand_in = stand_in_for(image)
     assert stand_in is not None and stand_in in STAND_INS
-    assert resolve_image(image, container_runtime=False) is stand_in
+    assert resolve_image(image, runtime=None) is stand_in
+    # With a runtime it is still the stand-in while the image is not in the store.
+    assert resolve_image(image, runtime=NO_STORE) is stand_in
 
 
 @pytest.mark.parametrize(
     "image",
     [
         "kubeflow/pytorch-dist-mnist:v2",
-        "kubeflow/pytorch-dist-mnist@sha256:0123",
+        "kubeflow/pytorch-dist-mnist@sha256:" + "0123456789abcdef" * 4,
         "kubeflow/pytorch-dist",
         "gcr.io:443/run-ai-demo/quickstart-distributed",
     ],
@@ -130,7 +135,18 @@ def test_stand_in_images_with_and_without_their_tag(image: str) -> None:
 def test_other_images_are_refused_naming_the_stand_ins(image: str) -> None:
     assert stand_in_for(image) is None
     with pytest.raises(InvalidSpec) as error:
-        resolve_image(image, container_runtime=False)
+        resolve_image(image, runtime=None)
     assert error.value.where == "spec.image"
     assert "kubeflow/pytorch-dist-mnist[:latest]" in error.value.problem
-    assert resolve_image(image, container_runtime=True) is None
+    assert resolve_image(image, runtime=NO_STORE) is None  # it runs in its container
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["-v", "--privileged", "alpine;id", "alpine id", "$(id)", "a`id`", "Upper/case", "x@sha256:1"],
+)
+def test_what_is_no_image_reference_is_refused_with_or_without_a_runtime(image: str) -> None:
+    for runtime in (None, NO_STORE):
+        with pytest.raises(InvalidSpec) as error:
+            resolve_image(image, runtime=runtime)
+        assert error.value.where == "spec.image" and "not an image reference" in str(error.value)

@@ -124,7 +124,7 @@ def _json(body: object) -> dict[str, Any]:
             {"spec": {"command": "true", "numWorkers": 1, "distributedFramework": "TF"}},
             "distributedFramework",
         ),
-        ({"spec": {"command": "true", "numWorkers": 1, "image": "my/own:image"}}, "image"),
+        ({"spec": {"command": "true", "numWorkers": 1, "image": "my/own:image;id"}}, "image"),
         ({"spec": {"numWorkers": 1}}, "command"),
         # Found while fuzzing: unbounded sizes made the server do unbounded work (a pod
         # row per worker) or made every later GET of the workload a 500 (float(10**400)).

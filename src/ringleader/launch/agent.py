@@ -50,6 +50,8 @@ from ringleader.launch.rank_process import (
 )
 from ringleader.launch.spawned import RECORD_VAR, record
 
+JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not imported here)
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import IO, Any
@@ -78,6 +80,7 @@ class Agent:
         self.closing = False
         self.ended = teardown.EndedWatcher(lambda: self.grace_s, self._hung)
         self.podstats: Sampler | None = None  # CPU and memory per pod, under a server
+        self.container: dict[str, Any] | None = None  # the image ranks run in (containers.py)
 
     # ----- ops -------------------------------------------------------------
     def setup(self, msg: dict[str, Any]) -> None:
@@ -111,6 +114,13 @@ class Agent:
             self.writer.send("fatal", stage="run directory", detail=f"in {base}: {exc}")
             return
         self.grace_s = float(msg.get("grace", self.grace_s))
+        if msg.get("container"):
+            from ringleader.launch import containers
+
+            self.container, problem = containers.ready_image(msg["container"])
+            if problem:  # not a crash: no rank starts, and no restart would help
+                self.writer.send("fatal", stage="image", detail=problem)
+                return
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         port, ring = _pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
         self.writer.send(
@@ -172,10 +182,14 @@ class Agent:
         try:
             if account is not None:
                 hand_over(os.path.dirname(error_file), *account)
-            proc = self._popen(argv, cwd, env, account)
+            if self.container:
+                proc = self._popen_container(rank, argv, cwd, env, account)
+            else:
+                proc = self._popen(argv, cwd, env, account)
         except OSError as exc:
+            why = exc.strerror or str(exc)
             self.writer.send(
-                "out", rank=rank, stream="stderr", line=f"cannot start {argv[0]!r}: {exc.strerror}"
+                "out", rank=rank, stream="stderr", line=f"cannot start {argv[0]!r}: {why}"
             )
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
             return
@@ -209,6 +223,45 @@ class Agent:
         keep = [self.rundir] if self.rundir else []
         with podns.popen_args(argv, cwd, env, account, keep=keep) as args:
             return Popen(**args, stdin=DEVNULL, stdout=PIPE, stderr=PIPE, start_new_session=True)
+
+    def _popen_container(
+        self, rank: int, argv: list[str], cwd: str, env: dict[str, str], account: Any
+    ) -> Popen[bytes]:
+        """Start one rank as ``podman run`` of the image (``containers.py``): the runtime
+        as root in the pod's cgroup, the container as ``account``, the tenant-named
+        directories mounted as the account opened them."""
+        from ringleader.launch import containers
+
+        container = self.container or {}
+        assert self.rundir is not None
+        # podman stays in the agent's cgroup: the pod's gets the container and conmon as
+        # children (cgroup v2 allows no process beside child cgroups that have controllers).
+        join = env.pop(JOIN_VAR, "")
+        staged = private_dir(self.rundir, f"mounts-rank{rank}-")
+        tenant_paths = [cwd, *container.get("mounts", [])]
+        mounts = [(self.rundir, self.rundir)]
+        mounts += containers.stage(tenant_paths, account, staged, container.get("python"))
+        podman = containers.run_argv(
+            container,
+            name=containers.container_name(self.job_id, rank),
+            job_id=self.job_id,
+            rank=rank,
+            argv=containers.command_of(argv),
+            env=env,
+            cwd=cwd,
+            account=account,
+            mounts=mounts,
+            cgroup=containers.cgroup_parent(join),
+        )
+        return Popen(
+            podman,
+            cwd="/",
+            env=env,
+            stdin=DEVNULL,
+            stdout=PIPE,
+            stderr=PIPE,
+            start_new_session=True,
+        )
 
     def _wait(self, rp: RankProcess, error_file: str) -> None:
         code = rp.proc.wait()
@@ -272,6 +325,12 @@ class Agent:
         self.stop(grace_s)
         if self.podstats is not None:
             self.podstats.close()
+        if self.container:
+            from ringleader.launch import containers
+
+            containers.remove_job(str(self.container["runtime"]), self.job_id)
+            if self.rundir is not None:
+                containers.unstage_all(self.rundir)
         if self.rundir is not None:
             import shutil
 

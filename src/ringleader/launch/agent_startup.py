@@ -85,6 +85,7 @@ def start_agents(
             network_interface=spec.network_interface,
             node_rank=node,
             grace=spec.grace_s,
+            container=spec.container or None,
             **({"environ": env} if sudo[0] else {}),
         )
 

@@ -23,6 +23,7 @@ user's OMP_NUM_THREADS or GLOO_SOCKET_IFNAME wins).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ringleader.hosts import Host, to_mpi_hostfile
 from ringleader.launch import frameworks, mlx, teardown
@@ -64,6 +65,10 @@ class LaunchSpec:
     # Inside a Slurm allocation: its job id; every host is one of its nodes and runs its
     # agent as a job step (``srun``, launch/slurm_srun.py) instead of here or over SSH.
     slurm_job: str = ""
+    # Ranks run in this image (``launch/containers.py``): {"runtime", "image", "pull",
+    # "mounts" (tenant-named directories to mount), "python" (the account's helper),
+    # "shm_size"}; empty: as processes.
+    container: dict[str, Any] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ringleader.errors import InvalidSpec
+from ringleader.launch.containers import bad_reference, image_present
 
 DEFAULT_TAG = "latest"  # what a reference without a tag means (Docker's rule)
 DOCKER_HUB = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
@@ -84,9 +85,15 @@ def stand_in_for(image: str) -> StandIn | None:
     return stand_in
 
 
-def resolve_image(image: str | None, *, container_runtime: bool) -> StandIn | None:
-    """The stand-in to run for ``image``, None when no image; InvalidSpec when impossible."""
-    if not image or container_runtime:
+def resolve_image(image: str | None, *, runtime: dict[str, str] | None) -> StandIn | None:
+    """The stand-in to run for ``image``: None when there is no image or it runs in a
+    container here (``runs_in_container``); InvalidSpec naming ``spec.image`` when it is
+    no image reference, or cannot run here at all."""
+    if not image:
+        return None
+    if problem := bad_reference(image):
+        raise InvalidSpec(f"{image!r} is not an image reference: {problem}", "spec.image")
+    if runs_in_container(image, runtime):
         return None
     stand_in = stand_in_for(image)
     if stand_in is None:
@@ -97,3 +104,14 @@ def resolve_image(image: str | None, *, container_runtime: bool) -> StandIn | No
             "spec.image",
         )
     return stand_in
+
+
+def runs_in_container(image: str | None, runtime: dict[str, str] | None) -> bool:
+    """Pods of ``image`` run in it: this machine has a container runtime, and the image
+    is not a walkthrough image with a stand-in that is missing here (those cannot be
+    pulled offline: the stand-in runs instead, and an event says so)."""
+    if not image or runtime is None:
+        return False
+    if stand_in_for(image) is None:
+        return True
+    return image_present(runtime["path"], image)

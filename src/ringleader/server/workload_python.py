@@ -25,6 +25,7 @@ pod would: readable paths are what that account can read, not what root can.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import json
 import os
 import pwd
@@ -49,11 +50,33 @@ WORKLOAD_MODULES = {"torch": "torch", "numpy": "numpy", "sklearn": "scikit-learn
 #: Pythons a user may already have that every account can run (the refusal probes them).
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 PROBE_ACCOUNT = "nobody"
-PROBE = """\
-import importlib.util, json, sys
-out = {"version": "%d.%d" % sys.version_info[:2], "ringleader": "", "missing": []}
+STALE = "its ringleader is another version than this server's (the launch code differs)"
+
+
+def launch_digest(package_dir: str) -> str:
+    """A digest of ringleader's launch package in ``package_dir`` (supervisor, agent,
+    keepalive: what runs under the workload's Python). Sent into the probe as source:
+    standard library only, imports inside."""
+    import hashlib
+    import os
+
+    top = os.path.join(package_dir, "launch")
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(top)):
+        if name.endswith(".py"):
+            with open(os.path.join(top, name), "rb") as f:
+                digest.update(name.encode() + b"/" + f.read())
+    return digest.hexdigest()[:16]
+
+
+PROBE = (
+    inspect.getsource(launch_digest)
+    + """
+import importlib.util, json, os, sys
+out = {"version": "%d.%d" % sys.version_info[:2], "ringleader": "", "missing": [], "launch": ""}
 try:
     import ringleader.launch.keepalive
+    out["launch"] = launch_digest(os.path.dirname(ringleader.__file__))
 except Exception as exc:
     out["ringleader"] = "%s: %s" % (type(exc).__name__, exc)
 for name in sys.argv[1:]:
@@ -65,6 +88,14 @@ for name in sys.argv[1:]:
         out["missing"].append(name)
 print(json.dumps(out))
 """
+)
+
+
+def own_launch_digest() -> str:
+    """This server's ``launch_digest``: a workload Python must run the same launch code."""
+    import ringleader
+
+    return launch_digest(os.path.dirname(ringleader.__file__))
 
 
 def shared_dir() -> Path:
@@ -128,6 +159,8 @@ def probe(python: str, *, account: str = PROBE_ACCOUNT, pythonpath: str | None =
     found.ringleader = report.get("ringleader", "")
     found.missing = list(report.get("missing", []))
     found.version = report.get("version", "")
+    if not found.ringleader and report.get("launch") != own_launch_digest():
+        found.ringleader = STALE
     return found
 
 
@@ -140,20 +173,26 @@ def for_accounts(server_python: str, *, account: str = PROBE_ACCOUNT) -> str:
     if own.runs_pods:
         return server_python
     shared = shared_python()
-    if shared.exists() and probe(str(shared), account=account).runs_pods:
+    made = probe(str(shared), account=account) if shared.exists() else None
+    if made is not None and made.runs_pods:
         return str(shared)
-    raise InvalidSpec(refusal(own, account), "--workload-python")
+    raise InvalidSpec(refusal(own, account, made), "--workload-python")
 
 
-def refusal(own: Probe, account: str) -> str:
+def refusal(own: Probe, account: str, shared: Probe | None = None) -> str:
     """Why the server cannot start as it is, and the commands that make it start (each
-    a command line, then what it does, wrapped for an 80-column terminal)."""
+    a command line, then what it does, wrapped for an 80-column terminal).  ``shared``:
+    what the shared Python, made earlier, is found to be (it is remade)."""
     why = own.cannot_run or own.ringleader
+    again = ""
+    if shared is not None:
+        again = f" (the one there now cannot run pods: {shared.cannot_run or shared.ringleader})"
     choices = [
         (
-            "sudo ringleader workload-python",
+            "sudo ringleader workload-python" + (" --force" if shared is not None else ""),
             f"makes {shared_dir()}, a Python every account can run, with ringleader, torch, "
-            "numpy and scikit-learn as this server has them; then start the server again",
+            f"numpy and scikit-learn as this server has them{again}; then start the server "
+            "again",
         ),
         (
             "sudo ringleader server --run-as server",

@@ -235,9 +235,9 @@ def test_service_refusals_land_on_their_fields(api: API):
     answer = _post(api, csrf, _form(api, command=""))
     assert answer.status_code == 422
     assert "a command is required" in _field_error(answer.text, "command")
-    # An image that cannot run here: where=spec.image.
-    answer = _post(api, csrf, _form(api, image="nginx:1"))
-    assert "cannot run here" in _field_error(answer.text, "image")
+    # What is no image reference (shell syntax): where=spec.image.
+    answer = _post(api, csrf, _form(api, image="nginx:1;id"))
+    assert "not an image reference" in _field_error(answer.text, "image")
     # An unknown priority class.
     answer = _post(api, csrf, _form(api, priority_class="vip"))
     assert "unknown priority class" in _field_error(answer.text, "priority_class")
@@ -256,10 +256,10 @@ def test_service_refusals_land_on_their_fields(api: API):
 
 def test_a_bad_value_from_an_asset_is_blamed_on_the_asset(api: API):
     csrf = _login(api)
-    env = _env_asset(api, "nginx", image="nginx:1", command="run")
+    env = _env_asset(api, "nginx", image="nginx:1;id", command="run")
     answer = _post(api, csrf, _form(api, command="", environment=env))
     assert answer.status_code == 422
-    assert "cannot run here" in _field_error(answer.text, "environment")
+    assert "not an image reference" in _field_error(answer.text, "environment")
     assert _workloads(api) == []
 
 

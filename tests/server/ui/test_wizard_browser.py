@@ -135,7 +135,7 @@ def test_an_invalid_form_shows_field_messages_and_creates_nothing(ui: UI):
     page.wait_for_selector("#name-status.name-taken")  # said before sending
     assert "Not a valid name" in page.inner_text("#name-status")
     _continue(ui, "step-name")
-    page.get_by_label("Image").first.fill("nginx:1")
+    page.get_by_label("Image").first.fill("nginx:1;id")
     page.get_by_role("button", name="Create training").click()
     page.wait_for_selector("#error-summary")
     summary = page.inner_text("#error-summary")
@@ -145,9 +145,9 @@ def test_an_invalid_form_shows_field_messages_and_creates_nothing(ui: UI):
     assert name.is_visible() and name.get_attribute("aria-invalid") == "true"
     assert "DNS-1123" in page.inner_text("#e-name")
     assert name.input_value() == "Bad_Name"
-    assert page.locator("#f-image").input_value() == "nginx:1"
+    assert page.locator("#f-image").input_value() == "nginx:1;id"
     ui.shot("wizard-invalid")
-    # Fixed, the service's own checks answer next: the image cannot run here.
+    # Fixed, the service's own checks answer next: the image is no image reference.
     name.fill("good-name")
     page.get_by_role("button", name="Create training").click()
     page.wait_for_selector("#error-summary a >> text=Image")
@@ -155,7 +155,7 @@ def test_an_invalid_form_shows_field_messages_and_creates_nothing(ui: UI):
     assert "Image" in summary and "Name" not in summary
     page.locator("#error-summary a", has_text="Image").click()
     assert page.evaluate("document.activeElement.id") == "f-image"
-    assert "cannot run here" in page.inner_text("#e-image")
+    assert "not an image reference" in page.inner_text("#e-image")
     ui.shot("wizard-invalid-image")
     page.set_viewport_size(NARROW)
     ui.shot("wizard-invalid-narrow")

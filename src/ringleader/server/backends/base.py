@@ -105,6 +105,11 @@ class BackendRequest:
     # Who the workload's code runs as; None: as the server's own user (--run-as server).
     run_as: RunAs | None = None
 
+    @property
+    def image(self) -> str | None:
+        """The image the gang runs in (the master's, else the spec's), if any."""
+        return self.spec.master().image or self.spec.spec.image
+
 
 @dataclass(frozen=True)
 class PodStatus:

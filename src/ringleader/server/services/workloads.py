@@ -145,8 +145,8 @@ def submit(
     backend = backends.for_pool(next(iter(body.spec.node_pools), None)) if backends else None
     if backend is not None:
         check_supported(backend, body)
-    runs_images = backend is not None and backend.capabilities.container_images
-    stand_in = resolve_image(body.spec.image, container_runtime=runs_images)
+    runtime = getattr(backend, "runtime", None) if backend is not None else None
+    stand_in = resolve_image(body.master().image or body.spec.image, runtime=runtime)
     if stand_in is not None and not body.spec.command:
         body = body.model_copy(
             update={"spec": body.spec.model_copy(update={"command": stand_in.command})}
@@ -184,7 +184,10 @@ def submit(
             session,
             workload,
             "ImageStandIn",
-            message=f"no container runtime: image {stand_in.image} runs as {stand_in.note}",
+            message=f"image {stand_in.image} is not here and cannot be pulled (no registry "
+            f"reachable): it runs as {stand_in.note}"
+            if runtime is not None
+            else f"no container runtime: image {stand_in.image} runs as {stand_in.note}",
         )
     phases.transition(session, workload, "Pending", reason="Submitted")
     return workload

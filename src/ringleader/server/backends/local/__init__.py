@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ringleader.errors import Conflict, RingleaderError
+from ringleader.launch.containers import detected as detect_runtime
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,
@@ -97,6 +98,7 @@ from ringleader.server.backends.local.processes import (
     clean_stale_cgroups,
     died,
     end_cgroup,
+    end_containers,
     is_final,
     job_alive,
     run_usage,
@@ -106,6 +108,7 @@ from ringleader.server.backends.local.processes import (
     write_final_state,
 )
 from ringleader.server.backends.local.status import STATES, pod_phase, status_of
+from ringleader.server.images import runs_in_container
 
 __all__ = ["LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
 
@@ -138,6 +141,7 @@ class LocalBackend(Backend[LocalPlan]):
         environ: Mapping[str, str] | None = None,
         max_ranks: int | None = None,
         cgroups: Hierarchy | None = DETECT,
+        container_runtime: dict[str, str] | None = DETECT,
     ) -> None:
         self.python = python
         self.grace_s = grace_s
@@ -155,6 +159,15 @@ class LocalBackend(Backend[LocalPlan]):
         # Where each run's processes are tracked and limited (None: by environment).
         self.cgroups: Hierarchy | None = detect_cgroups() if cgroups is DETECT else cgroups
         self._cleaned: set[Path] = set()  # runs dirs whose stale cgroups were cleaned
+        # Pods of a workload with an image run in it (launch/containers.py) where this
+        # machine has podman or docker; SSH nodes' agents find their own.
+        self.runtime = (
+            (detect_runtime() if self.name == "local" else None)
+            if container_runtime is DETECT
+            else container_runtime
+        )
+        if self.runtime is not None:
+            self.capabilities = dataclasses.replace(self.capabilities, container_images=True)
         self._children: dict[str, subprocess.Popen[bytes]] = {}  # ours to reap
         # The cores pods may be pinned to (this process's own CPU set).
         self.cpus = (
@@ -190,6 +203,7 @@ class LocalBackend(Backend[LocalPlan]):
             cpus=self.cpus,
             busy_cpus=busy_cpus,
             cgroups=cgroups,
+            runtime=self.runtime if runs_in_container(request.image, self.runtime) else None,
         )
 
     def start(self, request: BackendRequest) -> str:
@@ -298,6 +312,8 @@ class LocalBackend(Backend[LocalPlan]):
         cgroup = self.cgroups if isolation_of(launch) != ENVIRONMENT else None
         if is_final(state) and cgroup is not None:  # what ranks left (a daemon) ends too
             end_cgroup(cgroup, run_dir, launch.spec.run_id, pods_from_launch(launch))
+        if is_final(state):
+            end_containers(launch, cgroup)
         status = status_of(
             state,
             pods_from_launch(launch),
@@ -311,6 +327,7 @@ class LocalBackend(Backend[LocalPlan]):
     def end_run(self, run_dir: Path, launch: LaunchFile) -> None:
         """Kill whatever of the run is left: its cgroup (recording each pod's usage, then
         removing it), or the processes carrying its job id where it has none."""
+        end_containers(launch, self.cgroups)
         if self.cgroups is not None and isolation_of(launch) != ENVIRONMENT:
             end_cgroup(self.cgroups, run_dir, launch.spec.run_id, pods_from_launch(launch))
         else:

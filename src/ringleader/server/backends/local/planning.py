@@ -251,6 +251,21 @@ def _into_cgroups(
     return limits
 
 
+def container_of(
+    request: BackendRequest, runtime: dict[str, str] | None, python: str, mounts: list[str]
+) -> dict[str, object]:
+    """``LaunchSpec.container`` for ``request``: empty without an image or a
+    ``runtime`` (None where the image does not run in a container here: the caller
+    decided, ``images.runs_in_container``).  ``mounts``: the workload's own directory
+    in its account's home (checkpoints, metrics), opened as the account by the agent
+    like the working directory; ``python``: what the agent's helper that opens them
+    runs (one the account can run)."""
+    image = request.image
+    if not image or runtime is None:
+        return {}
+    return {"runtime": runtime["name"], "image": image, "mounts": mounts, "python": python}
+
+
 def plan_launch(
     request: BackendRequest,
     *,
@@ -260,10 +275,12 @@ def plan_launch(
     cpus: Sequence[int] = (),
     busy_cpus: frozenset[int] = frozenset(),
     cgroups: Hierarchy | None = None,
+    runtime: dict[str, str] | None = None,
 ) -> LocalPlan:
     """The launch for ``request``: pure.  ``cpus``: this machine's cores pods on its
     own node may be pinned to; ``busy_cpus``: those other runs' pods hold;
-    ``cgroups``: this machine's hierarchy, when each pod gets a cgroup."""
+    ``cgroups``: this machine's hierarchy, when each pod gets a cgroup; ``runtime``:
+    its container runtime, when an image's pods run in the image."""
     spec, dist = request.spec, request.spec.spec
     framework = _framework(spec)
     master = spec.master()
@@ -334,6 +351,7 @@ def plan_launch(
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
         if framework.layout.head_runs_ranks
         else "wait",
+        container=container_of(request, runtime, python, [own_dir] if run_as else []),
     )
     return LocalPlan(
         launch,

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ringleader.errors import RingleaderError
+from ringleader.launch import containers
 from ringleader.launch.account import sweep as sweep_job
 from ringleader.launch.detached import (
     FINAL_PHASES,
@@ -32,7 +35,7 @@ from ringleader.launch.detached import (
 )
 from ringleader.launch.procs import job_processes
 from ringleader.server.backends.base import BackendStatus
-from ringleader.server.backends.local.cgroups import Hierarchy, Usage
+from ringleader.server.backends.local.cgroups import ROOT_VAR, Hierarchy, Usage
 from ringleader.server.backends.local.homes import SUDO_TIMEOUT_S, through_sudo
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
@@ -70,6 +73,25 @@ def job_alive(launch: LaunchFile) -> bool:
     if run_as is None or not run_as.sudo:
         return False
     return through_sudo(run_as, launch.spec.python, "sweep", "--check", run_id).returncode == 0
+
+
+def end_containers(launch: LaunchFile, hierarchy: Hierarchy | None) -> None:
+    """Remove what a run in an image leaves beside its processes: its containers
+    (podman's records, stopped or not), the mounts its agents staged, and the empty
+    directories podman's ``--cgroup-parent`` made in the cgroup v1 trees ringleader does
+    not use (blkio, cpuset, devices ...).  Nothing for a run of processes."""
+    container = launch.spec.container
+    if not container:
+        return
+    run_id = launch.spec.run_id
+    runtime = str(container.get("runtime") or "podman")
+    containers.remove_job(shutil.which(runtime) or runtime, run_id)
+    containers.unstage_job(run_id)
+    if hierarchy is not None and hierarchy.isolation == "cgroup-v1":
+        mount = Path(os.environ.get(ROOT_VAR) or "/sys/fs/cgroup")
+        parent = next(iter(hierarchy.parents.values()))
+        inside = parent.parts[len(mount.parts) + 1 :]  # below the controller's own tree
+        containers.remove_cgroups("/".join([*inside, run_id]), str(mount))
 
 
 def end_cgroup(

@@ -1,0 +1,255 @@
+"""Pods of a workload with an image run in it (issue 24, item 1): real podman, a real
+image built here (tests/fixtures/images.py), a real root server.
+
+What is checked: the podman command a rank becomes (golden); a PyTorch gang in the
+image gets the environment a process gang gets (the host's own software paths
+aside), inside its pod's cgroup; nothing is left after it ends or is deleted (no
+container, no staged mount, no cgroup directory in any controller tree); a
+directory a tenant names is mounted as the tenant opened it, so a symlink swapped
+in afterwards leads nowhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import pwd
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ringleader.launch import containers
+from tests.conftest import wait_until
+from tests.fixtures.images import job_containers, need_podman, podman, python_image
+from tests.server.conftest import ServerProcess, running_server
+
+__all__ = ["python_image"]  # the fixture, used by name
+
+ENV_PROBE = "env | sort; echo CGROUP $(grep -E ':memory:' /proc/self/cgroup)"
+#: What differs between a rank in an image and one on the host, by design: the image's
+#: own software paths (containers.HOST_ONLY), and what a shell sets (PWD, SHLVL, _).
+DIFFERS = containers.HOST_ONLY | {"PWD", "SHLVL", "_", "OLDPWD", "HOSTNAME", "container"}
+
+
+# ----- the command (pure) -----------------------------------------------------------
+def test_a_rank_becomes_podman_run_with_names_not_values() -> None:
+    env = {"RANK": "1", "SECRET_TOKEN": "s3cr3t", "PATH": "/host/bin", "PYTHONPATH": "/x"}
+    argv = containers.run_argv(
+        {"runtime": "/usr/bin/podman", "image": "localhost/img:1", "pull": "Never"},
+        name="rl-abc-rank1",
+        job_id="rl-abc",
+        rank=1,
+        argv=["python", "-c", "print(1)"],
+        env=env,
+        cwd="/work",
+        account=(1001, 1002),
+        mounts=[("/stage/m0", "/work")],
+        cgroup="/ringleader/rl-abc/pod-1",
+    )
+    assert argv[:3] == ["/usr/bin/podman", "run", "--rm"]
+    assert argv[-5:] == ["--", "localhost/img:1", "python", "-c", "print(1)"]
+    pairs = list(itertools.pairwise(argv))
+    for pair in [("--user", "1001:1002"), ("--network", "host"), ("--ipc", "host"),
+                 ("--pull", "never"), ("--volume", "/stage/m0:/work"), ("--workdir", "/work"),
+                 ("--cgroup-parent", "/ringleader/rl-abc/pod-1"), ("--label", "ringleader.job=rl-abc"),
+                 ("--env", "RANK"), ("--env", "SECRET_TOKEN")]:  # fmt: skip
+        assert pair in pairs, (pair, argv)
+    assert "s3cr3t" not in " ".join(argv)  # values come from podman's environment
+    assert ("--env", "PATH") not in pairs and ("--env", "PYTHONPATH") not in pairs
+
+
+def test_the_pods_cgroup_is_found_from_the_join_files(tmp_path: Path, monkeypatch) -> None:
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    monkeypatch.setenv("RINGLEADER_CGROUP_ROOT", str(v1))
+    procs = f"{v1}/memory/srv/ringleader/rl-x/pod-0/cgroup.procs {v1}/pids/x/cgroup.procs"
+    assert containers.cgroup_parent(procs) == "/srv/ringleader/rl-x/pod-0"
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    monkeypatch.setenv("RINGLEADER_CGROUP_ROOT", str(v2))
+    assert containers.cgroup_parent(f"{v2}/ringleader/rl-x/pod-0/cgroup.procs") == (
+        "/ringleader/rl-x/pod-0"
+    )
+    assert containers.cgroup_parent("") == ""
+
+
+# ----- a real server ------------------------------------------------------------------
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A working directory every account can enter."""
+    made = Path(tempfile.mkdtemp(prefix="rl-ctr-", dir="/var/tmp"))
+    made.chmod(0o755)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+def _submit(server: ServerProcess, name: str, cwd: Path, *flags: str, command: str) -> str:
+    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", *flags, "--command",
+                      "--", "sh", "-c", command, cwd=str(cwd))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"\(id (\w+),", done.stdout)
+    assert found, done.stdout
+    return found.group(1)
+
+
+def _status(server: ServerProcess, name: str, want: set[str], timeout: float = 180) -> str:
+    def status() -> str | None:
+        text = server.cli("describe", name).stdout
+        found = re.search(r"Status:\s+(\w+)", text)
+        return text if found and found.group(1) in want else None
+
+    return str(wait_until(status, timeout, f"{name} in {want}"))
+
+
+def _rank_env(logs: str, pod: str, name: str, workload_id: str) -> dict[str, str]:
+    """A pod's ``env`` from the logs, its workload's name and id (and the random part
+    of its run directory) made the same for every workload, so two compare."""
+    lines = [line.split("] ", 1)[1] for line in logs.splitlines() if line.startswith(f"[{pod}] ")]
+    env = dict(line.split("=", 1) for line in lines if "=" in line and " " not in line[:1])
+    return {
+        k: re.sub(r"-node(\d+)-[0-9a-f]{16}", r"-node\1-X", v)
+        .replace(workload_id, "ID")
+        .replace(name, "NAME")
+        for k, v in env.items()
+    }
+
+
+def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothing(
+    python_image: str, tmp_path: Path, work: Path
+) -> None:
+    with running_server(tmp_path / "home") as server:
+        boxed = _submit(server, "boxed", work, "-i", python_image, command=ENV_PROBE)
+        plain = _submit(server, "plain", work, command=ENV_PROBE)
+        for name in ("boxed", "plain"):
+            described = _status(server, name, {"Completed", "Failed"})
+            assert "Status: Completed" in described, described
+        boxed_logs, plain_logs = (server.cli("logs", n).stdout for n in ("boxed", "plain"))
+        for pod in ("master-0", "worker-0"):
+            inside = _rank_env(boxed_logs, f"boxed-{pod}", "boxed", boxed)
+            outside = _rank_env(plain_logs, f"plain-{pod}", "plain", plain)
+            assert inside and outside
+            assert set(outside) - DIFFERS == set(inside) - DIFFERS
+            for key in set(outside) - DIFFERS - PER_RUN:
+                assert inside[key] == outside[key], (key, inside[key], outside[key])
+            assert inside["PATH"] != outside["PATH"]  # the image's own
+        # Each rank ran inside its pod's cgroup (the container a child of it).
+        cgroups = re.findall(r"CGROUP \S+:memory:(\S+)", boxed_logs)
+        assert len(cgroups) == 2 and all(f"/rl-{boxed}/boxed-" in c for c in cgroups), cgroups
+        assert all("/libpod-" in c for c in cgroups), cgroups
+        wait_until(lambda: not job_containers(f"rl-{boxed}"), 60, "its containers removed")
+        assert not _leftover_cgroups(boxed)
+        assert "mounts-rank" not in Path("/proc/self/mountinfo").read_text()
+
+
+HELPER_PYTHON = "/usr/bin/python3"  # the helper runs as the account: one it can run
+#: Values of one run alone: its rendezvous port and its pod token.
+PER_RUN = {"MASTER_PORT", "RINGLEADER_MASTER_PORT", "RINGLEADER_TOKEN", "MLX_HOSTFILE"}
+
+
+def _leftover_cgroups(workload_id: str, depth: int = 4) -> list[str]:
+    """The run's cgroup directories in any controller tree (walked a few levels deep:
+    the server's own cgroup, then ``ringleader``), tolerant of removals meanwhile."""
+    found, top = [], "/sys/fs/cgroup"
+    for here, dirs, _ in os.walk(top, onerror=lambda _e: None):
+        if f"rl-{workload_id}" in dirs:
+            found.append(f"{here}/rl-{workload_id}")
+        keep = here.count("/") - top.count("/") < depth
+        dirs[:] = [d for d in dirs if keep and not d.startswith("rl-")]
+    return found
+
+
+def test_deleting_a_running_image_workload_leaves_no_container_or_process(
+    python_image: str, tmp_path: Path, work: Path
+) -> None:
+    with running_server(tmp_path / "home") as server:
+        workload = _submit(server, "sleeper", work, "-i", python_image,
+                           command="echo up; exec sleep 600")  # fmt: skip
+        wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 120, "running")
+        assert len(job_containers(f"rl-{workload}")) == 2
+        assert server.cli("delete", "sleeper").returncode == 0
+        wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
+        wait_until(lambda: not _leftover_cgroups(workload), 60, "its cgroups removed")
+        marker = f"RINGLEADER_JOB_ID=rl-{workload}".encode()
+        wait_until(lambda: not _carrying(marker), 60, "no process of the job left")
+
+
+def _carrying(marker: bytes) -> list[int]:
+    """Processes (the container's included: same kernel) whose environment has ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_an_image_that_is_no_reference_is_refused_naming_the_field(
+    tmp_path: Path, work: Path
+) -> None:
+    need_podman()
+    with running_server(tmp_path / "home") as server:
+        for image in ("alpine;id", "$(id)", "Upper/Case"):
+            done = server.cli("submit-dist", "pytorch", "bad", "--workers", "1", "-i", image,
+                              "--command", "--", "true", cwd=str(work))  # fmt: skip
+            assert done.returncode == 2 and "error: -i:" in done.stderr, done.stderr  # the flag
+            assert "not an image reference" in done.stderr, done.stderr
+        assert "bad" not in server.cli("list").stdout  # nothing half-created
+
+
+# ----- a tenant's paths, opened as the tenant -----------------------------------------
+def test_a_mount_is_what_the_account_opened_not_what_a_link_says_later(
+    python_image: str, work: Path
+) -> None:
+    nobody = pwd.getpwnam("nobody")
+    account = (nobody.pw_uid, nobody.pw_gid)
+    secret = work / "root-only"
+    secret.mkdir(mode=0o700)
+    (secret / "key").write_text("secret\n")
+    (secret / "key").chmod(0o644)  # readable, were its directory not closed
+    mine = work / "mine"
+    mine.mkdir(mode=0o755)
+    (mine / "file").write_text("mine\n")
+    link = work / "link"
+    link.symlink_to(secret)
+    # A link to what the account cannot enter: refused, nothing staged.
+    with pytest.raises(OSError, match="Permission denied"):
+        containers.open_as(str(link), account, HELPER_PYTHON)
+    # Opened while it was the account's own directory, then swapped for the link.
+    fd = containers.open_as(str(mine), account, HELPER_PYTHON)
+    mine.rename(work / "moved")
+    mine.symlink_to(secret)
+    stage = work / "stage"
+    stage.mkdir(mode=0o700)
+    target = stage / "m0"
+    target.mkdir(mode=0o700)
+    try:
+        containers.bind(fd, str(target))
+        os.close(fd)
+        seen = podman("run", "--rm", "--user", f"{account[0]}:{account[1]}", "--volume",
+                      f"{target}:/w", python_image, "cat", "/w/file")  # fmt: skip
+        assert seen.returncode == 0 and seen.stdout == "mine\n", seen.stderr
+    finally:
+        containers.unstage(str(stage))
+    assert str(target) not in Path("/proc/self/mountinfo").read_text()
+
+
+def test_an_image_that_cannot_be_pulled_fails_at_once_with_the_registrys_reason(
+    tmp_path: Path, work: Path
+) -> None:
+    """Not a crash: no rank starts, no restart is tried, the root cause is the pull's."""
+    need_podman()
+    image = "registry.invalid/no/such:1"  # .invalid never resolves (RFC 2606)
+    with running_server(tmp_path / "home") as server:
+        workload = _submit(server, "nopull", work, "-i", image, command="true")
+        described = _status(server, "nopull", {"Failed", "Completed"})
+        assert "Status: Failed" in described, described
+        assert f"cannot pull image {image}" in described and "registry.invalid" in described
+        assert "Restart" not in described, described  # backoffLimit untouched
+        assert not job_containers(f"rl-{workload}")
