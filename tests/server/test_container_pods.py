@@ -11,11 +11,13 @@ in afterwards leads nowhere.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import pwd
 import re
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +173,9 @@ def test_deleting_a_running_image_workload_leaves_no_container_or_process(
                            command="echo up; exec sleep 600")  # fmt: skip
         wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 120, "running")
         assert len(job_containers(f"rl-{workload}")) == 2
+        # A session on the host would run outside the image: refused, saying so.
+        refused = server.cli("exec", "sleeper", "--", "true")
+        assert refused.returncode != 0 and "not supported yet" in refused.stderr, refused.stderr
         assert server.cli("delete", "sleeper").returncode == 0
         wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
         wait_until(lambda: not _leftover_cgroups(workload), 60, "its cgroups removed")
@@ -200,6 +205,10 @@ def test_an_image_that_is_no_reference_is_refused_naming_the_field(
                               "--command", "--", "true", cwd=str(work))  # fmt: skip
             assert done.returncode == 2 and "error: -i:" in done.stderr, done.stderr  # the flag
             assert "not an image reference" in done.stderr, done.stderr
+        # Interactive pods need ringleader's keepalive, which an image need not have.
+        done = server.cli("submit-dist", "pytorch", "bad", "--workers", "1", "--interactive",
+                          "-i", "localhost/some/image:1", cwd=str(work))  # fmt: skip
+        assert done.returncode == 2 and "not supported yet" in done.stderr, done.stderr
         assert "bad" not in server.cli("list").stdout  # nothing half-created
 
 
@@ -253,3 +262,28 @@ def test_an_image_that_cannot_be_pulled_fails_at_once_with_the_registrys_reason(
         assert f"cannot pull image {image}" in described and "registry.invalid" in described
         assert "Restart" not in described, described  # backoffLimit untouched
         assert not job_containers(f"rl-{workload}")
+
+
+def test_after_the_supervisor_and_agent_are_killed_the_server_removes_the_containers(
+    python_image: str, tmp_path: Path, work: Path
+) -> None:
+    """kill -9 of everything but the containers (supervisor, agent, the podman clients:
+    the run's supervisor cgroup): the server notices, fails the run and sweeps it."""
+    from ringleader.server.backends.local.cgroup_versions import detect
+
+    hierarchy = detect()
+    assert hierarchy is not None
+    with running_server(tmp_path / "home") as server:
+        workload = _submit(server, "orphan", work, "-i", python_image,
+                           command="echo up; exec sleep 600")  # fmt: skip
+        wait_until(lambda: "up" in server.cli("logs", "orphan").stdout, 120, "running")
+        for pid in hierarchy.pids(f"rl-{workload}/supervisor"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        described = _status(server, "orphan", {"Failed"}, timeout=120)
+        assert "Status: Failed" in described
+        wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
+        wait_until(lambda: not _leftover_cgroups(workload), 60, "its cgroups removed")
+        marker = f"RINGLEADER_JOB_ID=rl-{workload}".encode()
+        wait_until(lambda: not _carrying(marker), 60, "no process of the job left")
+        assert "mounts-rank" not in Path("/proc/self/mountinfo").read_text()

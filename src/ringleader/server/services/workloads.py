@@ -147,6 +147,13 @@ def submit(
         check_supported(backend, body)
     runtime = getattr(backend, "runtime", None) if backend is not None else None
     stand_in = resolve_image(body.master().image or body.spec.image, runtime=runtime)
+    image = body.master().image or body.spec.image
+    if image and stand_in is None and body.spec.interactive:
+        raise InvalidSpec(
+            f"interactive workloads in an image ({image}) are not supported yet: its pods "
+            "would need ringleader's keepalive inside the image; leave the image out",
+            "spec.interactive",
+        )
     if stand_in is not None and not body.spec.command:
         body = body.model_copy(
             update={"spec": body.spec.model_copy(update={"command": stand_in.command})}

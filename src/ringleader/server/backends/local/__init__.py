@@ -396,7 +396,13 @@ class LocalBackend(Backend[LocalPlan]):
         return exec_target(self, handle, pod)
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
-        """Refuse exec into ``pod`` when this backend cannot reach it (none here)."""
+        """Refuse exec into ``pod`` when this backend cannot reach it: a pod in an image
+        (a session on the host would run outside the image, with the host's software)."""
+        if launch.spec.container:
+            raise Conflict(
+                f"pod {pod.name} runs in image {launch.spec.container.get('image')}: exec and "
+                "bash into image pods are not supported yet (they would run outside the image)"
+            )
 
     # ----- helpers -------------------------------------------------------------------
     def _clean_once(self, run_dir: Path) -> None:
