@@ -125,6 +125,9 @@ def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothin
     python_image: str, tmp_path: Path, work: Path
 ) -> None:
     with running_server(tmp_path / "home") as server:
+        version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
+        nodes = server.cli("nodes", "list").stdout
+        assert f": image pods run with podman {version}" in nodes, nodes
         boxed = _submit(server, "boxed", work, "-i", python_image, command=ENV_PROBE)
         plain = _submit(server, "plain", work, command=ENV_PROBE)
         for name in ("boxed", "plain"):

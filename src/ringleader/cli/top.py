@@ -31,7 +31,28 @@ def _kind(node: NodeOut) -> str:
     if node.simulated:
         return "simulated"
     stand_ins = any(g.simulated for g in node.gpus)
-    return f"{node.kind} (simulated GPUs)" if stand_ins else node.kind
+    return f"{node.kind}{STAND_IN_MARK}" if stand_ins else node.kind
+
+
+STAND_IN_MARK = "*"  # a node whose GPUs are simulated stand-ins: said under the table
+STAND_IN_NOTE = (
+    f"{STAND_IN_MARK} simulated GPUs stand in for devices it lacks (pods run on the CPU)"
+)
+
+
+def _footnote(nodes: list[NodeOut]) -> None:
+    if any(n.kind != "simulated" and any(g.simulated for g in n.gpus) for n in nodes):
+        console.print(STAND_IN_NOTE, soft_wrap=True)
+
+
+def runtime_of(node: NodeOut) -> str:
+    """What runs the node's pods of a workload with an image (its container runtime)."""
+    found = node.facts.get("containerRuntime")
+    if found:
+        return f"image pods run with {found}"
+    if "containerRuntime" in node.facts:
+        return "no container runtime (podman or docker): workloads with an image cannot run"
+    return "container runtime unknown"
 
 
 @nodes_app.command("list")
@@ -42,8 +63,8 @@ def nodes_list() -> None:
     Example: ringleader nodes list
     """
     table = Table(
-        "NODE", "KIND", "POOL", "STATUS", "GPUs", "GPU MEMORY", "CPU", "MEMORY",
-        "GPUs ALLOCATED", "PODS", box=None,
+        "NODE", "KIND", "POOL", "STATUS", "GPUs", "GPU MEM", "CPU", "MEMORY",
+        "GPUs USED", "PODS", box=None,
     )  # fmt: skip
     nodes = client().nodes()
     for n in nodes:
@@ -61,6 +82,10 @@ def nodes_list() -> None:
             str(len(n.pods)),
         )
     console.print(table)
+    _footnote(nodes)
+    for n in nodes:
+        if n.kind != "simulated":  # a simulated node's pods run on the server's machine
+            console.print(f"{n.name}: {runtime_of(n)}", soft_wrap=True, highlight=False)
     for n in nodes:
         if n.status != "Ready":
             err_console.print(f"[yellow]{n.name}[/] is NotReady: {n.message}", soft_wrap=True)
@@ -77,7 +102,8 @@ def top_node() -> None:
         "NODE", "KIND", "STATUS", "GPUs (allocated/total)", "DEVICES", "CPU (allocated/total)",
         "MEMORY (allocated/total)", box=None,
     )  # fmt: skip
-    for n in client().nodes():
+    nodes = client().nodes()
+    for n in nodes:
         devices = " ".join(f"{g.index}:{g.allocated:.2g}" for g in n.gpus) or "-"
         table.add_row(
             n.name,
@@ -89,6 +115,7 @@ def top_node() -> None:
             f"{decimal_size(n.allocated_memory_bytes)}/{decimal_size(n.memory_bytes)}",
         )
     console.print(table)
+    _footnote(nodes)
 
 
 @top_app.command("job")

@@ -39,6 +39,8 @@ from ringleader.spec import parse_quantity
 SIMULATED_GPU_MEMORY = 80 * 10**9  # an 80G device (decimal, as --gpu-memory 40G reads)
 SIMULATED_CPU_PER_GPU = 8
 SIMULATED_MEMORY_PER_GPU = 64 * 10**9
+#: The container runtime a node runs image pods with ("podman 4.3.1"; "" for none).
+RUNTIME_FACT = "containerRuntime"
 STAND_IN_GPUS = 8  # simulated GPUs of a local node that has none
 _GROUP = re.compile(
     r"^(?P<count>\d+)x(?P<gpus>\d+)gpu(?::(?P<memory>[0-9.]+[A-Za-z]*))?(?:@(?P<pool>[a-z0-9-]+))?$"
@@ -58,6 +60,7 @@ class NodeDecl:
     address: str = "127.0.0.1"
     message: str = ""
     ready: bool = True
+    facts: dict[str, Any] = field(default_factory=dict)  # what was found on it
 
 
 def declared_nodes(simulate: str | None, nodes_file: Path | None) -> list[NodeDecl] | None:
@@ -222,6 +225,9 @@ def local_node(name: str, stand_in_gpus: int = STAND_IN_GPUS) -> NodeDecl:
             for i in range(stand_in_gpus)
         ]
         message = f"no GPU found: {stand_in_gpus} simulated GPUs stand in (pods run on the CPU)"
+    from ringleader.launch.containers import detected
+
+    runtime = detected()
     return NodeDecl(
         name=name,
         kind=node_kinds.LOCAL,
@@ -229,6 +235,7 @@ def local_node(name: str, stand_in_gpus: int = STAND_IN_GPUS) -> NodeDecl:
         memory_bytes=_memory_total(),
         gpus=tuple(gpus),
         message=message,
+        facts={RUNTIME_FACT: f"{runtime['name']} {runtime['version']}" if runtime else ""},
     )
 
 
@@ -292,3 +299,4 @@ def sync_nodes(session: Session, declared: list[NodeDecl]) -> None:
         row.cpu_cores, row.memory_bytes = decl.cpu_cores, decl.memory_bytes
         row.gpus, row.labels = [dict(g) for g in decl.gpus], dict(decl.labels)
         row.ready, row.message = decl.ready, decl.message
+        row.facts = dict(decl.facts)
