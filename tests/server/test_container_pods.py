@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.launch import containers
+from ringleader.launch import container_mounts, containers
 from tests.conftest import wait_until
 from tests.fixtures.images import job_containers, need_podman, podman, python_image
+from tests.fixtures.tenants import Site, tenant_site
 from tests.server.conftest import ServerProcess, running_server
 
-__all__ = ["python_image"]  # the fixture, used by name
+__all__ = ["python_image", "tenant_site"]  # the fixtures, used by name
 
 ENV_PROBE = "env | sort; echo CGROUP $(grep -E ':memory:' /proc/self/cgroup)"
 #: What differs between a rank in an image and one on the host, by design: the image's
@@ -232,9 +233,9 @@ def test_a_mount_is_what_the_account_opened_not_what_a_link_says_later(
     link.symlink_to(secret)
     # A link to what the account cannot enter: refused, nothing staged.
     with pytest.raises(OSError, match="Permission denied"):
-        containers.open_as(str(link), account, HELPER_PYTHON)
+        container_mounts.open_as(str(link), account, HELPER_PYTHON)
     # Opened while it was the account's own directory, then swapped for the link.
-    fd = containers.open_as(str(mine), account, HELPER_PYTHON)
+    fd = container_mounts.open_as(str(mine), account, HELPER_PYTHON)
     mine.rename(work / "moved")
     mine.symlink_to(secret)
     stage = work / "stage"
@@ -242,13 +243,13 @@ def test_a_mount_is_what_the_account_opened_not_what_a_link_says_later(
     target = stage / "m0"
     target.mkdir(mode=0o700)
     try:
-        containers.bind(fd, str(target))
+        container_mounts.bind(fd, str(target))
         os.close(fd)
         seen = podman("run", "--rm", "--user", f"{account[0]}:{account[1]}", "--volume",
                       f"{target}:/w", python_image, "cat", "/w/file")  # fmt: skip
         assert seen.returncode == 0 and seen.stdout == "mine\n", seen.stderr
     finally:
-        containers.unstage(str(stage))
+        container_mounts.unstage(str(stage))
     assert str(target) not in Path("/proc/self/mountinfo").read_text()
 
 
@@ -290,3 +291,21 @@ def test_after_the_supervisor_and_agent_are_killed_the_server_removes_the_contai
         marker = f"RINGLEADER_JOB_ID=rl-{workload}".encode()
         wait_until(lambda: not _carrying(marker), 60, "no process of the job left")
         assert "mounts-rank" not in Path("/proc/self/mountinfo").read_text()
+
+
+def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
+    python_image: str, site: Site
+) -> None:
+    """A root server with per-user accounts: the rank in the image is the user's OS
+    account, its checkpoint directory (in that account's home) is mounted and its own."""
+    creds = site.user("cora")
+    probe = 'id -u; echo x > "$RINGLEADER_CHECKPOINT_DIR/made"; echo DONE'
+    done = site.as_user(creds, "submit-dist", "pytorch", "boxed", "--workers", "1",
+                        "-i", python_image, "--command", "--", "sh", "-c", probe)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    logs = site.wait_logs("boxed", "DONE")
+    account = pwd.getpwnam(f"{site.prefix}-cora")
+    assert f"[boxed-master-0] {account.pw_uid}" in logs, logs
+    made = Path(account.pw_dir) / "ringleader" / site.workload_id("boxed") / "checkpoints" / "made"
+    wait_until(made.exists, 30, "the checkpoint file")
+    assert made.stat().st_uid == account.pw_uid

@@ -50,8 +50,6 @@ from ringleader.launch.rank_process import (
 )
 from ringleader.launch.spawned import RECORD_VAR, record
 
-JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not imported here)
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from typing import IO, Any
@@ -183,7 +181,12 @@ class Agent:
             if account is not None:
                 hand_over(os.path.dirname(error_file), *account)
             if self.container:
-                proc = self._popen_container(rank, argv, cwd, env, account)
+                from ringleader.launch import containers
+
+                assert self.rundir is not None
+                staged = private_dir(self.rundir, f"mounts-rank{rank}-")
+                run = containers.RankRun(self.job_id, rank, self.rundir, staged)
+                proc = containers.popen_rank(self.container, run, argv, cwd, env, account)
             else:
                 proc = self._popen(argv, cwd, env, account)
         except OSError as exc:
@@ -223,45 +226,6 @@ class Agent:
         keep = [self.rundir] if self.rundir else []
         with podns.popen_args(argv, cwd, env, account, keep=keep) as args:
             return Popen(**args, stdin=DEVNULL, stdout=PIPE, stderr=PIPE, start_new_session=True)
-
-    def _popen_container(
-        self, rank: int, argv: list[str], cwd: str, env: dict[str, str], account: Any
-    ) -> Popen[bytes]:
-        """Start one rank as ``podman run`` of the image (``containers.py``): the runtime
-        as root in the pod's cgroup, the container as ``account``, the tenant-named
-        directories mounted as the account opened them."""
-        from ringleader.launch import containers
-
-        container = self.container or {}
-        assert self.rundir is not None
-        # podman stays in the agent's cgroup: the pod's gets the container and conmon as
-        # children (cgroup v2 allows no process beside child cgroups that have controllers).
-        join = env.pop(JOIN_VAR, "")
-        staged = private_dir(self.rundir, f"mounts-rank{rank}-")
-        tenant_paths = [cwd, *container.get("mounts", [])]
-        mounts = [(self.rundir, self.rundir)]
-        mounts += containers.stage(tenant_paths, account, staged, container.get("python"))
-        podman = containers.run_argv(
-            container,
-            name=containers.container_name(self.job_id, rank),
-            job_id=self.job_id,
-            rank=rank,
-            argv=containers.command_of(argv),
-            env=env,
-            cwd=cwd,
-            account=account,
-            mounts=mounts,
-            cgroup=containers.cgroup_parent(join),
-        )
-        return Popen(
-            podman,
-            cwd="/",
-            env=env,
-            stdin=DEVNULL,
-            stdout=PIPE,
-            stderr=PIPE,
-            start_new_session=True,
-        )
 
     def _wait(self, rp: RankProcess, error_file: str) -> None:
         code = rp.proc.wait()
@@ -326,11 +290,11 @@ class Agent:
         if self.podstats is not None:
             self.podstats.close()
         if self.container:
-            from ringleader.launch import containers
+            from ringleader.launch import container_mounts, containers
 
             containers.remove_job(str(self.container["runtime"]), self.job_id)
             if self.rundir is not None:
-                containers.unstage_all(self.rundir)
+                container_mounts.unstage_all(self.rundir)
         if self.rundir is not None:
             import shutil
 

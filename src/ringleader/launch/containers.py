@@ -18,13 +18,8 @@ signals and the rank's cgroup stay as for a process pod:
   podman itself stays in the agent's cgroup, not the pod's: cgroup v2 allows no
   process in a cgroup whose children have controllers;
 - mounts: the working directory, the agent's run dir (error files) and the
-  workload's own directory, each at its own path.  Where the rank runs as an
-  account, a tenant names those paths, and a root ``podman`` resolving them
-  would follow a tenant's symlink anywhere: so each is opened *as the account*
-  (a helper that has dropped to it opens the path and hands the descriptor
-  back) and bind-mounted from that descriptor onto a directory of the agent's
-  (root's alone); podman mounts that.  What the container sees is what the
-  account could open, never more;
+  workload's own directory, each at its own path; those a tenant names are
+  mounted as the tenant opened them (``container_mounts``);
 - the container's name and labels carry the job and rank, so a stop (and the
   server's sweep) removes every container of the job: ``remove_job``.
 
@@ -34,17 +29,18 @@ Standard library only: the agent imports this module (lazily, for image pods).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
-import sys
 from typing import Any
 
+from ringleader.launch import container_mounts
+
 LABEL = "ringleader.job"
+JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not imported here)
+CPU_AFFINITY = "RINGLEADER_CPU_AFFINITY"  # rank_process.CPU_AFFINITY: the pod's cores
 #: The host's own software paths: an image brings its own.
 HOST_ONLY = frozenset({"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME"})
 RUNTIMES = ("podman", "docker")
@@ -59,18 +55,6 @@ REFERENCE = re.compile(
 #: How long a host's agent waits for a pull before its gang fails (within the
 #: supervisor's wait for every agent to be ready, agent_startup.READY_TIMEOUT_S).
 PULL_TIMEOUT_S = 45.0
-MS_BIND = 4096
-MNT_DETACH = 2
-#: Run as the account by the helper: open argv[1] (following links with the
-#: account's rights), check it may enter it (as a process pod's ``cd`` would), send
-#: the descriptor back on fd argv[2].
-OPEN_AS = (
-    "import os, socket, sys\n"
-    "s = socket.socket(fileno=int(sys.argv[2]))\n"
-    "fd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)\n"
-    "os.fchdir(fd)\n"  # O_PATH needs no right on the directory itself: entering it does
-    "socket.send_fds(s, [b'k'], [fd])\n"
-)
 
 
 def bad_reference(image: str) -> str:
@@ -212,6 +196,8 @@ def run_argv(
         out += ["--user", f"{account[0]}:{account[1]}"]
     if cgroup:
         out += ["--cgroup-parent", cgroup]
+    if env.get(CPU_AFFINITY):  # the cores the pod is pinned to, as a process pod's rank
+        out += ["--cpuset-cpus", env[CPU_AFFINITY]]
     if container.get("shm_size"):
         out += ["--shm-size", str(container["shm_size"])]
     for source, inside in mounts:
@@ -233,52 +219,54 @@ def command_of(argv: list[str]) -> list[str]:
     return argv[4:] if _joins(argv) else argv
 
 
-# ----- mounts a tenant names, opened as the tenant --------------------------------------
-def open_as(path: str, account: tuple[int, int], python: str | None = None) -> int:
-    """An ``O_PATH`` descriptor of the directory ``path`` as ``account`` opens it (its
-    rights on every component, its view of every link); OSError when it cannot."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        done = subprocess.run(
-            [python or sys.executable, "-I", "-S", "-c", OPEN_AS, path, str(theirs.fileno())],
-            user=account[0],
-            group=account[1],
-            extra_groups=[],
-            cwd="/",
-            env={},
-            pass_fds=(theirs.fileno(),),
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        theirs.close()
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-            raise OSError(f"{path}: {last.split(': ', 1)[-1]}")
-        ours.settimeout(5)
-        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
-        if not fds:
-            raise OSError(f"{path}: no descriptor came back")
-        return fds[0]
-    finally:
-        ours.close()
-        theirs.close()
+class RankRun:
+    """Where one rank of a job runs on this host: the agent's run dir, and a directory
+    of root's alone for the mounts staged for it."""
+
+    __slots__ = ("job_id", "rank", "rundir", "staged")
+
+    def __init__(self, job_id: str, rank: int, rundir: str, staged: str) -> None:
+        self.job_id, self.rank, self.rundir, self.staged = job_id, rank, rundir, staged
 
 
-def bind(fd: int, target: str) -> None:
-    """Bind-mount the directory open at ``fd`` onto ``target`` (the kernel follows the
-    descriptor, not a path: nothing can be swapped in between)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    source = f"/proc/self/fd/{fd}".encode()
-    if libc.mount(source, target.encode(), None, MS_BIND, None) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"bind mount onto {target}: {os.strerror(errno)}")
-
-
-def unbind(target: str) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.umount2(target.encode(), MNT_DETACH)
+def popen_rank(
+    container: dict[str, Any],
+    run: RankRun,
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    account: tuple[int, int] | None,
+) -> subprocess.Popen[bytes]:
+    """Start one rank as ``podman run`` of the image: the runtime as root, in the
+    agent's cgroup, the container as ``account`` in the pod's cgroup, the directories
+    the tenant names mounted as the account opened them (OSError when it cannot)."""
+    # podman stays in the agent's cgroup: the pod's gets the container and conmon as
+    # children (cgroup v2 allows no process beside child cgroups that have controllers).
+    join = env.pop(JOIN_VAR, "")
+    tenant_paths = [cwd, *container.get("mounts", [])]
+    mounts = [(run.rundir, run.rundir)]
+    mounts += container_mounts.stage(tenant_paths, account, run.staged, container.get("python"))
+    podman = run_argv(
+        container,
+        name=container_name(run.job_id, run.rank),
+        job_id=run.job_id,
+        rank=run.rank,
+        argv=command_of(argv),
+        env=env,
+        cwd=cwd,
+        account=account,
+        mounts=mounts,
+        cgroup=cgroup_parent(join),
+    )
+    return subprocess.Popen(
+        podman,
+        cwd="/",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def leftover_cgroups(run_rel: str, root: str = "/sys/fs/cgroup") -> list[str]:
@@ -300,61 +288,6 @@ def remove_cgroups(run_rel: str, root: str = "/sys/fs/cgroup") -> None:
     for directory in leftover_cgroups(run_rel, root):
         with contextlib.suppress(OSError):
             os.rmdir(directory)
-
-
-def stage(
-    paths: list[str], account: tuple[int, int] | None, stage_dir: str, python: str | None = None
-) -> list[tuple[str, str]]:
-    """(source, inside) for each of ``paths``: the path itself for a rank without an
-    account; else a bind mount (under ``stage_dir``, root's) of what the account opens
-    there (``python``: an interpreter the account can run, for the helper).  OSError
-    naming the path when the account cannot open one."""
-    out: list[tuple[str, str]] = []
-    for path in dict.fromkeys(p for p in paths if p):
-        if account is None:
-            out.append((path, path))
-            continue
-        fd = open_as(path, account, python)
-        try:
-            target = os.path.join(stage_dir, f"m{len(out)}")
-            os.mkdir(target, 0o700)
-            bind(fd, target)
-        finally:
-            os.close(fd)
-        out.append((target, path))
-    return out
-
-
-def unstage(stage_dir: str) -> None:
-    """Undo ``stage``: every bind mount under ``stage_dir``, then the directory."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(stage_dir):
-            unbind(entry.path)
-    shutil.rmtree(stage_dir, ignore_errors=True)
-
-
-def unstage_all(rundir: str) -> None:
-    """``unstage`` every rank's mounts of an agent's run dir (``mounts-*``)."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(rundir):
-            if entry.name.startswith("mounts-") and entry.is_dir(follow_symlinks=False):
-                unstage(entry.path)
-
-
-def unstage_job(job_id: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
-    """Detach what ``stage`` mounted for ``job_id`` and its agent left (killed before its
-    ``close``): mount points under a ``mounts-rank*`` directory of the job's run dir."""
-    marker = f"ringleader-{re.sub(r'[^a-zA-Z0-9_.-]', '_', job_id)}-node"
-    found: list[str] = []
-    with contextlib.suppress(OSError), open(mountinfo) as table:
-        for line in table:
-            fields = line.split()
-            point = fields[4] if len(fields) > 4 else ""
-            if marker in point and "/mounts-rank" in point:
-                found.append(point.encode().decode("unicode_escape"))
-    for point in found:
-        unbind(point)
-    return found
 
 
 def remove_job(runtime: str, job_id: str, timeout_s: float = 60) -> list[str]:

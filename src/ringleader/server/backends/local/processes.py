@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ringleader.errors import RingleaderError
-from ringleader.launch import containers
+from ringleader.launch import container_mounts, containers
 from ringleader.launch.account import sweep as sweep_job
 from ringleader.launch.detached import (
     FINAL_PHASES,
@@ -86,7 +86,7 @@ def end_containers(launch: LaunchFile, hierarchy: Hierarchy | None) -> None:
     run_id = launch.spec.run_id
     runtime = str(container.get("runtime") or "podman")
     containers.remove_job(shutil.which(runtime) or runtime, run_id)
-    containers.unstage_job(run_id)
+    container_mounts.unstage_job(run_id)
     if hierarchy is not None and hierarchy.isolation == "cgroup-v1":
         mount = Path(os.environ.get(ROOT_VAR) or "/sys/fs/cgroup")
         parent = next(iter(hierarchy.parents.values()))

@@ -1,0 +1,140 @@
+"""Directories a tenant names, mounted into a container as the tenant opened them.
+
+Why: where a rank runs as an account, the tenant names its working directory and
+owns its home, and a root ``podman`` resolving such a path would follow a symlink
+the tenant planted anywhere (a bind mount skips the directories above it, so a
+0644 file in a 0700 directory would become readable).  So each path is opened
+*as the account*: a helper that has dropped to it opens the directory and must be
+able to enter it (as a process pod's ``cd`` would), then hands the descriptor
+back; the agent bind-mounts from that descriptor (the kernel follows the
+descriptor, not a path) onto a directory of root's alone, and podman mounts that.
+Nothing can be swapped in between.
+
+Standard library only: the agent imports this module (lazily, for image pods).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+MS_BIND = 4096
+MNT_DETACH = 2
+#: Run as the account by the helper: open argv[1] (following links with the
+#: account's rights), check it may enter it (as a process pod's ``cd`` would), send
+#: the descriptor back on fd argv[2].
+OPEN_AS = (
+    "import os, socket, sys\n"
+    "s = socket.socket(fileno=int(sys.argv[2]))\n"
+    "fd = os.open(sys.argv[1], os.O_PATH | os.O_DIRECTORY)\n"
+    "os.fchdir(fd)\n"  # O_PATH needs no right on the directory itself: entering it does
+    "socket.send_fds(s, [b'k'], [fd])\n"
+)
+
+
+def open_as(path: str, account: tuple[int, int], python: str | None = None) -> int:
+    """An ``O_PATH`` descriptor of the directory ``path`` as ``account`` opens it (its
+    rights on every component, its view of every link); OSError when it cannot."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        done = subprocess.run(
+            [python or sys.executable, "-I", "-S", "-c", OPEN_AS, path, str(theirs.fileno())],
+            user=account[0],
+            group=account[1],
+            extra_groups=[],
+            cwd="/",
+            env={},
+            pass_fds=(theirs.fileno(),),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        theirs.close()
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            raise OSError(f"{path}: {last.split(': ', 1)[-1]}")
+        ours.settimeout(5)
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+        if not fds:
+            raise OSError(f"{path}: no descriptor came back")
+        return fds[0]
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def bind(fd: int, target: str) -> None:
+    """Bind-mount the directory open at ``fd`` onto ``target`` (the kernel follows the
+    descriptor, not a path: nothing can be swapped in between)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    source = f"/proc/self/fd/{fd}".encode()
+    if libc.mount(source, target.encode(), None, MS_BIND, None) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"bind mount onto {target}: {os.strerror(errno)}")
+
+
+def unbind(target: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.umount2(target.encode(), MNT_DETACH)
+
+
+def stage(
+    paths: list[str], account: tuple[int, int] | None, stage_dir: str, python: str | None = None
+) -> list[tuple[str, str]]:
+    """(source, inside) for each of ``paths``: the path itself for a rank without an
+    account; else a bind mount (under ``stage_dir``, root's) of what the account opens
+    there (``python``: an interpreter the account can run, for the helper).  OSError
+    naming the path when the account cannot open one."""
+    out: list[tuple[str, str]] = []
+    for path in dict.fromkeys(p for p in paths if p):
+        if account is None:
+            out.append((path, path))
+            continue
+        fd = open_as(path, account, python)
+        try:
+            target = os.path.join(stage_dir, f"m{len(out)}")
+            os.mkdir(target, 0o700)
+            bind(fd, target)
+        finally:
+            os.close(fd)
+        out.append((target, path))
+    return out
+
+
+def unstage(stage_dir: str) -> None:
+    """Undo ``stage``: every bind mount under ``stage_dir``, then the directory."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(stage_dir):
+            unbind(entry.path)
+    shutil.rmtree(stage_dir, ignore_errors=True)
+
+
+def unstage_all(rundir: str) -> None:
+    """``unstage`` every rank's mounts of an agent's run dir (``mounts-*``)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(rundir):
+            if entry.name.startswith("mounts-") and entry.is_dir(follow_symlinks=False):
+                unstage(entry.path)
+
+
+def unstage_job(job_id: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
+    """Detach what ``stage`` mounted for ``job_id`` and its agent left (killed before its
+    ``close``): mount points under a ``mounts-rank*`` directory of the job's run dir."""
+    marker = f"ringleader-{re.sub(r'[^a-zA-Z0-9_.-]', '_', job_id)}-node"
+    found: list[str] = []
+    with contextlib.suppress(OSError), open(mountinfo) as table:
+        for line in table:
+            fields = line.split()
+            point = fields[4] if len(fields) > 4 else ""
+            if marker in point and "/mounts-rank" in point:
+                found.append(point.encode().decode("unicode_escape"))
+    for point in found:
+        unbind(point)
+    return found
