@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ringleader.server import workload_python
+from tests.cli.conftest import run_cli
 from tests.conftest import require
 from tests.fixtures.tenants import need_root_and_useradd, wait_logs
 from tests.helpers.phases import wait_phase
@@ -36,18 +37,8 @@ SEED_002 = (  # CLI V1 of seed 002, as printed, "workload-name" filled
 )  # fmt: skip
 
 
-def _ringleader(
-    *args: str, env: dict[str, str], cwd: str = "/"
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ringleader", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+def _ringleader(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, env=env, timeout=600)
 
 
 def _need_an_interpreter_accounts_cannot_run() -> None:
