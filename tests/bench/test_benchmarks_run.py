@@ -7,22 +7,30 @@ command without an option added since). ``--quick`` is each benchmark's smoke
 run: small sizes, one run, no results written. The control plane's runs on
 SQLite only (its PostgreSQL path is the same code over another URL, and
 ``tests/server`` covers PostgreSQL), to keep this module short on a small
-machine. No figure is asserted: a smoke run on a shared machine measures
-nothing; what is checked is that it ends well and shows its table.
+machine. They are started together (``runs``) and each test waits for its own:
+they mostly wait on servers and a Slurm cluster, so together they take about the
+time of the longest (157 s here against 224 s one after another). No figure is
+asserted: a smoke run on a shared machine measures nothing; what is checked is
+that it ends well and shows its table.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import require
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
-LIMIT_S = 240  # a hang fails the test instead of stalling the suite
+LIMIT_S = 420  # a hang fails the test instead of stalling the suite (all run at once)
 
 # (script, its arguments, the start of each table row it must print)
 BENCHMARKS = [
@@ -48,30 +56,86 @@ BENCHMARKS = [
 ]
 
 
+@dataclass
+class Started:
+    """One benchmark's smoke run, started with the others (``runs``)."""
+
+    proc: subprocess.Popen[str] | None  # None: not started (what it needs is missing)
+    out: Path
+    err: Path
+    missing: str = ""
+
+
+def _slurm_missing() -> str:
+    from tests.fixtures.slurmcluster import missing_binaries
+
+    return "" if os.geteuid() == 0 and not missing_binaries() else "root and Slurm's daemons"
+
+
+@pytest.fixture(scope="module")
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, results_before: dict[Path, int]
+) -> Iterator[dict[str, Started]]:
+    """Every benchmark's ``--quick`` run, all started at once: each mostly waits (on
+    servers, a Slurm cluster, ranks), so together they take little more than the
+    longest alone.  Each test then waits for its own."""
+    started: dict[str, Started] = {}
+    for script, extra, _ in BENCHMARKS:
+        base = tmp_path_factory.mktemp(script.removesuffix(".py"))
+        out, err = base / "stdout", base / "stderr"
+        missing = _slurm_missing() if script == "slurm.py" else ""
+        proc = None
+        if not missing:
+            with open(out, "w") as stdout, open(err, "w") as stderr:
+                proc = subprocess.Popen(
+                    [sys.executable, str(BENCH / script), "--quick", *extra],
+                    cwd=REPO,
+                    env={**os.environ, "TMPDIR": str(base)},
+                    stdout=stdout,
+                    stderr=stderr,
+                    text=True,
+                    start_new_session=True,
+                )
+        started[script] = Started(proc, out, err, missing)
+    try:
+        yield started
+    finally:
+        for run in started.values():
+            if run.proc is not None and run.proc.poll() is None:
+                os.killpg(run.proc.pid, signal.SIGKILL)
+                run.proc.wait()
+
+
 @pytest.mark.parametrize(("script", "extra", "table"), BENCHMARKS, ids=[b[0] for b in BENCHMARKS])
 def test_benchmark_runs_quick_and_prints_its_table(
-    script: str, extra: list[str], table: str | tuple[str, ...], tmp_path: Path
+    script: str,
+    extra: list[str],
+    table: str | tuple[str, ...],
+    runs: dict[str, Started],
+    results_before: dict[Path, int],
 ) -> None:
-    if script == "slurm.py":
-        from tests.conftest import require
-        from tests.fixtures.slurmcluster import missing_binaries
-
-        require(os.geteuid() == 0 and not missing_binaries(), "root and Slurm's daemons")
-    results = sorted((BENCH / "results").glob("*"))
-    stamps = {p: p.stat().st_mtime_ns for p in results}
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", *extra],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=LIMIT_S,
-    )
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, f"{script} --quick exited {done.returncode}:\n{output[-4000:]}"
+    run = runs[script]
+    require(not run.missing, run.missing)
+    assert run.proc is not None
+    try:
+        code = run.proc.wait(timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        code = None
+    stdout, stderr = run.out.read_text(), run.err.read_text()
+    output = stdout + stderr
+    assert code == 0, f"{script} --quick exited {code}:\n{output[-4000:]}"
     for row in (table,) if isinstance(table, str) else table:
-        assert row in done.stdout, f"{script} --quick printed no {row!r}:\n{output[-4000:]}"
+        assert row in stdout, f"{script} --quick printed no {row!r}:\n{output[-4000:]}"
     # A smoke run writes nothing: the committed results stay the measured ones.
-    assert sorted((BENCH / "results").glob("*")) == results
-    assert {p: p.stat().st_mtime_ns for p in results} == stamps
+    assert _stamps() == results_before
+
+
+def _stamps() -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in sorted((BENCH / "results").glob("*"))}
+
+
+@pytest.fixture(scope="module")
+def results_before() -> dict[Path, int]:
+    """The committed results as they were before any smoke run (``runs`` asks for it,
+    so it is taken before they start)."""
+    return _stamps()
