@@ -309,3 +309,39 @@ def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
     made = Path(account.pw_dir) / "ringleader" / site.workload_id("boxed") / "checkpoints" / "made"
     wait_until(made.exists, 30, "the checkpoint file")
     assert made.stat().st_uid == account.pw_uid
+
+
+def test_python_is_the_images_and_args_alone_go_to_its_entrypoint(
+    python_image: str, tmp_path: Path, work: Path
+) -> None:
+    """Kubernetes' rule: ``--command`` replaces the image's entrypoint; arguments alone
+    are its entrypoint's; and ``python`` is the image's own, not the server's."""
+    entry = "localhost/ringleader-test/entrypoint:1"
+    (work / "Containerfile").write_text(
+        f'FROM {python_image}\nENTRYPOINT ["echo", "from-entrypoint"]\nCMD ["default-args"]\n'
+    )
+    built = podman("build", "--pull=never", "-t", entry, str(work), timeout=300)
+    assert built.returncode == 0, built.stderr
+    try:
+        with running_server(tmp_path / "home") as server:
+            done = server.cli("submit-dist", "pytorch", "own", "--workers", "1", "-i", python_image,
+                              "--command", "--", "python3", "-c",
+                              "import sys; print('PY', sys.executable)", cwd=str(work))  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            args = server.cli("submit-dist", "pytorch", "args", "--workers", "1", "-i", entry,
+                              "--", "hello", cwd=str(work))  # fmt: skip
+            assert args.returncode == 0, args.stderr
+            bare = server.cli("submit-dist", "pytorch", "bare", "--workers", "1", "-i", entry,
+                              cwd=str(work))  # fmt: skip
+            assert bare.returncode == 0, bare.stderr
+            for name in ("own", "args", "bare"):
+                assert "Status: Completed" in _status(server, name, {"Completed", "Failed"})
+            assert "[own-master-0] PY /usr/bin/python3" in server.cli("logs", "own").stdout
+            assert "[args-worker-0] from-entrypoint hello" in server.cli("logs", "args").stdout
+            bare_logs = server.cli("logs", "bare").stdout
+            assert "[bare-master-0] from-entrypoint default-args" in bare_logs, bare_logs
+            mpi = server.cli("submit-dist", "mpi", "mpi", "--workers", "1", "-i", entry,
+                             "--", "hello", cwd=str(work))  # fmt: skip
+            assert mpi.returncode == 2 and "not supported yet" in mpi.stderr, mpi.stderr
+    finally:
+        podman("rmi", "--force", entry)

@@ -206,6 +206,9 @@ def run_argv(
     for key in sorted(env):
         if key not in HOST_ONLY:
             out += ["--env", key]
+    if container.get("entrypoint") and argv:
+        out += ["--entrypoint", json.dumps(argv[:1])]
+        argv = argv[1:]
     return [*out, "--", str(container["image"]), *argv]
 
 

@@ -154,11 +154,18 @@ def submit(
             "would need ringleader's keepalive inside the image; leave the image out",
             "spec.interactive",
         )
+    if image and stand_in is None and body.framework.value == "MPI":
+        raise InvalidSpec(
+            f"MPI workloads in an image ({image}) are not supported yet: mpirun would need "
+            "to reach the worker pods' containers; leave the image out",
+            "spec.image",
+        )
     if stand_in is not None and not body.spec.command:
         body = body.model_copy(
             update={"spec": body.spec.model_copy(update={"command": stand_in.command})}
         )
-    if not body.master().argv() and not body.spec.argv() and not body.spec.interactive:
+    in_image = bool(image) and stand_in is None  # its own command runs without one
+    if not (body.master().argv() or body.spec.argv() or body.spec.interactive or in_image):
         raise InvalidSpec(
             "a command is required (the command to run in every pod) unless the workload "
             "is interactive",

@@ -263,7 +263,15 @@ def container_of(
     image = request.image
     if not image or runtime is None:
         return {}
-    return {"runtime": runtime["name"], "image": image, "mounts": mounts, "python": python}
+    return {
+        "runtime": runtime["name"],
+        "image": image,
+        "mounts": mounts,
+        "python": python,
+        # Kubernetes' rule: a command replaces the image's entrypoint; args alone are
+        # the arguments of its entrypoint (they replace its default arguments).
+        "entrypoint": bool(request.spec.master().command),
+    }
 
 
 def plan_launch(
@@ -284,7 +292,9 @@ def plan_launch(
     spec, dist = request.spec, request.spec.spec
     framework = _framework(spec)
     master = spec.master()
-    command = _command(master.argv(), dist.interactive, python)
+    in_image = bool(request.image and runtime is not None)
+    # In an image, ``python`` is the image's own, and no command at all runs its default.
+    command = master.argv() if in_image else _command(master.argv(), dist.interactive, python)
     workers = dist.num_workers
     world = framework.world_size(workers, dist.slots_per_worker)
     if where.max_ranks is not None and world > where.max_ranks:
