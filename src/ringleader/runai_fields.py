@@ -245,7 +245,6 @@ POD_IGNORED = frozenset(
         "auto_deletion_time_after_completion_seconds",
         "create_home_dir",
         "exposed_urls",
-        "image_pull_policy",
         "image_pull_secrets",
         "node_affinity_required",
         "node_type",

@@ -55,7 +55,7 @@ def test_seed_002_assets_are_created_listed_read_updated_and_deleted(api: API) -
             args="/opt/mnist/src/mnist.py",
             workingDir="/opt",
             environmentVariables=[{"name": "EPOCHS", "value": "1"}],
-            imagePullPolicy="IfNotPresent",  # Run:ai's, stored and shown, not applied
+            imagePullPolicy="IfNotPresent",  # applied to image pods (README: Images)
             runAsUid=1000,
             tty=True,
             probes={"readiness": {"initialDelaySeconds": 5}},

@@ -266,6 +266,12 @@ def test_an_image_that_cannot_be_pulled_fails_at_once_with_the_registrys_reason(
         assert f"cannot pull image {image}" in described and "registry.invalid" in described
         assert "Restart" not in described, described  # backoffLimit untouched
         assert not job_containers(f"rl-{workload}")
+        # Never: an image not in the store is not pulled; the gang fails saying so.
+        never = "localhost/not/here:1"
+        _submit(server, "never", work, "-i", never, "--image-pull-policy", "Never",
+                command="true")  # fmt: skip
+        described = _status(server, "never", {"Failed", "Completed"})
+        assert f"image {never} is not on this host and its pull policy is Never" in described
 
 
 def test_after_the_supervisor_and_agent_are_killed_the_server_removes_the_containers(

@@ -378,6 +378,7 @@ def test_a_body_with_every_runai_field_is_accepted_and_what_is_ignored_is_named(
         "args",
         "workingDir",
         "image",
+        "imagePullPolicy",
         "environmentVariables",
         "compute",
     }

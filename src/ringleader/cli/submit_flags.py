@@ -81,7 +81,10 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "interactive": _opt(
         bool, "--interactive", FLAG, "Pods stay up for bash/exec; priority 'interactive'.", False
     ),
-    "image": _opt(str, "-i/--image", "IMAGE", "Container image (a stand-in here: README)."),
+    "image": _opt(str, "-i/--image", "IMAGE", "Container image the pods run in (README: Images)."),
+    "image_pull_policy": _opt(
+        str, "--image-pull-policy", "POLICY", "Always, IfNotPresent (default) or Never."
+    ),
     # scheduling
     "preemptible": _opt(
         bool, "--preemptible", FLAG, "May run over quota and be preempted (reclaimed).", False
@@ -113,6 +116,9 @@ V2_COMPUTE = (
     "gpu_memory_request", "gpu_memory_limit", "cpu_core_request", "cpu_core_limit",
     "cpu_memory_request", "cpu_memory_limit",
 )  # fmt: skip
-POD = ("env", "working_dir", "backoff_limit", "clean_pod_policy", "interactive", "image")
+POD = (
+    "env", "working_dir", "backoff_limit", "clean_pod_policy", "interactive", "image",
+    "image_pull_policy",
+)  # fmt: skip
 V1_SCHEDULING = ("preemptible", "priority", "node_pools")
 V2_SCHEDULING = ("preemptibility", "priority", "node_pools")

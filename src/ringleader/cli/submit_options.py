@@ -101,6 +101,7 @@ class SubmitOptions:
     clean_pod_policy: str | None = None
     interactive: bool = False
     image: str | None = None
+    image_pull_policy: str | None = None
     preemptible: bool = False
     preemptibility: str | None = None
     priority: str | None = None
@@ -127,6 +128,7 @@ class SubmitOptions:
             "num_workers": self.workers,
             "distributed_framework": framework,
             "image": self.image,
+            "image_pull_policy": self.image_pull_policy,
             "command": command,
             "args": args,
             "working_dir": self.working_dir or os.getcwd(),

@@ -240,8 +240,9 @@ class EnvironmentVariableOfAsset(_AssetWire):
 
 
 class EnvironmentAssetSpec(_AssetWire):
-    """Run:ai's ``EnvironmentAssetSpec``: image, command, args, variables, working
-    directory are applied; the rest is accepted and stored (see the module doc)."""
+    """Run:ai's ``EnvironmentAssetSpec``: image and its pull policy, command, args,
+    variables, working directory are applied; the rest is accepted and stored (see
+    the module doc)."""
 
     command: Command | None = None
     args: Command | None = None
@@ -309,6 +310,8 @@ class EnvironmentAssetSpec(_AssetWire):
         out = dict(pod)
         if out.get("image") is None and self.image is not None:
             out["image"] = self.image
+        if out.get("image_pull_policy") is None and self.image_pull_policy is not None:
+            out["image_pull_policy"] = self.image_pull_policy
         if out.get("command") is None:
             if self.command is not None:
                 out["command"] = self.command
@@ -335,7 +338,8 @@ def _variable_name(variable: Any) -> str:
 IGNORED_ENVIRONMENT_FIELDS = tuple(
     EnvironmentAssetSpec.model_fields[name].alias or name
     for name in EnvironmentAssetSpec.model_fields
-    if name not in {"command", "args", "image", "working_dir", "environment_variables"}
+    if name
+    not in {"command", "args", "image", "image_pull_policy", "working_dir", "environment_variables"}
 )
 
 

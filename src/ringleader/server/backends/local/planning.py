@@ -271,6 +271,7 @@ def container_of(
         # Kubernetes' rule: a command replaces the image's entrypoint; args alone are
         # the arguments of its entrypoint (they replace its default arguments).
         "entrypoint": bool(request.spec.master().command),
+        "pull": request.spec.master().image_pull_policy or request.spec.spec.image_pull_policy,
     }
 
 
