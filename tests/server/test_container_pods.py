@@ -309,7 +309,7 @@ def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
     done = site.as_user(creds, "submit-dist", "pytorch", "boxed", "--workers", "1",
                         "-i", python_image, "--command", "--", "sh", "-c", probe)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    logs = site.wait_logs("boxed", "DONE")
+    logs = site.wait_logs("boxed", "[boxed-master-0] DONE")
     account = pwd.getpwnam(f"{site.prefix}-cora")
     assert f"[boxed-master-0] {account.pw_uid}" in logs, logs
     made = Path(account.pw_dir) / "ringleader" / site.workload_id("boxed") / "checkpoints" / "made"
