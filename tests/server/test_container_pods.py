@@ -32,7 +32,10 @@ from tests.server.conftest import ServerProcess, running_server
 
 __all__ = ["python_image", "tenant_site"]  # the fixtures, used by name
 
-ENV_PROBE = "env | sort; echo CGROUP $(grep -E ':memory:' /proc/self/cgroup)"
+ENV_PROBE = (
+    "env | sort; echo CGROUP $(grep -E ':memory:' /proc/self/cgroup); "
+    'mkdir -p "$RINGLEADER_CHECKPOINT_DIR" && echo kept > "$RINGLEADER_CHECKPOINT_DIR/mark-$RANK"'
+)
 #: What differs between a rank in an image and one on the host, by design: the image's
 #: own software paths (containers.HOST_ONLY), and what a shell sets (PWD, SHLVL, _).
 DIFFERS = containers.HOST_ONLY | {"PWD", "SHLVL", "_", "OLDPWD", "HOSTNAME", "container"}
@@ -143,6 +146,10 @@ def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothin
             for key in set(outside) - DIFFERS - PER_RUN:
                 assert inside[key] == outside[key], (key, inside[key], outside[key])
             assert inside["PATH"] != outside["PATH"]  # the image's own
+        # Its checkpoints directory is the run's own, on the host (kept across restarts).
+        for rank in (0, 1):
+            mark = tmp_path / "home" / "runs" / boxed / "checkpoints" / f"mark-{rank}"
+            assert mark.read_text() == "kept\n"
         # Each rank ran inside its pod's cgroup (the container a child of it).
         cgroups = re.findall(r"CGROUP \S+:memory:(\S+)", boxed_logs)
         assert len(cgroups) == 2 and all(f"/rl-{boxed}/boxed-" in c for c in cgroups), cgroups

@@ -94,7 +94,8 @@ def stage(
     naming the path when the account cannot open one."""
     out: list[tuple[str, str]] = []
     for path in dict.fromkeys(p for p in paths if p):
-        if account is None:
+        if account is None:  # the agent's own user's: made if missing (checkpoints)
+            os.makedirs(path, exist_ok=True)
             out.append((path, path))
             continue
         fd = open_as(path, account, python)

@@ -251,6 +251,15 @@ def _into_cgroups(
     return limits
 
 
+def _own_mounts(own_dir: str, run_as: RunAs | None) -> list[str]:
+    """What of the workload's own directory its containers see: all of it in the
+    account's home; of a run dir of the server's (``--run-as server``), only the
+    checkpoints and metrics its variables name (not launch.json or the logs)."""
+    if run_as is not None:
+        return [own_dir]
+    return [f"{own_dir}/checkpoints", f"{own_dir}/metrics"]
+
+
 def container_of(
     request: BackendRequest, runtime: dict[str, str] | None, python: str, mounts: list[str]
 ) -> dict[str, object]:
@@ -362,7 +371,7 @@ def plan_launch(
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
         if framework.layout.head_runs_ranks
         else "wait",
-        container=container_of(request, runtime, python, [own_dir] if run_as else []),
+        container=container_of(request, runtime, python, _own_mounts(own_dir, run_as)),
     )
     return LocalPlan(
         launch,
