@@ -177,9 +177,9 @@ def test_an_option_we_do_not_have_is_an_error_naming_it(
             "distributed submit bad --workers 1 --gpu-portion-request 2 -- true",
             "--gpu-portion-request",
         ),
-        # refused by the server (no such image here): still named by the flag typed
-        ("submit-dist pytorch bad --workers 1 -i my/own:image -- true", "-i"),
-        ("submit-dist pytorch bad --workers 1 --image kubeflow/pytorch-dist-mnist:v2", "--image"),
+        # refused by the server (no image reference): still named by the flag typed
+        ("submit-dist pytorch bad --workers 1 -i My/Own:image -- true", "-i"),
+        ("submit-dist pytorch bad --workers 1 --image kubeflow/mnist@sha256:1", "--image"),
     ],
 )
 def test_field_errors_name_the_flag_typed(server: ServerProcess, line: str, flag: str) -> None:

@@ -48,9 +48,9 @@ def make(
 
     Examples:
 
-      sudo ringleader workload-python
+      ringleader workload-python                     # as root
 
-      sudo ringleader workload-python --package mpi4py --force
+      ringleader workload-python --package mpi4py --force
     """
     target = Path(directory) if directory else workload_python.shared_dir()
     made = workload_python.make(
