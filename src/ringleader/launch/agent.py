@@ -46,6 +46,7 @@ from ringleader.launch.rank_process import (
     private_dir,
     read_error_file,
     run_as_ids,
+    run_dir_prefix,
     temp_dir,
 )
 from ringleader.launch.spawned import RECORD_VAR, record
@@ -106,8 +107,8 @@ class Agent:
             iface, address = netif.interface_toward(msg["master_addr"])
         base = msg.get("tmpdir") or temp_dir()
         try:
-            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.job_id)
-            self.rundir = private_dir(base, f"ringleader-{name}-node{msg.get('node_rank', 0)}-")
+            prefix = f"{run_dir_prefix(self.job_id)}{msg.get('node_rank', 0)}-"
+            self.rundir = private_dir(base, prefix)
         except OSError as exc:
             self.writer.send("fatal", stage="run directory", detail=f"in {base}: {exc}")
             return

@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
+
+from ringleader.launch.rank_process import run_dir_prefix
 
 MS_BIND = 4096
 MNT_DETACH = 2
@@ -128,7 +129,7 @@ def unstage_all(rundir: str) -> None:
 def unstage_job(job_id: str, mountinfo: str = "/proc/self/mountinfo") -> list[str]:
     """Detach what ``stage`` mounted for ``job_id`` and its agent left (killed before its
     ``close``): mount points under a ``mounts-rank*`` directory of the job's run dir."""
-    marker = f"ringleader-{re.sub(r'[^a-zA-Z0-9_.-]', '_', job_id)}-node"
+    marker = run_dir_prefix(job_id)
     found: list[str] = []
     with contextlib.suppress(OSError), open(mountinfo) as table:
         for line in table:

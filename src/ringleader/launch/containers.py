@@ -29,6 +29,7 @@ Standard library only: the agent imports this module (lazily, for image pods).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -37,10 +38,10 @@ import subprocess
 from typing import Any
 
 from ringleader.launch import container_mounts
+from ringleader.launch.rank_process import CPU_AFFINITY
 
 LABEL = "ringleader.job"
 JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not imported here)
-CPU_AFFINITY = "RINGLEADER_CPU_AFFINITY"  # rank_process.CPU_AFFINITY: the pod's cores
 #: The host's own software paths: an image brings its own.
 HOST_ONLY = frozenset({"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME"})
 RUNTIMES = ("podman", "docker")
@@ -93,16 +94,10 @@ def detect() -> dict[str, str] | None:
     return None
 
 
+@functools.cache
 def detected() -> dict[str, str] | None:
     """``detect()`` once per process (a server asks for every backend it makes)."""
-    global _DETECTED
-    if _DETECTED is _UNKNOWN:
-        _DETECTED = detect()
-    return _DETECTED  # type: ignore[return-value]
-
-
-_UNKNOWN: object = object()
-_DETECTED: object = _UNKNOWN
+    return detect()
 
 
 def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:

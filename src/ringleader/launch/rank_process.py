@@ -95,6 +95,13 @@ def read_error_file(path: str, anchor: str | None = None) -> dict[str, Any] | No
         return None
 
 
+def run_dir_prefix(job_id: str) -> str:
+    """The start of every agent run dir's name for ``job_id`` (``ringleader-ID-node``):
+    the agent names its own so, and a sweep finds what an agent left by it."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in job_id)
+    return f"ringleader-{safe}-node"
+
+
 def private_dir(base: str, prefix: str) -> str:
     """A new directory in ``base`` that only we can use: tempfile.mkdtemp, without tempfile.
 
