@@ -18,6 +18,7 @@ import pwd
 import re
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from ringleader.launch import container_mounts, containers
 from tests.conftest import wait_until
 from tests.fixtures.images import job_containers, need_podman, podman, python_image
 from tests.fixtures.tenants import Site, tenant_site
+from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess, running_server
 
 __all__ = ["python_image", "tenant_site"]  # the fixtures, used by name
@@ -65,6 +67,11 @@ def test_a_rank_becomes_podman_run_with_names_not_values() -> None:
                  ("--env", "RANK"), ("--env", "SECRET_TOKEN")]:  # fmt: skip
         assert pair in pairs, (pair, argv)
     assert "s3cr3t" not in " ".join(argv)  # values come from podman's environment
+    assert "--init" not in argv
+    init = {"runtime": "podman", "image": "i", "init": True, "interactive": True}
+    argv = containers.run_argv(init, name="n", job_id="j", rank=0, argv=["/bin/sh", "-c", "x"],
+                               env={}, cwd="/", account=None, mounts=[], cgroup="")  # fmt: skip
+    assert "--init" in argv and ("--entrypoint", '["/bin/sh"]') in itertools.pairwise(argv)
     assert ("--env", "PATH") not in pairs and ("--env", "PYTHONPATH") not in pairs
 
 
@@ -184,9 +191,11 @@ def test_deleting_a_running_image_workload_leaves_no_container_or_process(
                            command="echo up; exec sleep 600")  # fmt: skip
         wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 120, "running")
         assert len(job_containers(f"rl-{workload}")) == 2
-        # A session on the host would run outside the image: refused, saying so.
-        refused = server.cli("exec", "sleeper", "--", "true")
-        assert refused.returncode != 0 and "not supported yet" in refused.stderr, refused.stderr
+        # exec is `podman exec` into the pod's container: the image's software, the
+        # rank's environment and directory.
+        inside = server.cli("exec", "sleeper", "--pod", "worker-0", "--", "sh", "-c",
+                            'test -e /run/.containerenv && echo in-image $RANK "$PWD"')  # fmt: skip
+        assert (inside.returncode, inside.stdout) == (0, f"in-image 1 {work}\n"), inside.stderr
         assert server.cli("delete", "sleeper").returncode == 0
         wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
         wait_until(lambda: not _leftover_cgroups(workload), 60, "its cgroups removed")
@@ -216,11 +225,38 @@ def test_an_image_that_is_no_reference_is_refused_naming_the_field(
                               "--command", "--", "true", cwd=str(work))  # fmt: skip
             assert done.returncode == 2 and "error: -i:" in done.stderr, done.stderr  # the flag
             assert "not an image reference" in done.stderr, done.stderr
-        # Interactive pods need ringleader's keepalive, which an image need not have.
-        done = server.cli("submit-dist", "pytorch", "bad", "--workers", "1", "--interactive",
-                          "-i", "localhost/some/image:1", cwd=str(work))  # fmt: skip
-        assert done.returncode == 2 and "not supported yet" in done.stderr, done.stderr
         assert "bad" not in server.cli("list").stdout  # nothing half-created
+
+
+def test_an_interactive_image_pod_holds_for_exec_and_bash_in_the_image(
+    python_image: str, tmp_path: Path, work: Path
+) -> None:
+    """Its command runs, then the pod stays up (the image's shell keepalive, not the
+    server's Python); exec and a terminal bash run in the container, as its user; a
+    suspend stops it by SIGTERM (the rank is not PID 1: podman's init passes it on)."""
+    with running_server(tmp_path / "home") as server:
+        workload = _submit(server, "dev", work, "-i", python_image, "--interactive",
+                           command="trap 'echo got-term; exit 0' TERM; echo trained; "
+                           "sleep 600 & wait")  # fmt: skip
+        wait_until(lambda: server.cli("logs", "dev").stdout.count("trained") == 2, 120, "up")
+        done = server.cli("exec", "dev", "--", "sh", "-c",
+                          'cat /proc/1/comm; echo "rank=$RANK"; id -u')  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[1:] == ["rank=0", "0"], done.stdout
+        assert done.stdout.splitlines()[0] != "sleep"  # an init is PID 1, not the command
+        argv = [sys.executable, "-m", "ringleader", "bash", "dev", "--pod", "worker-0"]
+        with Terminal(argv, {**server.env, "TERM": "dumb"}) as shell:
+            shell.expect(re.escape("(dev-worker-0)"))  # Debian's prompt names the pod
+            shell.type("test -e /run/.containerenv && echo in-image-$RANK; tty\n")
+            shell.expect("in-image-1")
+            shell.expect("/dev/pts/")
+            shell.type("exit 3\n")
+            assert shell.wait(timeout=60) == 3, shell.transcript
+        assert server.cli("suspend", "dev").returncode == 0
+        wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
+        logs = server.cli("logs", "dev").stdout
+        assert logs.count("got-term") == 2, logs  # each rank's command stopped by its TERM
+        assert server.cli("delete", "dev").returncode == 0
 
 
 # ----- a tenant's paths, opened as the tenant -----------------------------------------
@@ -310,11 +346,12 @@ def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
     python_image: str, site: Site
 ) -> None:
     """A root server with per-user accounts: the rank in the image is the user's OS
-    account, its checkpoint directory (in that account's home) is mounted and its own."""
+    account, its checkpoint directory (in that account's home) is mounted and its own,
+    and an exec session in its container is that account too."""
     creds = site.user("cora")
     probe = 'id -u; echo x > "$RINGLEADER_CHECKPOINT_DIR/made"; echo DONE'
-    done = site.as_user(creds, "submit-dist", "pytorch", "boxed", "--workers", "1",
-                        "-i", python_image, "--command", "--", "sh", "-c", probe)  # fmt: skip
+    done = site.as_user(creds, "submit-dist", "pytorch", "boxed", "--workers", "1", "-i",
+                        python_image, "--interactive", "--command", "--", "sh", "-c", probe)  # fmt: skip
     assert done.returncode == 0, done.stderr
     logs = site.wait_logs("boxed", "[boxed-master-0] DONE")
     account = pwd.getpwnam(f"{site.prefix}-cora")
@@ -322,6 +359,12 @@ def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
     made = Path(account.pw_dir) / "ringleader" / site.workload_id("boxed") / "checkpoints" / "made"
     wait_until(made.exists, 30, "the checkpoint file")
     assert made.stat().st_uid == account.pw_uid
+    # A session in its container is the same account (podman exec --user).
+    inside = site.as_user(creds, "exec", "boxed", "--", "sh", "-c", "id -u; echo $RINGLEADER_TOKEN")
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.splitlines()[0] == str(account.pw_uid), inside.stdout
+    assert inside.stdout.splitlines()[1].strip(), "the submitter's own session keeps its token"
+    assert site.as_user(creds, "delete", "boxed").returncode == 0
 
 
 def test_python_is_the_images_and_args_alone_go_to_its_entrypoint(
@@ -347,8 +390,17 @@ def test_python_is_the_images_and_args_alone_go_to_its_entrypoint(
             bare = server.cli("submit-dist", "pytorch", "bare", "--workers", "1", "-i", entry,
                               cwd=str(work))  # fmt: skip
             assert bare.returncode == 0, bare.stderr
+            held = server.cli("submit-dist", "pytorch", "held", "--workers", "1", "-i", entry,
+                              "--interactive", "--", "hello", cwd=str(work))  # fmt: skip
+            assert held.returncode == 0, held.stderr
             for name in ("own", "args", "bare"):
                 assert "Status: Completed" in _status(server, name, {"Completed", "Failed"})
+            # Interactive: the entrypoint with the arguments, then the pod holds.
+            wait_until(
+                lambda: server.cli("logs", "held").stdout.count("stays up") == 2, 120, "held"
+            )
+            held_logs = server.cli("logs", "held").stdout
+            assert "[held-worker-0] from-entrypoint hello" in held_logs, held_logs
             assert "[own-master-0] PY /usr/bin/python3" in server.cli("logs", "own").stdout
             assert "[args-worker-0] from-entrypoint hello" in server.cli("logs", "args").stdout
             bare_logs = server.cli("logs", "bare").stdout

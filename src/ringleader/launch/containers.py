@@ -21,7 +21,13 @@ signals and the rank's cgroup stay as for a process pod:
   workload's own directory, each at its own path; those a tenant names are
   mounted as the tenant opened them (``container_mounts``);
 - the container's name and labels carry the job and rank, so a stop (and the
-  server's sweep) removes every container of the job: ``remove_job``.
+  server's sweep) removes every container of the job: ``remove_job``;
+- ``--init`` where the runtime has one (podman's catatonit): a rank's command is
+  not the container's PID 1, which ignores any signal it has no handler for, so a
+  stop's SIGTERM reaches it as it reaches a process rank;
+- an interactive pod runs ``IMAGE_KEEPALIVE`` (a POSIX shell, as any image has):
+  its command, or the image's own entrypoint and arguments, then it holds the
+  pod up for ``exec``/``bash`` (``podman exec`` into the container) until stopped.
 
 Standard library only: the agent imports this module (lazily, for image pods).
 """
@@ -53,6 +59,20 @@ REFERENCE = re.compile(
     r"(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
     r"(?:@sha256:[a-f0-9]{64})?$"
 )
+#: podman's init (Debian's catatonit), where ``--init`` finds it.
+PODMAN_INIT = "/usr/libexec/podman/catatonit"
+#: launch/keepalive.py's contract in sh: run "$@" (if any), say how it ended, hold the
+#: pod until a signal, passing it on to a command still running; exit 128+signal.
+IMAGE_KEEPALIVE = r"""child=
+stop() { [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null; exit "$2"; }
+trap 'stop TERM 143' TERM; trap 'stop INT 130' INT; trap 'stop HUP 129' HUP
+if [ $# -gt 0 ]; then
+  "$@" <&0 & child=$!; wait "$child"; code=$?; child=
+  echo "ringleader: the command exited with code $code; this interactive pod stays up for \
+\`ringleader bash\`/\`exec\` until the workload is deleted or suspended" >&2
+fi
+while :; do sleep 3600 & wait $!; done
+"""
 #: How long a host's agent waits for a pull before its gang fails (within the
 #: supervisor's wait for every agent to be ready, agent_startup.READY_TIMEOUT_S).
 PULL_TIMEOUT_S = 45.0
@@ -110,7 +130,7 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
     image = str(container["image"])
     if runtime is None:
         return container, f"this host has no {name} to run image {image}"
-    here = {**container, "runtime": runtime}
+    here = {**container, "runtime": runtime, "init": has_init(runtime)}
     policy = str(container.get("pull") or "IfNotPresent")
     if policy != "Always" and image_present(runtime, image):
         return here, ""
@@ -132,6 +152,44 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return here, f"cannot pull image {image}: {last.removeprefix('Error: ')}"
     return here, ""
+
+
+def has_init(runtime: str) -> bool:
+    """``--init`` works with this runtime here: docker brings its own; podman needs
+    catatonit (Debian's package of that name)."""
+    if os.path.basename(runtime) != "podman":
+        return True
+    return os.path.exists(PODMAN_INIT) or shutil.which("catatonit") is not None
+
+
+def image_config(runtime: str, image: str) -> tuple[list[str], list[str]]:
+    """The image's own entrypoint and default arguments (its ``Cmd``): what
+    ``podman run IMAGE`` runs; empty where it says none or cannot be read."""
+    try:
+        done = subprocess.run(
+            [runtime, "image", "inspect", "--format", "{{json .Config}}", "--", image],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+        config = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        config = {}
+    if not isinstance(config, dict):
+        config = {}
+    entry, cmd = config.get("Entrypoint") or [], config.get("Cmd") or []
+    return [str(word) for word in entry], [str(word) for word in cmd]
+
+
+def interactive_command(container: dict[str, Any], argv: list[str]) -> list[str]:
+    """What an interactive pod's container runs: ``IMAGE_KEEPALIVE`` around its
+    command; without one (Kubernetes' rule) around the image's entrypoint with the
+    arguments given, or with its own default arguments when none are."""
+    if not container.get("entrypoint"):
+        entry, cmd = image_config(str(container["runtime"]), str(container["image"]))
+        argv = [*entry, *(argv or cmd)]
+    return ["/bin/sh", "-c", IMAGE_KEEPALIVE, "ringleader-keepalive", *argv]
 
 
 def image_present(runtime: str, image: str) -> bool:
@@ -187,6 +245,8 @@ def run_argv(
     out = [runtime, "run", "--rm", "--name", name, "--label", f"{LABEL}={job_id}"]
     out += ["--label", f"ringleader.rank={rank}", "--network", "host", "--ipc", "host"]
     out += ["--pull", "never"]  # ready_image pulled it, as its policy says, before any rank
+    if container.get("init"):
+        out += ["--init"]
     if account is not None:
         out += ["--user", f"{account[0]}:{account[1]}"]
     if cgroup:
@@ -201,7 +261,7 @@ def run_argv(
     for key in sorted(env):
         if key not in HOST_ONLY:
             out += ["--env", key]
-    if container.get("entrypoint") and argv:
+    if (container.get("entrypoint") or container.get("interactive")) and argv:
         out += ["--entrypoint", json.dumps(argv[:1])]
         argv = argv[1:]
     return [*out, "--", str(container["image"]), *argv]
@@ -244,12 +304,15 @@ def popen_rank(
     tenant_paths = [cwd, *container.get("mounts", [])]
     mounts = [(run.rundir, run.rundir)]
     mounts += container_mounts.stage(tenant_paths, account, run.staged, container.get("python"))
+    command = command_of(argv)
+    if container.get("interactive"):
+        command = interactive_command(container, command)
     podman = run_argv(
         container,
         name=container_name(run.job_id, run.rank),
         job_id=run.job_id,
         rank=run.rank,
-        argv=command_of(argv),
+        argv=command,
         env=env,
         cwd=cwd,
         account=account,

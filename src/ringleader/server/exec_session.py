@@ -123,7 +123,10 @@ class ExecSession:
 
     def start(self) -> None:
         """Spawn the process; OSError (no such command, bad directory) propagates."""
-        argv = [*self.target.prefix, *self.argv]
+        prefix = self.target.prefix
+        if self.tty and self.target.tty_prefix is not None:
+            prefix = self.target.tty_prefix
+        argv = [*prefix, *self.argv]
         common: dict[str, Any] = {
             "cwd": self.target.cwd,
             "env": self.target.env,

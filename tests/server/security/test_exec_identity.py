@@ -159,6 +159,14 @@ def test_a_session_by_another_carries_no_credentials_here_or_beyond_a_prefix() -
     assert [unset[i + 1] for i in range(1, len(unset) - 1, 2)] == list(CREDENTIAL_VARS)
     assert account_of(beyond) == "rl-work"
     assert account_of(ExecTarget("n", "/", {}, run_as=RunAs("rl-a", 5, 5, "/h"))) == "rl-a"
+    # Into a container: the variables are unset inside it, on a terminal or not.
+    podman = ("/usr/bin/podman", "exec", "--interactive", "--user", "65534:65534")
+    boxed = without_credentials(
+        ExecTarget("n", "/", {}, prefix=(*podman, "c"), tty_prefix=(*podman, "--tty", "c"))
+    )
+    assert boxed.prefix[len(podman) + 1 :] == unset
+    assert boxed.tty_prefix is not None and boxed.tty_prefix[len(podman) + 2 :] == unset
+    assert account_of(boxed) == "nobody"
 
 
 # ----- real tenants -------------------------------------------------------------------------

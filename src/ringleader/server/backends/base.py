@@ -171,6 +171,9 @@ class ExecTarget:
     #: The pod's ``cgroup.procs`` files a session entering ``view`` is moved into by
     #: root before it drops to ``run_as`` (without a view, ``prefix`` joins them).
     join: tuple[str, ...] = ()
+    #: ``prefix`` for a session on a terminal, where that differs (``podman exec
+    #: --tty``: the terminal is made inside the container); None: ``prefix``.
+    tty_prefix: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -150,22 +150,29 @@ def without_credentials(target: ExecTarget) -> ExecTarget:
     """``target`` without the pod's credential variables: dropped from its environment,
     and, where that is made beyond a prefix (sudo, ssh), unset there by ``env -u``."""
     env = {k: v for k, v in target.env.items() if k not in CREDENTIAL_VARS}
-    prefix = target.prefix
-    if prefix:
-        unset = [arg for name in CREDENTIAL_VARS for arg in ("-u", name)]
-        prefix = (*prefix, ENV, *unset, "--")
-    return replace(target, env=env, prefix=prefix)
+    if not target.prefix:
+        return replace(target, env=env)
+    unset = (ENV, *[arg for name in CREDENTIAL_VARS for arg in ("-u", name)], "--")
+    tty_prefix = None if target.tty_prefix is None else (*target.tty_prefix, *unset)
+    return replace(target, env=env, prefix=(*target.prefix, *unset), tty_prefix=tty_prefix)
 
 
 def account_of(target: ExecTarget) -> str:
     """The OS account the session runs as: the target's, the one its sudo prefix
-    names (``sudo -n -u NAME``), else the server's own."""
+    names (``sudo -n -u NAME``), the user of a ``podman exec`` (``--user UID:GID``),
+    else the server's own."""
+    import pwd
+
     if target.run_as is not None:
         return target.run_as.name
     prefix = list(target.prefix)
     if "-u" in prefix[:4] and os.path.basename(prefix[0]) == "sudo":
         return prefix[prefix.index("-u") + 1]
-    import pwd
+    if prefix[1:2] == ["exec"] and "--user" in prefix:
+        uid = prefix[prefix.index("--user") + 1].split(":")[0]
+        with contextlib.suppress(KeyError, ValueError):
+            return pwd.getpwuid(int(uid)).pw_name
+        return uid
 
     try:
         return pwd.getpwuid(os.geteuid()).pw_name
@@ -193,6 +200,8 @@ def shell_argv(place: ExecPlace, argv: list[str], tty: bool) -> tuple[list[str],
     anything else runs as asked.
     """
     if not (tty and len(argv) == 1 and os.path.basename(argv[0]) == "bash"):
+        return argv, None
+    if place.target.tty_prefix is not None:  # in a container: its prompt names the pod
         return argv, None
     fd, path = tempfile.mkstemp(prefix="ringleader-bash-", suffix=".rc")
     try:

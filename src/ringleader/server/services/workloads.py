@@ -148,12 +148,6 @@ def submit(
     runtime = getattr(backend, "runtime", None) if backend is not None else None
     stand_in = resolve_image(body.master().image or body.spec.image, runtime=runtime)
     image = body.master().image or body.spec.image
-    if image and stand_in is None and body.spec.interactive:
-        raise InvalidSpec(
-            f"interactive workloads in an image ({image}) are not supported yet: its pods "
-            "would need ringleader's keepalive inside the image; leave the image out",
-            "spec.interactive",
-        )
     if image and stand_in is None and body.framework.value == "MPI":
         raise InvalidSpec(
             f"MPI workloads in an image ({image}) are not supported yet: mpirun would need "

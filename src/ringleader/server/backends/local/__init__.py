@@ -395,15 +395,6 @@ class LocalBackend(Backend[LocalPlan]):
         """Where ``exec``/``bash`` run: the pod's live process's directory and environment."""
         return exec_target(self, handle, pod)
 
-    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
-        """Refuse exec into ``pod`` when this backend cannot reach it: a pod in an image
-        (a session on the host would run outside the image, with the host's software)."""
-        if launch.spec.container:
-            raise Conflict(
-                f"pod {pod.name} runs in image {launch.spec.container.get('image')}: exec and "
-                "bash into image pods are not supported yet (they would run outside the image)"
-            )
-
     # ----- helpers -------------------------------------------------------------------
     def _clean_once(self, run_dir: Path) -> None:
         """The first time a runs dir is seen (a server's first poll after a start,

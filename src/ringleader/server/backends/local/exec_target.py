@@ -6,6 +6,10 @@ Why a module: the session must be the pod's own (same account, same cgroup,
 same variables), so finding it reads /proc, the launch file and the cgroup
 tree; the backend only answers the server's call with it.
 
+A pod in an image is its container: the session is ``podman exec`` into it, as
+the container's user, in its directory, with its environment (the rank's), so
+it runs the image's software, never the host's.
+
 Which process is the pod's is a kernel fact, never its environment (which
 any tenant can forge, naming another's job and rank): a member of the pod's
 cgroup (MPI's launcher, mpirun, has none: the run's ``supervisor`` cgroup),
@@ -17,10 +21,13 @@ then is its directory and environment taken.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ringleader.errors import Conflict, NotFound, RingleaderError
+from ringleader.launch import containers
 from ringleader.launch.account import NOT_FOUND, pod_process, spawns_arg, sudo_argv
 from ringleader.launch.detached import LaunchFile, load_launch
 from ringleader.launch.procs import start_ticks
@@ -49,8 +56,9 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     pods = {p.name: p for p in pods_from_launch(launch)}
     if pod not in pods:
         raise NotFound("pod", pod)
-    backend.check_exec(launch, pods[pod])
     run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
+    if launch.spec.container:
+        return _in_container(backend.node, launch, pod, rank)
     run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
     if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
         return _through_sudo(backend.node, launch, run_as, pod, rank, run_dir)
@@ -100,6 +108,32 @@ def _through_sudo(
         )
     prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), spawns, "--")
     return ExecTarget(node=node, cwd="/", env={}, prefix=tuple(prefix))
+
+
+def _in_container(node: str, launch: LaunchFile, pod: str, rank: int) -> ExecTarget:
+    """The session as ``podman exec`` into the pod's running container (root runs the
+    runtime; the session is the container's user, the pod's account)."""
+    container = launch.spec.container
+    runtime = shutil.which(str(container.get("runtime") or "podman"))
+    if runtime is None:
+        raise Conflict(f"pod {pod} runs in an image, and this host has no container runtime")
+    name = containers.container_name(launch.spec.run_id, rank)
+    try:
+        state = subprocess.run(
+            [runtime, "container", "inspect", "--format", "{{.State.Running}}", name],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RingleaderError(f"cannot ask {runtime} about pod {pod}: {exc}") from None
+    if state.stdout.strip() != "true":
+        raise Conflict(no_process(pod))
+    run_as = account_run_as(launch)
+    user = ["--user", f"{run_as.uid}:{run_as.gid}"] if run_as is not None else []
+    # Debian's bashrc puts ($debian_chroot) in front of the prompt: the pod's name.
+    head = [runtime, "exec", "--interactive", *user, "--env", f"debian_chroot={pod}"]
+    tail = ["--workdir", launch.spec.cwd, name]
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LANG": "C.UTF-8"}
+    return ExecTarget(node, "/", env, prefix=(*head, *tail), tty_prefix=(*head, "--tty", *tail))
 
 
 def no_process(pod: str) -> str:
