@@ -395,6 +395,11 @@ class LocalBackend(Backend[LocalPlan]):
         """Where ``exec``/``bash`` run: the pod's live process's directory and environment."""
         return exec_target(self, handle, pod)
 
+    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
+        """Refuse exec into ``pod`` where this backend cannot reach it (a hook: a local
+        pod, in an image or not, is always reachable; the SSH backend's remote ones
+        are not)."""
+
     # ----- helpers -------------------------------------------------------------------
     def _clean_once(self, run_dir: Path) -> None:
         """The first time a runs dir is seen (a server's first poll after a start,

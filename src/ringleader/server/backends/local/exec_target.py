@@ -56,6 +56,7 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     pods = {p.name: p for p in pods_from_launch(launch)}
     if pod not in pods:
         raise NotFound("pod", pod)
+    backend.check_exec(launch, pods[pod])
     run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
     if launch.spec.container:
         return _in_container(backend.node, launch, pod, rank)
