@@ -4,8 +4,11 @@ Why: a body written for Run:ai (by hand, by its UI's "copy as API", or by its
 Python client ``runapy``, which always sends ``spec.sshAuthMountPath``) must be
 accepted as it is.  Every field of Run:ai's ``DistributedSpecSpec`` and
 ``MasterSpec`` validates here; the ones that mean nothing without Kubernetes
-(labels, tolerations, probes, storage, security ...) are stored with the spec,
-shown back, and named in one Warning event at submission (``ignored_fields``).
+(labels, tolerations, probes, most storage, security ...) are stored with the
+spec, shown back, and named in one Warning event at submission
+(``ignored_fields``).  Two are applied where pods run in an image: the image
+pull policy, and host-path volumes (``HostPathVolume``, checked against the
+server's allow-list at submission).
 A field outside Run:ai's schema is still a 422.
 
 Nomenclature: an *ignored* field is one listed in a model's ``runai_ignored``;
@@ -25,10 +28,11 @@ Invariants:
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from ringleader.textbounds import at_most, json_value, text
@@ -179,16 +183,65 @@ class Security(RunaiWire):
 Volume = Annotated[dict[str, Any], json_value(max_depth=8, max_nodes=1_000, max_chars=4_096)]
 
 
+#: Where no volume goes in a container: the kernel's and the runtime's own.
+RESERVED_MOUNTS = ("/proc", "/sys", "/dev")
+
+
+def checked_host_path(value: str) -> str:
+    """An absolute, normal path podman's ``--volume SRC:DST:OPTS`` takes as it is."""
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is not an absolute path")
+    if posixpath.normpath(value) != value.rstrip("/") and value != "/":
+        raise ValueError(f"{value!r} is not a normal path (no '..', '.', '//')")
+    if any(ch in value for ch in ":,\0\n\r"):
+        raise ValueError(f"{value!r} holds ':', ',' or a control character")
+    return value
+
+
+def _mount_path(value: str) -> str:
+    value = checked_host_path(value)
+    if value == "/" or any(value == r or value.startswith(r + "/") for r in RESERVED_MOUNTS):
+        raise ValueError(f"{value!r} is the container's own (/, /proc, /sys, /dev)")
+    return value
+
+
+HostDir = Annotated[text(1_024), AfterValidator(checked_host_path)]
+MountDir = Annotated[text(1_024), AfterValidator(_mount_path)]
+
+
+class HostPathVolume(RunaiWire):
+    """Run:ai's ``hostPath`` volume: a host directory mounted into each image pod at
+    ``mountPath``, read-only unless ``readOnly`` is false (runapy's default), when
+    the server's allow-list (``ringleader server --host-path-allow``) holds it."""
+
+    name: Short | None = None
+    path: HostDir
+    mount_path: MountDir
+    read_only: bool | None = None
+    mount_propagation: Literal["None", "HostToContainer"] | None = None
+    exclude: bool | None = None
+
+    runai_ignored = frozenset({"mount_propagation"})
+    runai_defaults = {"mount_propagation": "None"}
+
+
 class Storage(RunaiWire):
+    """Run:ai's storage block: host paths are mounted (image pods); the rest ignored."""
+
     config_map_volume: items(Volume) | None = None
     data_volume: items(Volume) | None = None
     empty_dir_volume: items(Volume) | None = None
     git: items(Volume) | None = None
-    host_path: items(Volume) | None = None
+    host_path: items(HostPathVolume) | None = None
     nfs: items(Volume) | None = None
     pvc: items(Volume) | None = None
     s3: items(Volume) | None = None
     secret_volume: items(Volume) | None = None
+
+    runai_ignored = frozenset(
+        {"config_map_volume", "data_volume", "empty_dir_volume", "git", "nfs", "pvc", "s3",
+         "secret_volume"}
+    )  # fmt: skip
 
 
 class ExtendedResource(RunaiWire):
@@ -255,7 +308,6 @@ POD_IGNORED = frozenset(
         "restart_policy",
         "security",
         "stdin",
-        "storage",
         "terminate_after_preemption",
         "termination_grace_period_seconds",
         "tolerations",

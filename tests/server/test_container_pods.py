@@ -365,6 +365,11 @@ def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
     assert inside.stdout.splitlines()[0] == str(account.pw_uid), inside.stdout
     assert inside.stdout.splitlines()[1].strip(), "the submitter's own session keeps its token"
     assert site.as_user(creds, "delete", "boxed").returncode == 0
+    # A shared server lets pods mount no host directory until its admin names some.
+    done = site.as_user(creds, "submit-dist", "pytorch", "vol", "--workers", "1", "-i",
+                        python_image, "-v", "/etc:/x", "--command", "--", "true")  # fmt: skip
+    assert done.returncode == 2 and "error: -v:" in done.stderr, done.stderr
+    assert "(allowed: none; its admin names them with" in done.stderr, done.stderr
 
 
 def test_python_is_the_images_and_args_alone_go_to_its_entrypoint(

@@ -381,6 +381,7 @@ def test_a_body_with_every_runai_field_is_accepted_and_what_is_ignored_is_named(
         "imagePullPolicy",
         "environmentVariables",
         "compute",
+        "storage",  # its hostPath volumes are mounted (image pods); the rest, below
     }
     as_here = {"terminateAfterPreemption"}  # false: what happens here anyway
     master = {f"masterSpec.{k}" for k in POD_FIELDS if k not in acted_on | as_here}
@@ -391,6 +392,9 @@ def test_a_body_with_every_runai_field_is_accepted_and_what_is_ignored_is_named(
         "masterSpec.environmentVariables[4].userCredential",
         "masterSpec.compute.extendedResources",
         "masterSpec.compute.largeShmRequest",
+        "masterSpec.storage.pvc",
+        "masterSpec.storage.nfs",
+        "masterSpec.storage.emptyDirVolume",
     }
     assert {p for p in listed if p.startswith("masterSpec.")} == master
     for kept in ("spec.category", "spec.command", "spec.workingDir", "description"):

@@ -29,6 +29,7 @@ from ringleader.cli.server_options import (
     DataDirOption,
     HeaderTimeoutOption,
     HostOption,
+    HostPathAllowOption,
     LocalNodeOption,
     MaxBodyBytesOption,
     MaxFollowsPerUserOption,
@@ -67,6 +68,7 @@ def server(
     run_as: RunAsOption = None,
     run_as_template: RunAsTemplateOption = "rl-{user}",
     workload_python: WorkloadPythonOption = None,
+    host_path_allow: HostPathAllowOption = None,
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -90,6 +92,8 @@ def server(
       ringleader server --backend slurm:gpu,account=ml   # Slurm partition gpu
 
       sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
+
+      sudo ringleader server --host-path-allow /data   # image pods may mount /data/...
     """
     serve(checked_config(
         host=host, port=port, data_dir=data_dir, simulate_nodes=simulate_nodes,
@@ -98,6 +102,7 @@ def server(
         max_follows_per_user=max_follows_per_user, header_timeout=header_timeout,
         body_timeout=body_timeout, max_log_bytes=max_log_bytes, run_as=run_as,
         run_as_template=run_as_template, workload_python=workload_python,
+        host_path_allow=host_path_allow,
     ))  # fmt: skip
 
 
@@ -120,6 +125,7 @@ def checked_config(
     run_as: str | None,
     run_as_template: str,
     workload_python: str | None,
+    host_path_allow: list[str] | None = None,
 ) -> ServerConfig:
     """``server``'s options checked (exit 2 naming the option on a bad one) and made
     into the ``ServerConfig`` it runs; the data directory made the server's alone."""
@@ -139,6 +145,7 @@ def checked_config(
         mode, python, data, account = _workloads_account(
             run_as, run_as_template, workload_python, data_dir
         )
+        allowed = _host_path_allow(host_path_allow)
     except InvalidSpec as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -161,7 +168,28 @@ def checked_config(
         run_as_template=run_as_template,
         account=account,
         workload_python=python,
+        host_path_allow=allowed,
     )
+
+
+def _host_path_allow(given: list[str] | None) -> tuple[str, ...] | None:
+    """``--host-path-allow``: each an existing directory, kept as written and as it
+    really is (submissions are checked as written, the agents' mounts as they are)."""
+    from ringleader.errors import InvalidSpec
+    from ringleader.runai_fields import checked_host_path
+
+    if given is None:
+        return None
+    out: list[str] = []
+    for path in given:
+        try:
+            checked_host_path(path)
+        except ValueError as exc:
+            raise InvalidSpec(str(exc), "--host-path-allow") from None
+        if not os.path.isdir(path):
+            raise InvalidSpec(f"{path} is not a directory here", "--host-path-allow")
+        out += [path.rstrip("/") or "/", os.path.realpath(path)]
+    return tuple(dict.fromkeys(out))
 
 
 def _workloads_account(

@@ -212,3 +212,14 @@ WorkloadPythonOption = Annotated[
         " ringleader without PYTHONPATH (sudo passes none): a venv of /usr/bin/python3.",
     ),
 ]
+HostPathAllowOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--host-path-allow",
+        metavar="DIR",
+        help="A host directory image pods may mount (-v, storage.hostPath), with what is"
+        " under it; repeat for more. Default: everything when workloads run as the server,"
+        " nothing on a shared server (per-user accounts).",
+        show_default=False,
+    ),
+]

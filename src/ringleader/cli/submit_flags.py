@@ -85,6 +85,20 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "image_pull_policy": _opt(
         str, "--image-pull-policy", "POLICY", "Always, IfNotPresent (default) or Never."
     ),
+    "volume": _opt(
+        list[str],
+        "-v/--volume",
+        "SRC:DST[:ro]",
+        "Mount host dir SRC at DST in the image (repeat).",
+        [],
+    ),
+    "host_path": _opt(
+        list[str],
+        "--host-path",
+        "SPEC",
+        "Run:ai's -v: path=SRC,mount=DST; read-only unless ,readwrite.",
+        [],
+    ),
     # scheduling
     "preemptible": _opt(
         bool, "--preemptible", FLAG, "May run over quota and be preempted (reclaimed).", False
@@ -118,7 +132,7 @@ V2_COMPUTE = (
 )  # fmt: skip
 POD = (
     "env", "working_dir", "backoff_limit", "clean_pod_policy", "interactive", "image",
-    "image_pull_policy",
+    "image_pull_policy", "volume", "host_path",
 )  # fmt: skip
 V1_SCHEDULING = ("preemptible", "priority", "node_pools")
 V2_SCHEDULING = ("preemptibility", "priority", "node_pools")

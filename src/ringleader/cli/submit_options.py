@@ -49,6 +49,8 @@ FIELD_OPTIONS: dict[str, tuple[str, ...]] = {
     "num_workers": ("workers",),
     "distributed_framework": ("framework",),
     "environment_variables": ("env",),
+    "host_path": ("volume", "host_path"),
+    "storage": ("volume", "host_path"),
     "compute": ("gpu", "gpu_memory", "gpu_request_type", "gpu_devices_request"),
     "gpu_devices_request": ("gpu", "gpu_memory", "gpu_devices_request"),
     "gpu_portion_request": ("gpu", "gpu_portion_request"),
@@ -102,6 +104,8 @@ class SubmitOptions:
     interactive: bool = False
     image: str | None = None
     image_pull_policy: str | None = None
+    volume: list[str] = field(default_factory=list)
+    host_path: list[str] = field(default_factory=list)
     preemptible: bool = False
     preemptibility: str | None = None
     priority: str | None = None
@@ -138,6 +142,7 @@ class SubmitOptions:
             "backoff_limit": self.backoff_limit,
             "clean_pod_policy": self.clean_pod_policy,
             "slots_per_worker": self.slots_per_worker,
+            "storage": self._storage(),
             **self._scheduling(),
         }
         body = {
@@ -206,6 +211,50 @@ class SubmitOptions:
                 raise InvalidSpec(f"expected KEY=VALUE, got {pair!r}", self._flag("env"))
             variables.append({"name": key, "value": value})
         return variables
+
+    def _storage(self) -> dict[str, Any] | None:
+        """Run:ai's ``storage.hostPath`` from ``-v SRC:DST[:ro|:rw]`` (read-write unless
+        ``:ro``, Docker's rule) and ``--host-path path=SRC,mount=DST[,readwrite]``
+        (read-only unless ``readwrite``, Run:ai's)."""
+        volumes: list[dict[str, Any]] = []
+        for value in self.volume:
+            parts = value.split(":")
+            if (
+                len(parts) not in (2, 3)
+                or not all(parts[:2])
+                or parts[2:] not in ([], ["ro"], ["rw"])
+            ):
+                raise InvalidSpec(
+                    f"expected SRC:DST or SRC:DST:ro, got {value!r}", self._flag("volume")
+                )
+            volumes.append(
+                {"path": parts[0], "mount_path": parts[1], "read_only": parts[2:] == ["ro"]}
+            )
+        for value in self.host_path:
+            volumes.append(self._host_path(value))
+        return {"host_path": volumes} if volumes else None
+
+    def _host_path(self, value: str) -> dict[str, Any]:
+        """One ``--host-path path=SRC,mount=DST[,readwrite][,mount-propagation=P]``."""
+        flag, keys = self._flag("host_path"), {"path": "path", "mount": "mount_path"}
+        out: dict[str, Any] = {"read_only": True}
+        for item in value.split(","):
+            key, sep, given = item.partition("=")
+            if not sep and key == "readwrite":
+                out["read_only"] = False
+            elif sep and key in keys and given:
+                out[keys[key]] = given
+            elif sep and key == "mount-propagation" and given:
+                out["mount_propagation"] = given
+            else:
+                raise InvalidSpec(
+                    f"unknown part {item!r} of {value!r}; expected path=SRC,mount=DST"
+                    "[,readwrite][,mount-propagation=None|HostToContainer]",
+                    flag,
+                )
+        if "path" not in out or "mount_path" not in out:
+            raise InvalidSpec(f"{value!r} needs path=SRC and mount=DST", flag)
+        return out
 
     def _compute(self) -> dict[str, Any]:
         """Run:ai's compute block: from v1's ``-g 0.1`` (a portion) / ``-g 2`` (two
@@ -294,7 +343,7 @@ class SubmitOptions:
         if not error.where:
             return error
         problem = error.problem.removeprefix("Value error, ")
-        return InvalidSpec(problem, self.flag_for(error.where.split(".")))
+        return InvalidSpec(problem, self.flag_for(re.sub(r"\[\d+\]", "", error.where).split(".")))
 
 
 def submit_options(

@@ -120,6 +120,12 @@ class Agent:
             if problem:  # not a crash: no rank starts, and no restart would help
                 self.writer.send("fatal", stage="image", detail=problem)
                 return
+            from ringleader.launch.container_mounts import check_volumes
+
+            problem = check_volumes(self.container, run_as_ids(os.environ.get(RUN_AS_VAR, "")))
+            if problem:
+                self.writer.send("fatal", stage="volume", detail=problem)
+                return
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         port, ring = _pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
         self.writer.send(

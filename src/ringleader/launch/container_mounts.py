@@ -10,6 +10,11 @@ back; the agent bind-mounts from that descriptor (the kernel follows the
 descriptor, not a path) onto a directory of root's alone, and podman mounts that.
 Nothing can be swapped in between.
 
+Host-path volumes (``storage.hostPath``) are opened the same way, and where the
+descriptor really is must be under a directory the server allows
+(``server/host_paths.py``): a link inside an allowed directory that leads out of
+it is refused here, where the path is resolved, not only where it was written.
+
 Standard library only: the agent imports this module (lazily, for image pods).
 """
 
@@ -22,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from typing import Any
 
 from ringleader.launch.rank_process import run_dir_prefix
 
@@ -108,6 +114,73 @@ def stage(
             os.close(fd)
         out.append((target, path))
     return out
+
+
+def under(path: str, allowed: list[str] | tuple[str, ...]) -> bool:
+    """``path`` (absolute, normal) is one of ``allowed`` or inside one."""
+    return any(a == "/" or path == a or path.startswith(a.rstrip("/") + "/") for a in allowed)
+
+
+def open_volume(
+    path: str, account: tuple[int, int] | None, python: str | None, allowed: list[str]
+) -> int:
+    """An ``O_PATH`` descriptor of host path ``path`` as the pod's account opens it (as
+    the agent itself without one), checked to really be under ``allowed``; OSError
+    saying why not."""
+    if account is not None:
+        fd = open_as(path, account, python)
+    else:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OSError(f"{path}: {exc.strerror}") from None
+    real = os.readlink(f"/proc/self/fd/{fd}")
+    if not under(real, allowed):
+        os.close(fd)
+        said = ", ".join(allowed) or "none"
+        raise OSError(f"{path} is {real}, not under a directory this server lets pods mount "
+                      f"(allowed: {said})")  # fmt: skip
+    return fd
+
+
+def stage_volumes(
+    volumes: list[list[Any]],
+    account: tuple[int, int] | None,
+    stage_dir: str,
+    python: str | None,
+    allowed: list[str],
+) -> list[tuple[str, str, str]]:
+    """(source, inside, options) for each host-path volume ``[path, inside, read_only]``:
+    a bind mount under ``stage_dir`` of what ``open_volume`` opened (the resolved path
+    itself where the agent is not root and so cannot bind: it gives no one more than
+    its own user's rights then)."""
+    out: list[tuple[str, str, str]] = []
+    for index, (path, inside, read_only) in enumerate(volumes):
+        fd = open_volume(str(path), account, python, allowed)
+        try:
+            if os.geteuid() != 0:
+                real = os.readlink(f"/proc/self/fd/{fd}")
+                out.append((real, str(inside), "ro" if read_only else ""))
+                continue
+            target = os.path.join(stage_dir, f"v{index}")
+            os.mkdir(target, 0o700)
+            bind(fd, target)
+        finally:
+            os.close(fd)
+        out.append((target, str(inside), "ro" if read_only else ""))
+    return out
+
+
+def check_volumes(container: dict[str, Any], account: tuple[int, int] | None) -> str:
+    """Before any rank: "" when every host-path volume opens as the pod's account and
+    is allowed, else why not (the gang fails then, without restarts)."""
+    for path, _inside, _read_only in container.get("volumes") or []:
+        try:
+            fd = open_volume(str(path), account, container.get("python"), container["allowed"])
+        except OSError as exc:
+            return f"host path volume {exc}"
+        os.close(fd)
+    return ""
 
 
 def unstage(stage_dir: str) -> None:

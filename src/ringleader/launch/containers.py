@@ -236,11 +236,12 @@ def run_argv(
     env: dict[str, str],
     cwd: str,
     account: tuple[int, int] | None,
-    mounts: list[tuple[str, str]],
+    mounts: list[tuple[str, str]] | list[tuple[str, str, str]],
     cgroup: str,
 ) -> list[str]:
     """``podman run`` of ``argv`` in the image for one rank (pure: golden-tested).
-    ``mounts``: (source on the host, path inside); ``cgroup``: ``--cgroup-parent``."""
+    ``mounts``: (source on the host, path inside[, options: "ro"]); ``cgroup``:
+    ``--cgroup-parent``."""
     runtime = str(container["runtime"])
     out = [runtime, "run", "--rm", "--name", name, "--label", f"{LABEL}={job_id}"]
     out += ["--label", f"ringleader.rank={rank}", "--network", "host", "--ipc", "host"]
@@ -255,8 +256,8 @@ def run_argv(
         out += ["--cpuset-cpus", env[CPU_AFFINITY]]
     if container.get("shm_size"):
         out += ["--shm-size", str(container["shm_size"])]
-    for source, inside in mounts:
-        out += ["--volume", f"{source}:{inside}"]
+    for source, inside, *options in mounts:
+        out += ["--volume", ":".join([source, inside, *(o for o in options if o)])]
     out += ["--workdir", cwd]
     for key in sorted(env):
         if key not in HOST_ONLY:
@@ -302,8 +303,13 @@ def popen_rank(
     # children (cgroup v2 allows no process beside child cgroups that have controllers).
     join = env.pop(JOIN_VAR, "")
     tenant_paths = [cwd, *container.get("mounts", [])]
-    mounts = [(run.rundir, run.rundir)]
-    mounts += container_mounts.stage(tenant_paths, account, run.staged, container.get("python"))
+    python = container.get("python")
+    mounts: list[tuple[str, str, str]] = [(run.rundir, run.rundir, "")]
+    mounts += [(*m, "") for m in container_mounts.stage(tenant_paths, account, run.staged, python)]
+    volumes = container.get("volumes") or []
+    mounts += container_mounts.stage_volumes(
+        volumes, account, run.staged, python, container.get("allowed") or []
+    )
     command = command_of(argv)
     if container.get("interactive"):
         command = interactive_command(container, command)

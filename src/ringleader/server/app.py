@@ -213,7 +213,9 @@ def _state(app: FastAPI, config: ServerConfig, backend: Backend | None, book: No
     app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
-    context = BackendContext(python=config.workload_python, node_book=book)
+    context = BackendContext(
+        python=config.workload_python, node_book=book, host_paths=config.host_paths
+    )
     if backend is None:
         app.state.backends = BackendSet(config.backends, context)
     else:

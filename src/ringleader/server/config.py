@@ -81,6 +81,17 @@ class ServerConfig:
     # with run_as "user" or "account:NAME" the workloads' account must be able to run it
     # (through sudo: importing ringleader without PYTHONPATH).
     workload_python: str = sys.executable
+    # Host directories image pods may mount (--host-path-allow; server/host_paths.py):
+    # None: everything for a server whose workloads run as itself, nothing for a shared
+    # one (per-user accounts) until its admin names some.
+    host_path_allow: tuple[str, ...] | None = None
+
+    @property
+    def host_paths(self) -> tuple[str, ...]:
+        """The allow-list in force: ``host_path_allow``, or the default for ``run_as``."""
+        if self.host_path_allow is not None:
+            return self.host_path_allow
+        return ("/",) if self.run_as == "server" else ()
 
     @property
     def runs_dir(self) -> Path:

@@ -183,6 +183,8 @@ class BackendContext:
     python: str = sys.executable
     node_book: NodeBook | None = None  # the SSH nodes' login targets (the SSH backend's)
     pools: tuple[str, ...] = ()  # the node pools the backend serves (its nodes' pool)
+    #: Host directories image pods may mount (``ServerConfig.host_paths``).
+    host_paths: tuple[str, ...] = ("/",)
 
 
 PlanT = TypeVar("PlanT")

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session, selectinload
 from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.runai_fields import ignored_fields, ignored_message
 from ringleader.sched import PRIORITY_CLASSES
-from ringleader.server import phases
+from ringleader.server import host_paths, phases
 from ringleader.server.auth import pod_project
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import check_supported, check_suspendable
@@ -159,6 +159,7 @@ def submit(
             update={"spec": body.spec.model_copy(update={"command": stand_in.command})}
         )
     in_image = bool(image) and stand_in is None  # its own command runs without one
+    host_paths.check(body, getattr(backend, "host_paths", ("/",)), in_image)
     if not (body.master().argv() or body.spec.argv() or body.spec.interactive or in_image):
         raise InvalidSpec(
             "a command is required (the command to run in every pod) unless the workload "

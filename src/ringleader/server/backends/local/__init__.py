@@ -142,8 +142,11 @@ class LocalBackend(Backend[LocalPlan]):
         max_ranks: int | None = None,
         cgroups: Hierarchy | None = DETECT,
         container_runtime: dict[str, str] | None = DETECT,
+        host_paths: tuple[str, ...] = ("/",),
     ) -> None:
         self.python = python
+        # Host directories image pods may mount (server/host_paths.py).
+        self.host_paths = host_paths
         self.grace_s = grace_s
         self.start_timeout_s = start_timeout_s
         # The supervisor stops its gang within about its grace plus agent slack.
@@ -177,7 +180,7 @@ class LocalBackend(Backend[LocalPlan]):
     @classmethod
     def configured(cls, context: BackendContext, arg: str = "") -> LocalBackend:
         cls.refuse_arg(arg)
-        return cls(python=context.python)
+        return cls(python=context.python, host_paths=context.host_paths)
 
     # ----- plan (pure) -----------------------------------------------------------
     def where(self) -> Where:
@@ -204,6 +207,7 @@ class LocalBackend(Backend[LocalPlan]):
             busy_cpus=busy_cpus,
             cgroups=cgroups,
             runtime=self.runtime if runs_in_container(request.image, self.runtime) else None,
+            host_paths=self.host_paths,
         )
 
     def start(self, request: BackendRequest) -> str:

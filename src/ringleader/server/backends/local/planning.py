@@ -46,6 +46,7 @@ from ringleader.runtime.metrics import METRICS_DIR
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import BackendRequest, RunAs
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
+from ringleader.server.host_paths import planned
 from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
 if TYPE_CHECKING:
@@ -261,14 +262,19 @@ def _own_mounts(own_dir: str, run_as: RunAs | None) -> list[str]:
 
 
 def container_of(
-    request: BackendRequest, runtime: dict[str, str] | None, python: str, mounts: list[str]
+    request: BackendRequest,
+    runtime: dict[str, str] | None,
+    python: str,
+    mounts: list[str],
+    host_paths: tuple[str, ...] = ("/",),
 ) -> dict[str, object]:
     """``LaunchSpec.container`` for ``request``: empty without an image or a
     ``runtime`` (None where the image does not run in a container here: the caller
     decided, ``images.runs_in_container``).  ``mounts``: the workload's own directory
     in its account's home (checkpoints, metrics), opened as the account by the agent
     like the working directory; ``python``: what the agent's helper that opens them
-    runs (one the account can run)."""
+    runs (one the account can run); ``host_paths``: the directories the spec's
+    host-path volumes may really be in (the agent checks each as opened)."""
     image = request.image
     if not image or runtime is None:
         return {}
@@ -283,6 +289,8 @@ def container_of(
         "pull": request.spec.master().image_pull_policy or request.spec.spec.image_pull_policy,
         # Its pods stay up after their command for exec/bash (containers.IMAGE_KEEPALIVE).
         "interactive": bool(request.spec.spec.interactive),
+        "volumes": planned(request.spec),  # [host path, mount path, read-only]
+        "allowed": list(host_paths),
     }
 
 
@@ -296,11 +304,13 @@ def plan_launch(
     busy_cpus: frozenset[int] = frozenset(),
     cgroups: Hierarchy | None = None,
     runtime: dict[str, str] | None = None,
+    host_paths: tuple[str, ...] = ("/",),
 ) -> LocalPlan:
     """The launch for ``request``: pure.  ``cpus``: this machine's cores pods on its
     own node may be pinned to; ``busy_cpus``: those other runs' pods hold;
     ``cgroups``: this machine's hierarchy, when each pod gets a cgroup; ``runtime``:
-    its container runtime, when an image's pods run in the image."""
+    its container runtime, when an image's pods run in the image; ``host_paths``:
+    the directories its host-path volumes may be in."""
     spec, dist = request.spec, request.spec.spec
     framework = _framework(spec)
     master = spec.master()
@@ -373,7 +383,7 @@ def plan_launch(
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
         if framework.layout.head_runs_ranks
         else "wait",
-        container=container_of(request, runtime, python, _own_mounts(own_dir, run_as)),
+        container=container_of(request, runtime, python, _own_mounts(own_dir, run_as), host_paths),
     )
     return LocalPlan(
         launch,
