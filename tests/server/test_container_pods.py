@@ -18,8 +18,10 @@ import pwd
 import re
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -315,6 +317,55 @@ def test_an_image_that_cannot_be_pulled_fails_at_once_with_the_registrys_reason(
                 command="true")  # fmt: skip
         described = _status(server, "never", {"Failed", "Completed"})
         assert f"image {never} is not on this host and its pull policy is Never" in described
+
+
+def test_a_pull_that_hangs_fails_the_gang_after_the_servers_timeout_leaving_nothing(
+    tmp_path: Path, work: Path
+) -> None:
+    """A registry that accepts and never answers: the pull is cut at
+    ``--image-pull-timeout``, the gang fails saying so (no restart), and no pull,
+    container or staged mount is left."""
+    need_podman()
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        held: list[socket.socket] = []
+        stop = threading.Event()
+
+        def hold() -> None:
+            listener.settimeout(0.2)
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    held.append(listener.accept()[0])  # and never a byte back
+
+        holder = threading.Thread(target=hold, daemon=True)
+        holder.start()
+        image = f"127.0.0.1:{listener.getsockname()[1]}/hangs/here:1"
+        try:
+            with running_server(tmp_path / "home", "--image-pull-timeout", "3") as server:
+                workload = _submit(server, "hang", work, "-i", image, command="true")
+                described = _status(server, "hang", {"Failed", "Completed"}, timeout=120)
+                assert "Status: Failed" in described, described
+                assert f"pulling image {image} did not finish in 3 s" in described, described
+                assert "Restart" not in described
+                assert held, "the pull reached the registry"
+                assert not job_containers(f"rl-{workload}")
+                assert not [p for p in _carrying_arg(image.encode())], "a pull left running"
+        finally:
+            stop.set()
+            holder.join()
+            for conn in held:
+                conn.close()
+
+
+def _carrying_arg(word: bytes) -> list[int]:
+    """Processes with ``word`` among their arguments."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word in (entry / "cmdline").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_after_the_supervisor_and_agent_are_killed_the_server_removes_the_containers(

@@ -30,6 +30,7 @@ from ringleader.cli.server_options import (
     HeaderTimeoutOption,
     HostOption,
     HostPathAllowOption,
+    ImagePullTimeoutOption,
     LocalNodeOption,
     MaxBodyBytesOption,
     MaxFollowsPerUserOption,
@@ -69,6 +70,7 @@ def server(
     run_as_template: RunAsTemplateOption = "rl-{user}",
     workload_python: WorkloadPythonOption = None,
     host_path_allow: HostPathAllowOption = None,
+    image_pull_timeout: ImagePullTimeoutOption = 45.0,
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -102,7 +104,7 @@ def server(
         max_follows_per_user=max_follows_per_user, header_timeout=header_timeout,
         body_timeout=body_timeout, max_log_bytes=max_log_bytes, run_as=run_as,
         run_as_template=run_as_template, workload_python=workload_python,
-        host_path_allow=host_path_allow,
+        host_path_allow=host_path_allow, image_pull_timeout=image_pull_timeout,
     ))  # fmt: skip
 
 
@@ -126,6 +128,7 @@ def checked_config(
     run_as_template: str,
     workload_python: str | None,
     host_path_allow: list[str] | None = None,
+    image_pull_timeout: float = 45.0,
 ) -> ServerConfig:
     """``server``'s options checked (exit 2 naming the option on a bad one) and made
     into the ``ServerConfig`` it runs; the data directory made the server's alone."""
@@ -169,6 +172,7 @@ def checked_config(
         account=account,
         workload_python=python,
         host_path_allow=allowed,
+        image_pull_timeout_s=image_pull_timeout,
     )
 
 

@@ -223,3 +223,13 @@ HostPathAllowOption = Annotated[
         show_default=False,
     ),
 ]
+ImagePullTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--image-pull-timeout",
+        metavar="SECONDS",
+        min=1,
+        help="How long each host may pull a workload's image (default 45); a pull that"
+        " takes longer fails the gang, with no restart.",
+    ),
+]

@@ -124,7 +124,7 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """On this host, before any rank: ``container`` with its runtime's path here, and
     the image pulled as its policy says (``pull``: Always, IfNotPresent (default),
     Never); "" or the reason no rank can start (the registry's own words, a pull that
-    took longer than ``PULL_TIMEOUT_S``, no runtime on this host)."""
+    took longer than its ``pull_timeout``, no runtime on this host)."""
     name = str(container.get("runtime") or "podman")
     runtime = shutil.which(name)
     image = str(container["image"])
@@ -136,16 +136,20 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
         return here, ""
     if policy == "Never":
         return here, f"image {image} is not on this host and its pull policy is Never"
+    limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)
     try:
         done = subprocess.run(
             [runtime, "pull", "--quiet", "--", image],
             capture_output=True,
             text=True,
-            timeout=PULL_TIMEOUT_S,
+            timeout=limit,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return here, f"pulling image {image} did not finish in {PULL_TIMEOUT_S:g} s"
+        return here, (
+            f"pulling image {image} did not finish in {limit:g} s "
+            "(ringleader server --image-pull-timeout)"
+        )
     except OSError as exc:
         return here, f"cannot run {runtime}: {exc}"
     if done.returncode != 0:

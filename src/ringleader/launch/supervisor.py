@@ -144,7 +144,8 @@ class Supervisor:
         master_addr = pick_master_addr(self.spec)
         self.state.master_addr = master_addr
         start_agents(self.spec, self.agent_hosts, self.ssh, self.events, master_addr, self.links)
-        deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s
+        pull = float(self.spec.container.get("pull_timeout") or 0)  # agents pull first
+        deadline = time.monotonic() + READY_TIMEOUT_S + self.ssh.connect_timeout_s + pull
         ready = await_ready(
             self.agent_hosts,
             self._next_event,

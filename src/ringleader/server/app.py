@@ -32,7 +32,7 @@ from ringleader.server import admission, auth, inventory, limits, node_kinds, ui
 from ringleader.server.accounts import accounts_for
 from ringleader.server.admission import Admission
 from ringleader.server.backends import BackendContext, BackendSet
-from ringleader.server.backends.base import Backend
+from ringleader.server.backends.base import Backend, ImagePolicy
 from ringleader.server.backends.ssh import NodeBook, SSHNode
 from ringleader.server.background import Background, World
 from ringleader.server.background.heartbeats import NodeMonitor
@@ -213,9 +213,8 @@ def _state(app: FastAPI, config: ServerConfig, backend: Backend | None, book: No
     app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
-    context = BackendContext(
-        python=config.workload_python, node_book=book, host_paths=config.host_paths
-    )
+    images = ImagePolicy(config.host_paths, config.image_pull_timeout_s)
+    context = BackendContext(python=config.workload_python, node_book=book, images=images)
     if backend is None:
         app.state.backends = BackendSet(config.backends, context)
     else:

@@ -85,6 +85,8 @@ class ServerConfig:
     # None: everything for a server whose workloads run as itself, nothing for a shared
     # one (per-user accounts) until its admin names some.
     host_path_allow: tuple[str, ...] | None = None
+    # How long each host's agent may pull an image before the gang fails (no restart).
+    image_pull_timeout_s: float = 45.0
 
     @property
     def host_paths(self) -> tuple[str, ...]:

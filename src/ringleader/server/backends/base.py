@@ -177,14 +177,26 @@ class ExecTarget:
 
 
 @dataclass(frozen=True)
+class ImagePolicy:
+    """What a server's admin says of image pods on every node (``ringleader server``)."""
+
+    #: Host directories pods may mount (``--host-path-allow``; server/host_paths.py).
+    host_paths: tuple[str, ...] = ("/",)
+    #: How long each host's agent may pull an image (``--image-pull-timeout``).
+    pull_timeout_s: float = 45.0
+
+
+DEFAULT_IMAGES = ImagePolicy()  # a personal server's: every host path, 45 s pulls
+
+
+@dataclass(frozen=True)
 class BackendContext:
     """What the server gives every backend it creates."""
 
     python: str = sys.executable
     node_book: NodeBook | None = None  # the SSH nodes' login targets (the SSH backend's)
     pools: tuple[str, ...] = ()  # the node pools the backend serves (its nodes' pool)
-    #: Host directories image pods may mount (``ServerConfig.host_paths``).
-    host_paths: tuple[str, ...] = ("/",)
+    images: ImagePolicy = DEFAULT_IMAGES
 
 
 PlanT = TypeVar("PlanT")

@@ -111,7 +111,7 @@ class SSHBackend(LocalBackend):
     @classmethod
     def configured(cls, context: BackendContext, arg: str = "") -> SSHBackend:
         cls.refuse_arg(arg)
-        return cls(python=context.python, book=context.node_book, host_paths=context.host_paths)
+        return cls(python=context.python, book=context.node_book, images=context.images)
 
     def where(self) -> Where:
         return Where(hosts=self._hosts, restarts_in_place=self.capabilities.restarts_in_place)

@@ -69,12 +69,14 @@ from ringleader.launch.detached import (
 )
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import (
+    DEFAULT_IMAGES,
     Backend,
     BackendContext,
     BackendRequest,
     BackendStatus,
     Capabilities,
     ExecTarget,
+    ImagePolicy,
     LogLine,
 )
 from ringleader.server.backends.local import cgroups as cgroupfs
@@ -142,11 +144,11 @@ class LocalBackend(Backend[LocalPlan]):
         max_ranks: int | None = None,
         cgroups: Hierarchy | None = DETECT,
         container_runtime: dict[str, str] | None = DETECT,
-        host_paths: tuple[str, ...] = ("/",),
+        images: ImagePolicy = DEFAULT_IMAGES,
     ) -> None:
         self.python = python
-        # Host directories image pods may mount (server/host_paths.py).
-        self.host_paths = host_paths
+        # What the admin says of image pods: host paths they may mount, pull time.
+        self.images = images
         self.grace_s = grace_s
         self.start_timeout_s = start_timeout_s
         # The supervisor stops its gang within about its grace plus agent slack.
@@ -180,7 +182,7 @@ class LocalBackend(Backend[LocalPlan]):
     @classmethod
     def configured(cls, context: BackendContext, arg: str = "") -> LocalBackend:
         cls.refuse_arg(arg)
-        return cls(python=context.python, host_paths=context.host_paths)
+        return cls(python=context.python, images=context.images)
 
     # ----- plan (pure) -----------------------------------------------------------
     def where(self) -> Where:
@@ -207,7 +209,7 @@ class LocalBackend(Backend[LocalPlan]):
             busy_cpus=busy_cpus,
             cgroups=cgroups,
             runtime=self.runtime if runs_in_container(request.image, self.runtime) else None,
-            host_paths=self.host_paths,
+            images=self.images,
         )
 
     def start(self, request: BackendRequest) -> str:

@@ -44,7 +44,7 @@ from ringleader.launch.plan import LaunchSpec
 from ringleader.runtime.checkpoint import CHECKPOINT_DIR
 from ringleader.runtime.metrics import METRICS_DIR
 from ringleader.server import node_kinds
-from ringleader.server.backends.base import BackendRequest, RunAs
+from ringleader.server.backends.base import DEFAULT_IMAGES, BackendRequest, ImagePolicy, RunAs
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
 from ringleader.server.host_paths import planned
 from ringleader.spec import Compute, WorkloadSpec, parse_quantity
@@ -266,15 +266,16 @@ def container_of(
     runtime: dict[str, str] | None,
     python: str,
     mounts: list[str],
-    host_paths: tuple[str, ...] = ("/",),
+    images: ImagePolicy = DEFAULT_IMAGES,
 ) -> dict[str, object]:
     """``LaunchSpec.container`` for ``request``: empty without an image or a
     ``runtime`` (None where the image does not run in a container here: the caller
     decided, ``images.runs_in_container``).  ``mounts``: the workload's own directory
     in its account's home (checkpoints, metrics), opened as the account by the agent
     like the working directory; ``python``: what the agent's helper that opens them
-    runs (one the account can run); ``host_paths``: the directories the spec's
-    host-path volumes may really be in (the agent checks each as opened)."""
+    runs (one the account can run); ``images``: the admin's policy (the directories
+    host-path volumes may really be in, checked by the agent as opened; the pull's
+    time)."""
     image = request.image
     if not image or runtime is None:
         return {}
@@ -290,7 +291,8 @@ def container_of(
         # Its pods stay up after their command for exec/bash (containers.IMAGE_KEEPALIVE).
         "interactive": bool(request.spec.spec.interactive),
         "volumes": planned(request.spec),  # [host path, mount path, read-only]
-        "allowed": list(host_paths),
+        "allowed": list(images.host_paths),
+        "pull_timeout": images.pull_timeout_s,
     }
 
 
@@ -304,13 +306,13 @@ def plan_launch(
     busy_cpus: frozenset[int] = frozenset(),
     cgroups: Hierarchy | None = None,
     runtime: dict[str, str] | None = None,
-    host_paths: tuple[str, ...] = ("/",),
+    images: ImagePolicy = DEFAULT_IMAGES,
 ) -> LocalPlan:
     """The launch for ``request``: pure.  ``cpus``: this machine's cores pods on its
     own node may be pinned to; ``busy_cpus``: those other runs' pods hold;
     ``cgroups``: this machine's hierarchy, when each pod gets a cgroup; ``runtime``:
-    its container runtime, when an image's pods run in the image; ``host_paths``:
-    the directories its host-path volumes may be in."""
+    its container runtime, when an image's pods run in the image; ``images``:
+    the admin's policy for image pods (host paths, pull time)."""
     spec, dist = request.spec, request.spec.spec
     framework = _framework(spec)
     master = spec.master()
@@ -383,7 +385,7 @@ def plan_launch(
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
         if framework.layout.head_runs_ranks
         else "wait",
-        container=container_of(request, runtime, python, _own_mounts(own_dir, run_as), host_paths),
+        container=container_of(request, runtime, python, _own_mounts(own_dir, run_as), images),
     )
     return LocalPlan(
         launch,
