@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
-APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc catatonit mmdebstrap
+APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc catatonit mmdebstrap docker-registry
 STAMP := $(VENV)/.ringleader-installed
 PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
 

@@ -90,6 +90,11 @@ LOCAL_COMMANDS = {
     ("install",),
     ("workload-python",),
     ("nodes", "import"),
+    ("registry", "start"),
+    ("registry", "stop"),
+    ("registry", "status"),
+    ("image", "push"),
+    ("image", "ls"),
 }
 
 

@@ -201,6 +201,16 @@ COMMANDS: dict[str, LazyCommand] = {
         "Projects: create (with quotas), list, members, set the current one.",
         group=True,
     ),
+    "registry": LazyCommand(
+        "ringleader.cli.images:registry_app",
+        "The cluster's image registry (Debian's docker-registry), under the server's home.",
+        group=True,
+    ),
+    "image": LazyCommand(
+        "ringleader.cli.images:image_app",
+        "Images: push to the cluster's registry, list what it holds.",
+        group=True,
+    ),
     "config": LazyCommand(
         "ringleader.cli.projects:config_app",
         "Set CLI defaults (Run:ai's `config project NAME`).",

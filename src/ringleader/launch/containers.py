@@ -139,7 +139,7 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
     limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)
     try:
         done = subprocess.run(
-            [runtime, "pull", "--quiet", "--", image],
+            [runtime, "pull", "--quiet", *registry_flags(container, image), "--", image],
             capture_output=True,
             text=True,
             timeout=limit,
@@ -156,6 +156,22 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return here, f"cannot pull image {image}: {last.removeprefix('Error: ')}"
     return here, ""
+
+
+def registry_flags(container: dict[str, Any], image: str) -> list[str]:
+    """For an image in the server's own registry (``registry_dir``'s ``address``):
+    plain HTTP and its password file (server/registry.py); none for any other."""
+    where = str(container.get("registry_dir") or "")
+    if not where:
+        return []
+    try:
+        with open(os.path.join(where, "address")) as found:
+            address = found.read().strip()
+    except OSError:
+        return []
+    if not address or not image.startswith(address + "/"):
+        return []
+    return ["--tls-verify=false", "--authfile", os.path.join(where, "auth.json")]
 
 
 def has_init(runtime: str) -> bool:

@@ -213,7 +213,9 @@ def _state(app: FastAPI, config: ServerConfig, backend: Backend | None, book: No
     app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
-    images = ImagePolicy(config.host_paths, config.image_pull_timeout_s)
+    images = ImagePolicy(
+        config.host_paths, config.image_pull_timeout_s, str(config.data_dir / "registry")
+    )
     context = BackendContext(python=config.workload_python, node_book=book, images=images)
     if backend is None:
         app.state.backends = BackendSet(config.backends, context)

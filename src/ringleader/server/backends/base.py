@@ -184,6 +184,9 @@ class ImagePolicy:
     host_paths: tuple[str, ...] = ("/",)
     #: How long each host's agent may pull an image (``--image-pull-timeout``).
     pull_timeout_s: float = 45.0
+    #: The server's registry directory (server/registry.py): agents pull from it
+    #: with its password; "" where the server has none.
+    registry_dir: str = ""
 
 
 DEFAULT_IMAGES = ImagePolicy()  # a personal server's: every host path, 45 s pulls

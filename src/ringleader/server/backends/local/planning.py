@@ -293,6 +293,7 @@ def container_of(
         "volumes": planned(request.spec),  # [host path, mount path, read-only]
         "allowed": list(images.host_paths),
         "pull_timeout": images.pull_timeout_s,
+        "registry_dir": images.registry_dir,
     }
 
 

@@ -1,0 +1,190 @@
+"""``ringleader registry start|stop|status`` and ``ringleader image push|ls``: the
+cluster's registry (``server/registry.py``) and the images in it.
+
+Each acts on a server home (``--data-dir``, default ``$RINGLEADER_HOME`` or
+``~/.ringleader``): the registry is that server's, and its agents pull from it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from ringleader.cli.common import console, reports_errors
+from ringleader.errors import InvalidSpec, RingleaderError
+from ringleader.launch.containers import bad_reference, image_present
+from ringleader.server import registry
+from ringleader.server.config import home_dir
+
+registry_app = typer.Typer(
+    help="The cluster's image registry (Debian's docker-registry), under the server's home."
+    "\n\nExample: ringleader registry start && ringleader image push localhost/team/train:1",
+    no_args_is_help=True,
+)
+image_app = typer.Typer(
+    help="Images: push to the cluster's registry, list what it holds.\n\n"
+    "Example: ringleader image push localhost/team/train:1 && ringleader image ls",
+    no_args_is_help=True,
+)
+DATA_DIR = typer.Option(
+    None,
+    "--data-dir",
+    metavar="DIR",
+    help="The server's home (default $RINGLEADER_HOME or ~/.ringleader).",
+)
+
+
+def _home(data_dir: str | None) -> Path:
+    return Path(data_dir).expanduser().absolute() if data_dir else home_dir()
+
+
+@registry_app.command("start")
+@reports_errors
+def start(
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        metavar="ADDRESS",
+        help="Where it listens: a cluster address for other nodes.",
+    ),
+    port: int = typer.Option(5000, "--port", min=1, max=65535, metavar="PORT", help="Its port."),
+    data_dir: str = DATA_DIR,
+) -> None:
+    """Start the registry (it keeps running after this command; images persist).
+
+    Every request needs the password made at start, kept 0600 in the home:
+    the server's agents and `image push` use it; a tenant can neither push nor
+    pull. Plain HTTP: keep it on 127.0.0.1 or a private cluster network.
+
+    Examples:
+
+      ringleader registry start
+
+      ringleader registry start --host 10.0.0.1 --port 5000
+    """
+    home = _home(data_dir)
+    before = registry.running(home)
+    found = registry.start(home, host, port)
+    said = "already runs" if before is not None else "started"
+    images = registry.directory(home) / "data"
+    typer.echo(f"registry {said} at {found.address} (pid {found.pid}; images in {images})")
+    typer.echo("next: ringleader image push IMAGE")
+
+
+@registry_app.command("stop")
+@reports_errors
+def stop(data_dir: str = DATA_DIR) -> None:
+    """Stop the registry (its images stay for the next start).
+
+    Example:
+
+      ringleader registry stop
+    """
+    home = _home(data_dir)
+    typer.echo("registry stopped" if registry.stop(home) else "no registry runs for this home")
+
+
+@registry_app.command("status")
+@reports_errors
+def status(data_dir: str = DATA_DIR) -> None:
+    """Say whether the registry runs, and where (exit 3 when it does not).
+
+    Example:
+
+      ringleader registry status
+    """
+    found = registry.running(_home(data_dir))
+    if found is None:
+        typer.echo("no registry runs for this home (ringleader registry start)")
+        raise typer.Exit(3)
+    typer.echo(f"registry runs at {found.address} (pid {found.pid})")
+
+
+def pushed_name(image: str, address: str) -> str:
+    """``image`` renamed into the registry at ``address``: its own registry part (if
+    any) replaced, its path and tag kept (``latest`` when it has none)."""
+    first, _, rest = image.partition("/")
+    path = rest if rest and ("." in first or ":" in first or first == "localhost") else image
+    name, at, digest = path.partition("@")
+    if not at and ":" not in name.rsplit("/", 1)[-1]:
+        name += ":latest"
+    return f"{address}/{name}{at}{digest}"
+
+
+@image_app.command("push")
+@reports_errors
+def push(
+    image: str = typer.Argument(
+        ..., metavar="IMAGE", help="A local image (podman images lists them)."
+    ),
+    data_dir: str = DATA_DIR,
+) -> None:
+    """Push a local image to the cluster's registry; print the name pods use.
+
+    Example:
+
+      ringleader image push localhost/team/train:1   # 127.0.0.1:5000/team/train:1
+    """
+    if problem := bad_reference(image):
+        raise InvalidSpec(f"{image!r} is not an image reference: {problem}", "IMAGE")
+    home = _home(data_dir)
+    found = registry.running(home)
+    if found is None:
+        raise RingleaderError(
+            f"no registry runs for {home}: start one with `ringleader registry start`"
+        )
+    podman = shutil.which("podman")
+    if podman is None:
+        raise RingleaderError("no podman here: install Debian's podman (make setup does)")
+    if not image_present(podman, image):
+        raise RingleaderError(f"no image {image} here (`podman images` lists what there is)")
+    target = pushed_name(image, found.address)
+    done = subprocess.run(
+        [podman, "push", "--tls-verify=false", "--authfile", found.authfile, "--", image, target],
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )  # fmt: skip  (podman's progress goes to the terminal as it comes)
+    if done.returncode != 0:
+        raise RingleaderError(
+            f"podman push of {image} to {found.address} failed (exit {done.returncode}; above)"
+        )
+    typer.echo(f"pushed: {target}")
+    typer.echo(f"run it: ringleader submit-dist pytorch NAME --workers 2 -i {target} -- ...")
+
+
+@image_app.command("ls")
+@reports_errors
+def list_images(data_dir: str = DATA_DIR) -> None:
+    """List the registry's images, and whether this node holds each.
+
+    Example:
+
+      ringleader image ls
+    """
+    home = _home(data_dir)
+    found = registry.running(home)
+    if found is None:
+        raise RingleaderError(
+            f"no registry runs for {home}: start one with `ringleader registry start`"
+        )
+    held = registry.catalog(found)
+    podman = shutil.which("podman")
+    table = Table("IMAGE", "TAG", "ON THIS NODE", box=None)
+    for name, tags in sorted(held.items()):
+        for tag in tags or ["-"]:
+            here = (
+                podman is not None
+                and tag != "-"
+                and image_present(podman, f"{found.address}/{name}:{tag}")
+            )
+            table.add_row(f"{found.address}/{name}", tag, "yes" if here else "no")
+    if not held:
+        typer.echo(
+            f"the registry at {found.address} holds no image yet (ringleader image push IMAGE)"
+        )
+        return
+    console.print(table)

@@ -1,0 +1,235 @@
+"""The cluster's image registry: Debian's ``docker-registry`` (the CNCF distribution
+registry), run by ringleader with its storage under the server's home.
+
+Why: seed 004's first step is "package a docker image, push it to a registry, and
+pull it to create a cluster with uniform images".  No public registry is
+reachable from a cluster like ours, so ringleader runs one on the head node;
+``ringleader image push`` puts an image there, and each host's agent pulls a
+workload's image from it as its pull policy says (``launch/containers.py``).
+
+Who may use it: the registry speaks plain HTTP (on 127.0.0.1 by default; a
+cluster address with ``--host``) and requires a password for every request, push
+and pull alike.  The password is made at start and kept in files of the home
+(0600, the server's user's): ``htpasswd`` (bcrypt, the registry's only scheme)
+and ``auth.json`` (podman's ``--authfile``).  So the server and its agents (root
+on a shared server) pull and the admin pushes, while a tenant, whose pods share
+the host's network, can neither push over an image others run nor read one.
+
+Files, in ``HOME/registry/``: ``config.yml``, ``htpasswd``, ``auth.json``,
+``address`` (``HOST:PORT``, written once it answers), ``registry.pid``,
+``registry.log`` and ``data/`` (the blobs).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from ringleader.errors import RingleaderError
+
+USER = "ringleader"
+BINARY = "docker-registry"
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0
+CATALOG_PAGE = 1_000  # the registry's most per page
+CONFIG = """version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: {data}
+  delete:
+    enabled: true
+http:
+  addr: {host}:{port}
+auth:
+  htpasswd:
+    realm: ringleader
+    path: {htpasswd}
+"""
+
+
+@dataclass(frozen=True)
+class Registry:
+    """A running registry: where it answers and the file podman logs in with."""
+
+    address: str  # HOST:PORT
+    authfile: str
+    pid: int
+
+
+def directory(home: Path) -> Path:
+    return home / "registry"
+
+
+def running(home: Path) -> Registry | None:
+    """The registry this home runs, if its process is alive and is the registry."""
+    where = directory(home)
+    try:
+        address = (where / "address").read_text().strip()
+        pid = int((where / "registry.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    if not _is_ours(pid, where):
+        return None
+    return Registry(address, str(where / "auth.json"), pid)
+
+
+def _is_ours(pid: int, where: Path) -> bool:
+    """``pid`` is the registry serving ``where``'s config (not a pid reused since)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (
+        str(where / "config.yml").encode() in argv
+        and os.path.basename(argv[0]) == b"docker-registry"
+    )
+
+
+def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
+    """Start the registry for ``home`` (detached: it outlives this command); the
+    running one when it already runs.  RingleaderError naming what failed."""
+    found = running(home)
+    if found is not None:
+        return found
+    binary = shutil.which(BINARY)
+    if binary is None:
+        raise RingleaderError(
+            f"no {BINARY} here: install Debian's docker-registry package (make setup does)"
+        )
+    where = directory(home)
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (where / "data").mkdir(mode=0o700, exist_ok=True)
+    (where / "address").unlink(missing_ok=True)
+    password = secrets.token_urlsafe(24)
+    _write_private(where / "htpasswd", f"{USER}:{_bcrypt(password)}\n")
+    address = f"{host}:{port}"
+    token = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    _write_private(where / "auth.json", json.dumps({"auths": {address: {"auth": token}}}))
+    config = CONFIG.format(data=where / "data", host=host, port=port, htpasswd=where / "htpasswd")
+    _write_private(where / "config.yml", config)
+    with open(where / "registry.log", "ab") as log:
+        proc = subprocess.Popen(
+            [binary, "serve", str(where / "config.yml")],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # not ended with this command's terminal
+            cwd=str(where),
+        )
+    (where / "registry.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            last = _last_line(where / "registry.log")
+            raise RingleaderError(f"the registry did not start on {address}: {last}")
+        if _answers(address):
+            (where / "address").write_text(f"{address}\n")
+            return Registry(address, str(where / "auth.json"), proc.pid)
+        time.sleep(0.1)
+    _end(proc.pid)
+    raise RingleaderError(f"the registry did not answer on {address} in {START_TIMEOUT_S:g} s")
+
+
+def stop(home: Path) -> bool:
+    """Stop this home's registry (its images stay in ``data/``); False if none ran."""
+    found = running(home)
+    (directory(home) / "address").unlink(missing_ok=True)
+    if found is None:
+        return False
+    _end(found.pid)
+    return True
+
+
+def _end(pid: int) -> None:
+    """SIGTERM, then SIGKILL after ``STOP_TIMEOUT_S``; reaped where it is our child."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _answers(address: str) -> bool:
+    """The registry's API root answers (401 without a password: it is up)."""
+    try:
+        return httpx.get(f"http://{address}/v2/", timeout=1).status_code in (200, 401)
+    except httpx.HTTPError:
+        return False
+
+
+def catalog(registry: Registry) -> dict[str, list[str]]:
+    """Every repository the registry holds, with its tags."""
+    auth = _credentials(registry)
+    base = f"http://{registry.address}/v2"
+    try:
+        with httpx.Client(auth=auth, timeout=10) as client:
+            names: list[str] = []
+            url: str | None = f"{base}/_catalog?n={CATALOG_PAGE}"
+            while url:  # the registry pages its catalog (at most 1,000 a page)
+                page = client.get(url)
+                page.raise_for_status()
+                names += page.json()["repositories"] or []
+                url = page.links.get("next", {}).get("url")
+                url = str(page.url.join(url)) if url else None
+            out: dict[str, list[str]] = {}
+            for name in names:
+                tags = client.get(f"{base}/{name}/tags/list").json().get("tags") or []
+                out[name] = sorted(tags)
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        raise RingleaderError(f"cannot list the registry at {registry.address}: {exc}") from None
+    return out
+
+
+def _credentials(registry: Registry) -> tuple[str, str]:
+    auths = json.loads(Path(registry.authfile).read_text())["auths"]
+    user, _, password = base64.b64decode(auths[registry.address]["auth"]).decode().partition(":")
+    return user, password
+
+
+def _bcrypt(password: str) -> str:
+    import bcrypt
+
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a new file only its owner reads (never through a link)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1][-300:] if lines else "no output"

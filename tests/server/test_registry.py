@@ -1,0 +1,110 @@
+"""The cluster's registry (issue 24, item 2): a real ``docker-registry`` started by
+``ringleader registry start``, an image pushed with ``ringleader image push``, a
+workload whose image exists only there pulled by the agent with the registry's
+password, and a tenant (no password) who can neither pull nor push over it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ringleader.cli.images import pushed_name
+from tests.conftest import require, wait_until
+from tests.fixtures.images import podman, python_image
+from tests.server.conftest import running_server
+
+__all__ = ["python_image"]  # the fixture, used by name
+
+
+def test_a_pushed_name_keeps_path_and_tag_in_the_registry() -> None:
+    at = "127.0.0.1:5000"
+    assert pushed_name("localhost/team/train:1", at) == f"{at}/team/train:1"
+    assert pushed_name("team/train", at) == f"{at}/team/train:latest"
+    assert pushed_name("quay.io/a/b@sha256:" + "0" * 64, at) == f"{at}/a/b@sha256:" + "0" * 64
+    assert pushed_name("registry:5000/x:2", at) == f"{at}/x:2"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ringleader", *args, "--data-dir", str(home)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses_it(
+    python_image: str, tmp_path: Path
+) -> None:
+    require(shutil.which("docker-registry") is not None, "docker-registry (Debian package)")
+    home, port = tmp_path / "home", _free_port()
+    address = f"127.0.0.1:{port}"
+    done = _cli(home, "registry", "start", "--port", str(port))
+    assert done.returncode == 0 and f"registry started at {address}" in done.stdout, done.stderr
+    try:
+        again = _cli(home, "registry", "start", "--port", str(port))
+        assert f"registry already runs at {address}" in again.stdout, again.stderr
+        assert (home / "registry" / "auth.json").stat().st_mode & 0o077 == 0
+        empty = _cli(home, "image", "ls")
+        assert "holds no image yet" in empty.stdout, empty.stderr
+        pushed = _cli(home, "image", "push", python_image)
+        target = f"{address}/ringleader-test/debian-python:bookworm"
+        assert pushed.returncode == 0 and f"pushed: {target}" in pushed.stdout, pushed.stderr
+        podman("rmi", "--force", target)  # only the registry has it now
+        listed = _cli(home, "image", "ls").stdout
+        assert re.search(
+            rf"{re.escape(address)}/ringleader-test/debian-python\s+bookworm\s+no", listed
+        )
+        # Without the password: neither a pull nor a push over it.
+        anonymous = podman("pull", "--tls-verify=false", target)
+        assert anonymous.returncode != 0 and "unauthorized" in anonymous.stderr.lower()
+        with tempfile.TemporaryDirectory() as empty_auth:
+            Path(empty_auth, "none.json").write_text('{"auths": {}}')
+            over = podman("push", "--tls-verify=false", "--authfile", f"{empty_auth}/none.json",
+                          python_image, target)  # fmt: skip
+        assert over.returncode != 0 and "unauthorized" in over.stderr.lower(), over.stderr
+        # The server's agent pulls it with the registry's password, then runs it.
+        with running_server(home) as server:
+            submitted = server.cli("submit-dist", "pytorch", "reg", "--workers", "1", "-i",
+                                   target, "--command", "--", "sh", "-c", "echo from-registry",
+                                   cwd=str(tmp_path))  # fmt: skip
+            assert submitted.returncode == 0, submitted.stderr
+
+            def ended() -> str | None:
+                text = server.cli("describe", "reg").stdout
+                return text if re.search(r"Status:\s+(Completed|Failed)", text) else None
+
+            described = str(wait_until(ended, 180, "reg to end"))
+            assert "Status: Completed" in described, described
+            assert "[reg-master-0] from-registry" in server.cli("logs", "reg").stdout
+        assert re.search(r"bookworm\s+yes", _cli(home, "image", "ls").stdout)
+        missing = _cli(home, "image", "push", "localhost/not/here:1")
+        assert missing.returncode != 0 and "no image localhost/not/here:1 here" in missing.stderr
+        assert "Traceback" not in missing.stderr
+    finally:
+        stopped = _cli(home, "registry", "stop")
+        podman("rmi", "--force", f"{address}/ringleader-test/debian-python:bookworm")
+    assert stopped.stdout.strip() == "registry stopped", stopped.stderr
+    status = _cli(home, "registry", "status")
+    assert status.returncode == 3 and "no registry runs" in status.stdout
+    pushed_late = _cli(home, "image", "push", python_image)
+    assert pushed_late.returncode != 0 and "ringleader registry start" in pushed_late.stderr
+
+
+@pytest.mark.parametrize("port", ["0", "70000", "x"])
+def test_a_bad_port_is_refused_naming_the_flag(tmp_path: Path, port: str) -> None:
+    done = _cli(tmp_path / "home", "registry", "start", "--port", port)
+    assert done.returncode == 2 and "--port" in done.stderr, done.stderr
+    assert not (tmp_path / "home" / "registry").exists()
