@@ -15,6 +15,7 @@ import typer
 from rich.table import Table
 
 from ringleader.cli.common import console, reports_errors
+from ringleader.cluster import images
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.containers import bad_reference, image_present
 from ringleader.server import registry
@@ -26,8 +27,9 @@ registry_app = typer.Typer(
     no_args_is_help=True,
 )
 image_app = typer.Typer(
-    help="Images: push to the cluster's registry, list what it holds.\n\n"
-    "Example: ringleader image push localhost/team/train:1 && ringleader image ls",
+    help="Images: build them here, push them to the cluster's registry, list what it holds."
+    "\n\nExample: ringleader image build -t localhost/team/train:1 . && "
+    "ringleader image push localhost/team/train:1",
     no_args_is_help=True,
 )
 DATA_DIR = typer.Option(
@@ -188,3 +190,74 @@ def list_images(data_dir: str = DATA_DIR) -> None:
         )
         return
     console.print(table)
+
+
+@image_app.command("base")
+@reports_errors
+def base(
+    tag: str = typer.Option(images.BASE_IMAGE, "-t", "--tag", metavar="IMAGE", help="Its name."),
+    suite: str = typer.Option("bookworm", "--suite", metavar="SUITE", help="Debian release."),
+    mirror: str = typer.Option(images.MIRROR, "--mirror", metavar="URL", help="Debian mirror."),
+    include: list[str] = typer.Option(
+        None, "--include", metavar="PKG", help="Another Debian package (repeatable)."
+    ),
+) -> None:
+    """Make a Debian base image from Debian's packages (no image registry needed).
+
+    A minimal Debian with python3, python3-venv, ca-certificates and procps, made
+    by mmdebstrap and imported into podman: the FROM of images built here
+    (examples/images/pytorch-cpu/Containerfile).
+
+    Example:
+
+      sudo ringleader image base          # localhost/ringleader/debian-python:bookworm
+    """
+    if problem := bad_reference(tag):
+        raise InvalidSpec(f"{tag!r} is not an image reference: {problem}", "--tag")
+    images.make_base(tag, suite=suite, mirror=mirror, include=tuple(include or ()), echo=typer.echo)
+    typer.echo(f"made {tag}; next: ringleader image build -f Containerfile -t NAME .")
+
+
+@image_app.command("build")
+@reports_errors
+def build(
+    context: str = typer.Argument(
+        ".", metavar="CONTEXT", help="The build context (default .).", show_default=False
+    ),
+    tag: str = typer.Option(..., "-t", "--tag", metavar="IMAGE", help="The image's name."),
+    file: str = typer.Option(
+        None, "-f", "--file", metavar="FILE", help="Containerfile (default CONTEXT/Containerfile)."
+    ),
+    build_arg: list[str] = typer.Option(
+        None, "--build-arg", metavar="KEY=VALUE", help="A Containerfile ARG (repeatable)."
+    ),
+    push_it: bool = typer.Option(False, "--push", help="Then push it to the cluster's registry."),
+    data_dir: str = DATA_DIR,
+) -> None:
+    """Build an image with podman, pip working as on this host.
+
+    The build reaches the network as this host does and sees this host's pip
+    configuration, CA bundle and local wheel directories (read-only, not in the
+    image), with a pip cache kept between builds in the server's home.
+
+    Examples:
+
+      sudo ringleader image build -t localhost/team/train:1 .
+
+      sudo ringleader image build -f examples/images/pytorch-cpu/Containerfile \\
+          -t localhost/ringleader/pytorch-cpu:2.13 . --push
+    """
+    if problem := bad_reference(tag):
+        raise InvalidSpec(f"{tag!r} is not an image reference: {problem}", "--tag")
+    for pair in build_arg or []:
+        if "=" not in pair or pair.startswith("="):
+            raise InvalidSpec(f"expected KEY=VALUE, got {pair!r}", "--build-arg")
+    containerfile = file or str(Path(context) / "Containerfile")
+    home = _home(data_dir)
+    cache = home / "cache" / "pip"
+    took = images.build(containerfile, tag, context, cache, list(build_arg or []), typer.echo)
+    typer.echo(f"built {tag} in {took:.0f} s")
+    if push_it:
+        push(tag, data_dir)
+    else:
+        typer.echo(f"next: ringleader image push {tag}")
