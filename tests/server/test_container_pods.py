@@ -93,6 +93,31 @@ def test_the_pods_cgroup_is_found_from_the_join_files(tmp_path: Path, monkeypatc
     assert containers.cgroup_parent("") == ""
 
 
+def test_in_v1_the_memory_trees_path_is_the_parent_and_cpu_limits_go_as_flags(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The server's cgroup may sit at another path in each v1 controller (here memory's
+    is deeper): podman's one --cgroup-parent is memory's, and the pod's CPU limits,
+    which then do not contain the container, become podman's own."""
+    root = tmp_path / "v1"
+    cpu = root / "cpu" / "ringleader" / "rl-x" / "pod-0"
+    memory = root / "memory" / "box" / "ringleader" / "rl-x" / "pod-0"
+    for made in (cpu, memory):
+        made.mkdir(parents=True)
+    (cpu / "cpu.shares").write_text("512\n")
+    (cpu / "cpu.cfs_quota_us").write_text("150000\n")
+    (cpu / "cpu.cfs_period_us").write_text("100000\n")
+    monkeypatch.setenv("RINGLEADER_CGROUP_ROOT", str(root))
+    join = f"{cpu}/cgroup.procs {memory}/cgroup.procs"
+    assert containers.cgroup_parent(join) == "/box/ringleader/rl-x/pod-0"
+    assert containers.v1_cpu_flags(join) == [
+        "--cpu-shares", "512", "--cpu-period", "100000", "--cpu-quota", "150000"
+    ]  # fmt: skip
+    same = root / "memory" / "ringleader" / "rl-x" / "pod-0"
+    same.mkdir(parents=True)
+    assert containers.v1_cpu_flags(f"{cpu}/cgroup.procs {same}/cgroup.procs") == []
+
+
 # ----- a real server ------------------------------------------------------------------
 @pytest.fixture
 def work() -> Iterator[Path]:
@@ -160,9 +185,22 @@ def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothin
             mark = tmp_path / "home" / "runs" / boxed / "checkpoints" / f"mark-{rank}"
             assert mark.read_text() == "kept\n"
         # Each rank ran inside its pod's cgroup (the container a child of it).
+        # Its memory cgroup is below its pod's, wherever the server's own cgroup is in
+        # that tree: the pod's memory limit holds, its peak is measured.
+        from ringleader.server.backends.local.cgroup_versions import detect
+
+        hierarchy = detect()
+        assert hierarchy is not None
+        tree = hierarchy.parents.get("memory") or next(iter(hierarchy.parents.values()))
+        below = "/" + "/".join(tree.parts[5 if "memory" in hierarchy.parents else 4 :])
         cgroups = re.findall(r"CGROUP \S+:memory:(\S+)", boxed_logs)
-        assert len(cgroups) == 2 and all(f"/rl-{boxed}/boxed-" in c for c in cgroups), cgroups
-        assert all("/libpod-" in c for c in cgroups), cgroups
+        assert len(cgroups) == 2, boxed_logs
+        for found in cgroups:
+            assert found.startswith(f"{below.rstrip('/')}/rl-{boxed}/boxed-"), (found, below)
+            assert "/libpod-" in found, found
+        boxed_described = server.cli("describe", "boxed").stdout
+        peaks = re.findall(r"boxed-\S+-0\s.*\s(\d+(?:\.\d+)?[KMG]?i?B)\s", boxed_described)
+        assert len(peaks) == 2 and all(not p.startswith("0") for p in peaks), boxed_described
         wait_until(lambda: not job_containers(f"rl-{boxed}"), 60, "its containers removed")
         assert not _leftover_cgroups(boxed)
         assert "mounts-rank" not in Path("/proc/self/mountinfo").read_text()

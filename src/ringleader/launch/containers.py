@@ -228,22 +228,59 @@ def container_name(job_id: str, rank: int) -> str:
     return f"{safe}-rank{rank}" if rank >= 0 else f"{safe}-launcher"
 
 
-def cgroup_parent(join: str) -> str:
-    """The pod's cgroup as podman's ``--cgroup-parent`` wants it (from the root of a
-    hierarchy) from the join shim's ``cgroup.procs`` files; "" without one."""
+def _pod_dirs(join: str) -> dict[str, str]:
+    """controller (v1; "" for v2) -> the pod's cgroup directory, from the join shim's
+    ``cgroup.procs`` files (server/backends/local/cgroups.join_argv)."""
+    root = os.environ.get("RINGLEADER_CGROUP_ROOT", "/sys/fs/cgroup").rstrip("/")
+    v2 = os.path.exists(os.path.join(root, "cgroup.controllers"))
+    out: dict[str, str] = {}
     for procs in join.split():
         parts = procs.split("/")
-        if len(parts) < 5 or parts[-1] != "cgroup.procs":
+        if len(parts) < 5 or parts[-1] != "cgroup.procs" or not procs.startswith(root + "/"):
             continue
-        root = os.environ.get("RINGLEADER_CGROUP_ROOT", "/sys/fs/cgroup").rstrip("/")
-        inside = procs[len(root) :] if procs.startswith(root + "/") else ""
-        if not inside:
-            continue
-        v2 = os.path.exists(os.path.join(root, "cgroup.controllers"))
-        rest = inside.strip("/").split("/")[(0 if v2 else 1) : -1]
-        if rest:
-            return "/" + "/".join(rest)
+        inside = procs[len(root) + 1 :].split("/")
+        out.setdefault("" if v2 else inside[0], os.path.dirname(procs))
+    return out
+
+
+def _below_root(directory: str, controller: str) -> str:
+    root = os.environ.get("RINGLEADER_CGROUP_ROOT", "/sys/fs/cgroup").rstrip("/")
+    rest = directory[len(root) + 1 :].split("/")
+    return "/" + "/".join(rest[1:] if controller else rest)
+
+
+def cgroup_parent(join: str) -> str:
+    """The pod's cgroup as podman's ``--cgroup-parent`` wants it (from the root of a
+    hierarchy); "" without one.  podman makes that one path in every v1 controller,
+    while the server's own cgroup (and so the pod's) may sit at another path in each:
+    the memory controller's is taken, so the pod's memory limit holds for the
+    container and its peak is measured (``v1_cpu_flags`` carries the CPU limit)."""
+    dirs = _pod_dirs(join)
+    for controller in ("", "memory", *sorted(dirs)):
+        if controller in dirs:
+            return _below_root(dirs[controller], controller)
     return ""
+
+
+def v1_cpu_flags(join: str) -> list[str]:
+    """podman's own CPU limits, as the pod's cpu cgroup has them, where that cgroup is
+    at another path than ``cgroup_parent`` (the container is not inside it then)."""
+    dirs = _pod_dirs(join)
+    cpu, memory = dirs.get("cpu"), dirs.get("memory")
+    if cpu is None or memory is None or _below_root(cpu, "cpu") == _below_root(memory, "memory"):
+        return []
+    try:
+        with open(os.path.join(cpu, "cpu.shares")) as shares:
+            out = ["--cpu-shares", shares.read().strip()]
+        with open(os.path.join(cpu, "cpu.cfs_quota_us")) as quota:
+            limit = quota.read().strip()
+        with open(os.path.join(cpu, "cpu.cfs_period_us")) as period:
+            every = period.read().strip()
+    except OSError:
+        return []
+    if limit.lstrip("-").isdigit() and int(limit) > 0:
+        out += ["--cpu-period", every, "--cpu-quota", limit]
+    return out
 
 
 def run_argv(
@@ -258,10 +295,11 @@ def run_argv(
     account: tuple[int, int] | None,
     mounts: list[tuple[str, str]] | list[tuple[str, str, str]],
     cgroup: str,
+    limits: list[str] | None = None,
 ) -> list[str]:
     """``podman run`` of ``argv`` in the image for one rank (pure: golden-tested).
     ``mounts``: (source on the host, path inside[, options: "ro"]); ``cgroup``:
-    ``--cgroup-parent``."""
+    ``--cgroup-parent``; ``limits``: podman's own (``v1_cpu_flags``)."""
     runtime = str(container["runtime"])
     out = [runtime, "run", "--rm", "--name", name, "--label", f"{LABEL}={job_id}"]
     out += ["--label", f"ringleader.rank={rank}", "--network", "host", "--ipc", "host"]
@@ -272,6 +310,7 @@ def run_argv(
         out += ["--user", f"{account[0]}:{account[1]}"]
     if cgroup:
         out += ["--cgroup-parent", cgroup]
+    out += limits or []
     if env.get(CPU_AFFINITY):  # the cores the pod is pinned to, as a process pod's rank
         out += ["--cpuset-cpus", env[CPU_AFFINITY]]
     if container.get("shm_size"):
@@ -344,6 +383,7 @@ def popen_rank(
         account=account,
         mounts=mounts,
         cgroup=cgroup_parent(join),
+        limits=v1_cpu_flags(join),
     )
     return subprocess.Popen(
         podman,

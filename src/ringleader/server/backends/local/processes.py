@@ -89,7 +89,9 @@ def end_containers(launch: LaunchFile, hierarchy: Hierarchy | None) -> None:
     container_mounts.unstage_job(run_id)
     if hierarchy is not None and hierarchy.isolation == "cgroup-v1":
         mount = Path(os.environ.get(ROOT_VAR) or "/sys/fs/cgroup")
-        parent = next(iter(hierarchy.parents.values()))
+        # podman made its path (containers.cgroup_parent: the memory controller's) in
+        # every tree.
+        parent = hierarchy.parents.get("memory") or next(iter(hierarchy.parents.values()))
         inside = parent.parts[len(mount.parts) + 1 :]  # below the controller's own tree
         containers.remove_cgroups("/".join([*inside, run_id]), str(mount))
 
