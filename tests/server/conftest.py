@@ -207,12 +207,19 @@ class ServerProcess:
 
 def stop_workloads(home: Path) -> None:
     """Stop whatever workload still runs under ``home`` (detached supervisors outlive a
-    killed server by design, so a test's teardown must end them itself)."""
+    killed server by design, so a test's teardown must end them itself), and remove
+    its runs' cgroups."""
     from ringleader.server.backends.local import LocalBackend
+
+    from ringleader.server.backends.local.processes import clean_stale_cgroups
 
     backend = LocalBackend(grace_s=1.0)
     for run_dir in sorted((home / "runs").glob("*")):
         backend.cancel(str(run_dir))
+    # What the server's next start would sweep (its runs' empty cgroups): the home
+    # goes with the test, so no server will.
+    if backend.cgroups is not None and (home / "runs").is_dir():
+        clean_stale_cgroups(backend.cgroups, home / "runs")
 
 
 @contextlib.contextmanager
