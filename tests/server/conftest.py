@@ -210,7 +210,6 @@ def stop_workloads(home: Path) -> None:
     killed server by design, so a test's teardown must end them itself), and remove
     its runs' cgroups."""
     from ringleader.server.backends.local import LocalBackend
-
     from ringleader.server.backends.local.processes import clean_stale_cgroups
 
     backend = LocalBackend(grace_s=1.0)

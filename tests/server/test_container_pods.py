@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.launch import container_mounts, containers
+from ringleader.launch import container_cgroups, container_mounts, containers
 from tests.conftest import wait_until
 from tests.fixtures.images import job_containers, need_podman, podman, python_image
 from tests.fixtures.tenants import Site, tenant_site
@@ -82,15 +82,15 @@ def test_the_pods_cgroup_is_found_from_the_join_files(tmp_path: Path, monkeypatc
     (v1 / "memory").mkdir(parents=True)
     monkeypatch.setenv("RINGLEADER_CGROUP_ROOT", str(v1))
     procs = f"{v1}/memory/srv/ringleader/rl-x/pod-0/cgroup.procs {v1}/pids/x/cgroup.procs"
-    assert containers.cgroup_parent(procs) == "/srv/ringleader/rl-x/pod-0"
+    assert container_cgroups.cgroup_parent(procs) == "/srv/ringleader/rl-x/pod-0"
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "cgroup.controllers").write_text("cpu memory\n")
     monkeypatch.setenv("RINGLEADER_CGROUP_ROOT", str(v2))
-    assert containers.cgroup_parent(f"{v2}/ringleader/rl-x/pod-0/cgroup.procs") == (
+    assert container_cgroups.cgroup_parent(f"{v2}/ringleader/rl-x/pod-0/cgroup.procs") == (
         "/ringleader/rl-x/pod-0"
     )
-    assert containers.cgroup_parent("") == ""
+    assert container_cgroups.cgroup_parent("") == ""
 
 
 def test_in_v1_the_memory_trees_path_is_the_parent_and_cpu_limits_go_as_flags(
@@ -109,13 +109,13 @@ def test_in_v1_the_memory_trees_path_is_the_parent_and_cpu_limits_go_as_flags(
     (cpu / "cpu.cfs_period_us").write_text("100000\n")
     monkeypatch.setenv("RINGLEADER_CGROUP_ROOT", str(root))
     join = f"{cpu}/cgroup.procs {memory}/cgroup.procs"
-    assert containers.cgroup_parent(join) == "/box/ringleader/rl-x/pod-0"
-    assert containers.v1_cpu_flags(join) == [
+    assert container_cgroups.cgroup_parent(join) == "/box/ringleader/rl-x/pod-0"
+    assert container_cgroups.v1_cpu_flags(join) == [
         "--cpu-shares", "512", "--cpu-period", "100000", "--cpu-quota", "150000"
     ]  # fmt: skip
     same = root / "memory" / "ringleader" / "rl-x" / "pod-0"
     same.mkdir(parents=True)
-    assert containers.v1_cpu_flags(f"{cpu}/cgroup.procs {same}/cgroup.procs") == []
+    assert container_cgroups.v1_cpu_flags(f"{cpu}/cgroup.procs {same}/cgroup.procs") == []
 
 
 # ----- a real server ------------------------------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ringleader.errors import RingleaderError
-from ringleader.launch import container_mounts, containers
+from ringleader.launch import container_cgroups, container_mounts, containers
 from ringleader.launch.account import sweep as sweep_job
 from ringleader.launch.detached import (
     FINAL_PHASES,
@@ -89,11 +89,11 @@ def end_containers(launch: LaunchFile, hierarchy: Hierarchy | None) -> None:
     container_mounts.unstage_job(run_id)
     if hierarchy is not None and hierarchy.isolation == "cgroup-v1":
         mount = Path(os.environ.get(ROOT_VAR) or "/sys/fs/cgroup")
-        # podman made its path (containers.cgroup_parent: the memory controller's) in
+        # podman made its path (container_cgroups.cgroup_parent: the memory controller's) in
         # every tree.
         parent = hierarchy.parents.get("memory") or next(iter(hierarchy.parents.values()))
         inside = parent.parts[len(mount.parts) + 1 :]  # below the controller's own tree
-        containers.remove_cgroups("/".join([*inside, run_id]), str(mount))
+        container_cgroups.remove_cgroups("/".join([*inside, run_id]), str(mount))
 
 
 def end_cgroup(
