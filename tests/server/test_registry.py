@@ -89,6 +89,30 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
             described = str(wait_until(ended, 180, "reg to end"))
             assert "Status: Completed" in described, described
             assert "[reg-master-0] from-registry" in server.cli("logs", "reg").stdout
+            # The registry goes away: a workload whose image is there waits, saying why,
+            # and runs once the registry is back (a wait, not a failure).
+            podman("rmi", "--force", target)
+            assert _cli(home, "registry", "stop").stdout.strip() == "registry stopped"
+            again = server.cli("submit-dist", "pytorch", "later", "--workers", "1", "-i",
+                               target, "--command", "--", "sh", "-c", "echo back",
+                               cwd=str(tmp_path))  # fmt: skip
+            assert again.returncode == 0, again.stderr
+
+            def waiting() -> str | None:
+                text = server.cli("describe", "later").stdout
+                return text if "which does not answer" in text else None
+
+            held = str(wait_until(waiting, 60, "later to wait for the registry"))
+            assert "Status: Pending" in held and "ImageUnavailable" in held, held
+            restarted = _cli(home, "registry", "start", "--port", str(port))
+            assert restarted.returncode == 0, restarted.stderr
+
+            def later_ended() -> str | None:
+                text = server.cli("describe", "later").stdout
+                return text if re.search(r"Status:\s+(Completed|Failed)", text) else None
+
+            described = str(wait_until(later_ended, 180, "later to end"))
+            assert "Status: Completed" in described, described
         assert re.search(r"bookworm\s+yes", _cli(home, "image", "ls").stdout)
         missing = _cli(home, "image", "push", "localhost/not/here:1")
         assert missing.returncode != 0 and "no image localhost/not/here:1 here" in missing.stderr

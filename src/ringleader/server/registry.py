@@ -15,9 +15,13 @@ and ``auth.json`` (podman's ``--authfile``).  So the server and its agents (root
 on a shared server) pull and the admin pushes, while a tenant, whose pods share
 the host's network, can neither push over an image others run nor read one.
 
+While it does not answer (stopped, crashed, its host down), a workload whose image
+is in it stays Pending saying so, and runs once it is back (``unreachable``, asked
+by the scheduler's placing loop): a missing registry is a wait, not a failure.
+
 Files, in ``HOME/registry/``: ``config.yml``, ``htpasswd``, ``auth.json``,
-``address`` (``HOST:PORT``, written once it answers), ``registry.pid``,
-``registry.log`` and ``data/`` (the blobs).
+``address`` (``HOST:PORT``, written once it answers and kept when it stops: images
+named after it are still its), ``registry.pid``, ``registry.log`` and ``data/``.
 """
 
 from __future__ import annotations
@@ -146,7 +150,6 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
 def stop(home: Path) -> bool:
     """Stop this home's registry (its images stay in ``data/``); False if none ran."""
     found = running(home)
-    (directory(home) / "address").unlink(missing_ok=True)
     if found is None:
         return False
     _end(found.pid)
@@ -174,6 +177,27 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def unreachable(image: str, home: Path, answering: dict[str, bool] | None = None) -> str:
+    """Why ``image`` cannot be pulled now, when it is in this home's registry and that
+    does not answer; "" otherwise.  ``answering``: what was found this cycle, by
+    address (one check per registry per scheduling cycle)."""
+    try:
+        address = (directory(home) / "address").read_text().strip()
+    except OSError:
+        return ""
+    if not address or not image.startswith(address + "/"):
+        return ""
+    cache = answering if answering is not None else {}
+    if address not in cache:
+        cache[address] = _answers(address)
+    if cache[address]:
+        return ""
+    return (
+        f"image {image} is in the cluster registry at {address}, which does not answer "
+        "(ringleader registry start); the workload runs once it is back"
+    )
 
 
 def _answers(address: str) -> bool:

@@ -29,7 +29,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ringleader import sched
-from ringleader.server import node_kinds, phases
+from ringleader.server import node_kinds, phases, registry
 from ringleader.server.auth import issue_pod_token
 from ringleader.server.backends.base import Backend, BackendRequest, PodPlacement
 from ringleader.server.background.pipeline import Pipeline, World, act
@@ -80,11 +80,19 @@ class Placing(Pipeline):
             waits.add(preemption.for_workload)
             if self._still_waiting(preemption.for_workload):  # not deleted since the snapshot
                 self._preempt(preemption.workload, loaded.readable(preemption.reason))
+        notes, answering = {}, {}
         for placement in decisions.placements:
             row = loaded.waiting.get(placement.workload)
-            if row is not None and placement.workload not in waits:
-                self.place(row, placement, loaded.nodes)
-        notes = {}
+            if row is None or placement.workload in waits:
+                continue
+            spec = WorkloadSpec.from_stored(row.spec)
+            image = spec.master().image or spec.spec.image or ""
+            held = registry.unreachable(image, self.world.runs_dir.parent, answering)
+            if held:  # a wait, not a failure: placed in a later cycle, once it answers
+                if (row.phase_reason, row.phase_message) != ("ImageUnavailable", held):
+                    self._note_pending({row.id: held}, "ImageUnavailable")
+                continue
+            self.place(row, placement, loaded.nodes)
         for pending in decisions.pending:
             row = loaded.waiting.get(pending.workload)
             reason = loaded.readable(pending.reason)
@@ -96,11 +104,11 @@ class Placing(Pipeline):
         if notes:
             self._note_pending(notes)
 
-    def _note_pending(self, reasons: dict[str, str]) -> None:
+    def _note_pending(self, reasons: dict[str, str], why: str = "Unschedulable") -> None:
         """Why the scheduler left these Pending, in one write."""
         with self.world.sessions() as s, s.begin():
             for w in s.scalars(select(Workload).where(Workload.id.in_(list(reasons)))):
-                phases.note_pending(s, w, "Unschedulable", reasons[w.id])
+                phases.note_pending(s, w, why, reasons[w.id])
 
     def _still_waiting(self, workload_id: str) -> bool:
         with self.world.readers() as s:
