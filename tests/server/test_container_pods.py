@@ -199,6 +199,8 @@ def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothin
             assert found.startswith(f"{below.rstrip('/')}/rl-{boxed}/boxed-"), (found, below)
             assert "/libpod-" in found, found
         boxed_described = server.cli("describe", "boxed").stdout
+        # ISOLATION says the container is in the pod's cgroup (so the pod's limits hold).
+        assert len(re.findall(r"cgroup-v\d\S*\+podman", boxed_described)) == 2, boxed_described
         peaks = re.findall(r"boxed-\S+-0\s.*\s(\d+(?:\.\d+)?[KMG]?i?B)\s", boxed_described)
         assert len(peaks) == 2 and all(not p.startswith("0") for p in peaks), boxed_described
         wait_until(lambda: not job_containers(f"rl-{boxed}"), 60, "its containers removed")

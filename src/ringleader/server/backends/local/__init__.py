@@ -327,7 +327,10 @@ class LocalBackend(Backend[LocalPlan]):
             phase_of=self.phase_of,
             on_rank0_success=launch.spec.on_rank0_success,
         )
-        return with_usage(status, run_usage(cgroup, run_dir, launch), isolation_of(launch))
+        isolation = isolation_of(launch)
+        if launch.spec.container:  # in a container, itself in the pod's cgroup (its limits)
+            isolation += f"+{launch.spec.container.get('runtime') or 'podman'}"
+        return with_usage(status, run_usage(cgroup, run_dir, launch), isolation)
 
     # ----- ending a run's processes ----------------------------------------------------
     def end_run(self, run_dir: Path, launch: LaunchFile) -> None:
