@@ -19,7 +19,7 @@ import pytest
 from ringleader.cli.images import pushed_name
 from tests.conftest import require, wait_until
 from tests.fixtures.images import podman, python_image
-from tests.server.conftest import running_server
+from tests.server.conftest import ServerProcess, running_server
 
 __all__ = ["python_image"]  # the fixture, used by name
 
@@ -77,26 +77,15 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
         assert over.returncode != 0 and "unauthorized" in over.stderr.lower(), over.stderr
         # The server's agent pulls it with the registry's password, then runs it.
         with running_server(home) as server:
-            submitted = server.cli("submit-dist", "pytorch", "reg", "--workers", "1", "-i",
-                                   target, "--command", "--", "sh", "-c", "echo from-registry",
-                                   cwd=str(tmp_path))  # fmt: skip
-            assert submitted.returncode == 0, submitted.stderr
-
-            def ended() -> str | None:
-                text = server.cli("describe", "reg").stdout
-                return text if re.search(r"Status:\s+(Completed|Failed)", text) else None
-
-            described = str(wait_until(ended, 180, "reg to end"))
+            _submit(server, "reg", target, "echo from-registry", tmp_path)
+            described = _ended(server, "reg")
             assert "Status: Completed" in described, described
             assert "[reg-master-0] from-registry" in server.cli("logs", "reg").stdout
             # The registry goes away: a workload whose image is there waits, saying why,
             # and runs once the registry is back (a wait, not a failure).
             podman("rmi", "--force", target)
             assert _cli(home, "registry", "stop").stdout.strip() == "registry stopped"
-            again = server.cli("submit-dist", "pytorch", "later", "--workers", "1", "-i",
-                               target, "--command", "--", "sh", "-c", "echo back",
-                               cwd=str(tmp_path))  # fmt: skip
-            assert again.returncode == 0, again.stderr
+            _submit(server, "later", target, "echo back", tmp_path)
 
             def waiting() -> str | None:
                 text = server.cli("describe", "later").stdout
@@ -107,11 +96,7 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
             restarted = _cli(home, "registry", "start", "--port", str(port))
             assert restarted.returncode == 0, restarted.stderr
 
-            def later_ended() -> str | None:
-                text = server.cli("describe", "later").stdout
-                return text if re.search(r"Status:\s+(Completed|Failed)", text) else None
-
-            described = str(wait_until(later_ended, 180, "later to end"))
+            described = _ended(server, "later")
             assert "Status: Completed" in described, described
         assert re.search(r"bookworm\s+yes", _cli(home, "image", "ls").stdout)
         missing = _cli(home, "image", "push", "localhost/not/here:1")
@@ -125,6 +110,20 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
     assert status.returncode == 3 and "no registry runs" in status.stdout
     pushed_late = _cli(home, "image", "push", python_image)
     assert pushed_late.returncode != 0 and "ringleader registry start" in pushed_late.stderr
+
+
+def _submit(server: ServerProcess, name: str, image: str, script: str, cwd: Path) -> None:
+    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", "-i", image,
+                      "--command", "--", "sh", "-c", script, cwd=str(cwd))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def _ended(server: ServerProcess, name: str) -> str:
+    def ended() -> str | None:
+        text = server.cli("describe", name).stdout
+        return text if re.search(r"Status:\s+(Completed|Failed)", text) else None
+
+    return str(wait_until(ended, 180, f"{name} to end"))
 
 
 @pytest.mark.parametrize("port", ["0", "70000", "x"])

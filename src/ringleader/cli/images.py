@@ -106,6 +106,16 @@ def status(data_dir: str = DATA_DIR) -> None:
     typer.echo(f"registry runs at {found.address} (pid {found.pid})")
 
 
+def _running(home: Path) -> registry.Registry:
+    """The home's running registry, or an error saying how to start one."""
+    found = registry.running(home)
+    if found is None:
+        raise RingleaderError(
+            f"no registry runs for {home}: start one with `ringleader registry start`"
+        )
+    return found
+
+
 def pushed_name(image: str, address: str) -> str:
     """``image`` renamed into the registry at ``address``: its own registry part (if
     any) replaced, its path and tag kept (``latest`` when it has none)."""
@@ -134,11 +144,7 @@ def push(
     if problem := bad_reference(image):
         raise InvalidSpec(f"{image!r} is not an image reference: {problem}", "IMAGE")
     home = _home(data_dir)
-    found = registry.running(home)
-    if found is None:
-        raise RingleaderError(
-            f"no registry runs for {home}: start one with `ringleader registry start`"
-        )
+    found = _running(home)
     podman = shutil.which("podman")
     if podman is None:
         raise RingleaderError("no podman here: install Debian's podman (make setup does)")
@@ -168,11 +174,7 @@ def list_images(data_dir: str = DATA_DIR) -> None:
       ringleader image ls
     """
     home = _home(data_dir)
-    found = registry.running(home)
-    if found is None:
-        raise RingleaderError(
-            f"no registry runs for {home}: start one with `ringleader registry start`"
-        )
+    found = _running(home)
     held = registry.catalog(found)
     podman = shutil.which("podman")
     table = Table("IMAGE", "TAG", "ON THIS NODE", box=None)
