@@ -69,6 +69,7 @@ def test_a_rank_becomes_podman_run_with_names_not_values() -> None:
                  ("--env", "RANK"), ("--env", "SECRET_TOKEN")]:  # fmt: skip
         assert pair in pairs, (pair, argv)
     assert "s3cr3t" not in " ".join(argv)  # values come from podman's environment
+    assert ("--security-opt", "no-new-privileges") in pairs and ("--cap-drop", "all") in pairs
     assert "--init" not in argv
     init = {"runtime": "podman", "image": "i", "init": True, "interactive": True}
     argv = containers.run_argv(init, name="n", job_id="j", rank=0, argv=["/bin/sh", "-c", "x"],
@@ -451,10 +452,16 @@ def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(
     wait_until(made.exists, 30, "the checkpoint file")
     assert made.stat().st_uid == account.pw_uid
     # A session in its container is the same account (podman exec --user).
-    inside = site.as_user(creds, "exec", "boxed", "--", "sh", "-c", "id -u; echo $RINGLEADER_TOKEN")
+    inside = site.as_user(creds, "exec", "boxed", "--", "sh", "-c",
+                          "id -u; echo $RINGLEADER_TOKEN; grep -E '^(NoNewPrivs|CapEff)' "
+                          "/proc/self/status")  # fmt: skip
     assert inside.returncode == 0, inside.stderr
-    assert inside.stdout.splitlines()[0] == str(account.pw_uid), inside.stdout
-    assert inside.stdout.splitlines()[1].strip(), "the submitter's own session keeps its token"
+    lines = inside.stdout.splitlines()
+    assert lines[0] == str(account.pw_uid), inside.stdout
+    assert lines[1].strip(), "the submitter's own session keeps its token"
+    # No setuid program can give the tenant more (a volume over /etc with su in it).
+    status = dict(line.split() for line in lines[2:])
+    assert status == {"NoNewPrivs:": "1", "CapEff:": "0000000000000000"}, inside.stdout
     assert site.as_user(creds, "delete", "boxed").returncode == 0
     # A shared server lets pods mount no host directory until its admin names some.
     done = site.as_user(creds, "submit-dist", "pytorch", "vol", "--workers", "1", "-i",

@@ -149,3 +149,26 @@ def test_a_bad_allow_list_entry_stops_the_server_naming_the_flag(
     assert done.returncode == 2, done.stderr
     assert "error: --host-path-allow: " in done.stderr and says in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_masters_and_the_workers_host_paths_are_all_checked_and_mounted() -> None:
+    from ringleader.server import host_paths
+    from ringleader.spec import WorkloadSpec
+
+    def spec(master: list[dict[str, object]], workers: list[dict[str, object]]) -> WorkloadSpec:
+        return WorkloadSpec.model_validate({
+            "name": "v", "projectId": "p", "masterSpecSameAsWorker": False,
+            "masterSpec": {"command": "true", "storage": {"hostPath": master}},
+            "spec": {"command": "true", "numWorkers": 1, "storage": {"hostPath": workers}},
+        })  # fmt: skip
+
+    data = {"path": "/data", "mountPath": "/in"}
+    both = spec([data], [data, {"path": "/srv/w", "mountPath": "/w", "readOnly": False}])
+    assert host_paths.planned(both) == [["/data", "/in", True], ["/srv/w", "/w", False]]
+    with pytest.raises(InvalidSpec) as caught:  # the workers' own, outside the list
+        host_paths.check(spec([data], [{"path": "/etc", "mountPath": "/x"}]), ("/data",), True)
+    assert caught.value.where == "spec.storage.hostPath[0].path"
+    with pytest.raises(InvalidSpec) as caught:  # one mount path, two directories
+        host_paths.check(spec([data], [{"path": "/data/b", "mountPath": "/in"}]), ("/",), True)
+    assert caught.value.where == "masterSpec.storage.hostPath[0].mountPath"
+    assert "two host paths are mounted at /in" in caught.value.problem

@@ -6,6 +6,7 @@ password, and a tenant (no password) who can neither pull nor push over it.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -131,3 +132,30 @@ def test_a_bad_port_is_refused_naming_the_flag(tmp_path: Path, port: str) -> Non
     done = _cli(tmp_path / "home", "registry", "start", "--port", port)
     assert done.returncode == 2 and "--port" in done.stderr, done.stderr
     assert not (tmp_path / "home" / "registry").exists()
+
+
+def test_the_password_goes_only_to_a_port_the_registry_process_holds(tmp_path: Path) -> None:
+    """A tenant's listener on the registry's port (while it is down) is not taken for
+    it: the kernel's socket table says whose the port is, and an agent refuses to
+    pull from it rather than send it the password or run what it serves."""
+    from ringleader.launch import containers, listeners
+
+    with socket.create_server(("127.0.0.1", 0)) as impostor:
+        port = impostor.getsockname()[1]
+        assert listeners.owns_port(os.getpid(), port)  # this process's socket
+        sleeper = subprocess.Popen(["sleep", "60"])
+        try:
+            assert not listeners.owns_port(sleeper.pid, port)  # not the "registry's"
+            where = tmp_path / "registry"
+            where.mkdir()
+            (where / "address").write_text(f"127.0.0.1:{port}\n")
+            (where / "registry.pid").write_text(f"{sleeper.pid}\n")
+            image = f"127.0.0.1:{port}/team/train:1"
+            flags, refused = containers.registry_flags({"registry_dir": str(where)}, image)
+            assert flags == [] and "not served by the registry's process" in refused
+            other = containers.registry_flags({"registry_dir": str(where)}, "quay.io/a/b:1")
+            assert other == ([], "")  # another registry: nothing to do with this one
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+    assert not listeners.owns_port(os.getpid(), port)  # closed: nobody listens

@@ -18,6 +18,7 @@ from ringleader.cli.common import console, reports_errors
 from ringleader.cluster import images
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.containers import bad_reference, image_present
+from ringleader.launch.listeners import owns_port, port_of
 from ringleader.server import registry
 from ringleader.server.config import home_dir
 
@@ -112,6 +113,11 @@ def _running(home: Path) -> registry.Registry:
     if found is None:
         raise RingleaderError(
             f"no registry runs for {home}: start one with `ringleader registry start`"
+        )
+    if not owns_port(found.pid, port_of(found.address)):  # never its password elsewhere
+        raise RingleaderError(
+            f"{found.address} is not served by the registry's process (pid {found.pid}) "
+            "alone: not sending it the password; stop what else listens there"
         )
     return found
 

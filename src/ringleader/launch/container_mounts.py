@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -32,6 +31,8 @@ from typing import Any
 from ringleader.launch.rank_process import run_dir_prefix
 
 MS_BIND = 4096
+MS_REMOUNT = 32
+MS_RDONLY = 1
 MNT_DETACH = 2
 #: Run as the account by the helper: open argv[1] (following links with the
 #: account's rights), check it may enter it (as a process pod's ``cd`` would), send
@@ -85,6 +86,15 @@ def bind(fd: int, target: str) -> None:
     if libc.mount(source, target.encode(), None, MS_BIND, None) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"bind mount onto {target}: {os.strerror(errno)}")
+
+
+def remount_read_only(target: str) -> None:
+    """Make the bind mount at ``target`` read-only (a bind takes its flags this way)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = MS_BIND | MS_REMOUNT | MS_RDONLY
+    if libc.mount(None, target.encode(), None, flags, None) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"read-only remount of {target}: {os.strerror(errno)}")
 
 
 def unbind(target: str) -> None:
@@ -165,6 +175,8 @@ def stage_volumes(
             target = os.path.join(stage_dir, f"v{index}")
             os.mkdir(target, 0o700)
             bind(fd, target)
+            if read_only:  # read-only here too, not only in the container
+                remount_read_only(target)
         finally:
             os.close(fd)
         out.append((target, str(inside), "ro" if read_only else ""))
@@ -184,11 +196,16 @@ def check_volumes(container: dict[str, Any], account: tuple[int, int] | None) ->
 
 
 def unstage(stage_dir: str) -> None:
-    """Undo ``stage``: every bind mount under ``stage_dir``, then the directory."""
+    """Undo ``stage``: every bind mount under ``stage_dir``, then each mount point and
+    the directory, never recursively: a mount point still mounted (an unmount that
+    failed) stays, rather than root deleting the tenant's files through it."""
     with contextlib.suppress(OSError):
         for entry in os.scandir(stage_dir):
             unbind(entry.path)
-    shutil.rmtree(stage_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.path)
+    with contextlib.suppress(OSError):
+        os.rmdir(stage_dir)
 
 
 def unstage_all(rundir: str) -> None:

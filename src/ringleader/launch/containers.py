@@ -12,7 +12,8 @@ signals and the rank's cgroup stay as for a process pod:
   host's own ``PATH``, ``PYTHONPATH`` and ``LD_LIBRARY_PATH`` stay out: the
   image's are its own), passed by name (``-e NAME``, the value from podman's
   environment) so no value is on a command line;
-- ``--user UID:GID`` of the pod's account (none: the image's user);
+- ``--user UID:GID`` of the pod's account (none: the image's user), with no
+  capability and ``no-new-privileges`` (a setuid program gives nothing);
 - ``--cgroup-parent``: the pod's cgroup, so the container (and its conmon) are
   child cgroups of it: its limits hold and a kill of the run's cgroup ends them.
   podman itself stays in the agent's cgroup, not the pod's: cgroup v2 allows no
@@ -43,7 +44,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from ringleader.launch import container_mounts
+from ringleader.launch import container_mounts, listeners
 from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
 from ringleader.launch.rank_process import CPU_AFFINITY
 
@@ -63,10 +64,12 @@ REFERENCE = re.compile(
 #: podman's init (Debian's catatonit), where ``--init`` finds it.
 PODMAN_INIT = "/usr/libexec/podman/catatonit"
 #: launch/keepalive.py's contract in sh: run "$@" (if any), say how it ended, hold the
-#: pod until a signal, passing it on to a command still running; exit 128+signal.
+#: pod until a signal, passing it on to a command still running and waiting for it
+#: (SIGINT as SIGTERM: sh starts a background command with SIGINT ignored); exit
+#: 128+signal.
 IMAGE_KEEPALIVE = r"""child=
-stop() { [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null; exit "$2"; }
-trap 'stop TERM 143' TERM; trap 'stop INT 130' INT; trap 'stop HUP 129' HUP
+stop() { [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null && wait "$child"; exit "$2"; }
+trap 'stop TERM 143' TERM; trap 'stop TERM 130' INT; trap 'stop HUP 129' HUP
 if [ $# -gt 0 ]; then
   "$@" <&0 & child=$!; wait "$child"; code=$?; child=
   echo "ringleader: the command exited with code $code; this interactive pod stays up for \
@@ -138,9 +141,12 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if policy == "Never":
         return here, f"image {image} is not on this host and its pull policy is Never"
     limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)
+    flags, refused = registry_flags(container, image)
+    if refused:
+        return here, refused
     try:
         done = subprocess.run(
-            [runtime, "pull", "--quiet", *registry_flags(container, image), "--", image],
+            [runtime, "pull", "--quiet", *flags, "--", image],
             capture_output=True,
             text=True,
             timeout=limit,
@@ -159,28 +165,37 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return here, ""
 
 
-def registry_flags(container: dict[str, Any], image: str) -> list[str]:
+def registry_flags(container: dict[str, Any], image: str) -> tuple[list[str], str]:
     """For an image in the server's own registry (``registry_dir``'s ``address``):
-    plain HTTP and its password file (server/registry.py); none for any other."""
+    plain HTTP and its password file (server/registry.py), or why not to pull at all
+    (its port is not the registry process's: another listener would be sent the
+    password, or serve its own image); none for any other image."""
     where = str(container.get("registry_dir") or "")
     if not where:
-        return []
+        return [], ""
     try:
         with open(os.path.join(where, "address")) as found:
             address = found.read().strip()
-    except OSError:
-        return []
+        with open(os.path.join(where, "registry.pid")) as found:
+            pid = int(found.read().strip() or 0)
+    except (OSError, ValueError):
+        return [], ""
     if not address or not image.startswith(address + "/"):
-        return []
-    return ["--tls-verify=false", "--authfile", os.path.join(where, "auth.json")]
+        return [], ""
+    if not listeners.owns_port(pid, listeners.port_of(address)):
+        return [], (
+            f"image {image} is in the cluster registry, but {address} is not served by the "
+            "registry's process now: not pulling from it (ringleader registry start)"
+        )
+    return ["--tls-verify=false", "--authfile", os.path.join(where, "auth.json")], ""
 
 
 def has_init(runtime: str) -> bool:
-    """``--init`` works with this runtime here: docker brings its own; podman needs
-    catatonit (Debian's package of that name)."""
+    """``--init`` works with this runtime here: docker brings its own; podman runs
+    catatonit from its configured path (Debian's package puts it there)."""
     if os.path.basename(runtime) != "podman":
         return True
-    return os.path.exists(PODMAN_INIT) or shutil.which("catatonit") is not None
+    return os.path.exists(PODMAN_INIT)
 
 
 def image_config(runtime: str, image: str) -> tuple[list[str], list[str]]:
@@ -250,6 +265,11 @@ def run_argv(
     out = [runtime, "run", "--rm", "--name", name, "--label", f"{LABEL}={job_id}"]
     out += ["--label", f"ringleader.rank={rank}", "--network", "host", "--ipc", "host"]
     out += ["--pull", "never"]  # ready_image pulled it, as its policy says, before any rank
+    # No setuid gain (a tenant's volume over /etc cannot make su give root), and a
+    # tenant's account holds no capability in the container either.
+    out += ["--security-opt", "no-new-privileges"]
+    if account is not None:
+        out += ["--cap-drop", "all"]
     if container.get("init"):
         out += ["--init"]
     if account is not None:

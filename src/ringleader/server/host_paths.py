@@ -11,7 +11,7 @@ Two checks, one rule: at submission the path as written must be under an allowed
 directory (a 422 naming ``spec.storage.hostPath[i].path``); on the host, the
 agent opens it *as the pod's account* (``launch/container_mounts``) and checks
 where the descriptor really is, so a symlink inside an allowed directory that
-leads out of it is refused there too (``launch/containers.allowed_path``).
+leads out of it is refused there too (``launch/container_mounts.open_volume``).
 
 A process pod (no image) sees the host's files as they are: a host path there
 would be a no-op or a lie, so it is refused naming the field.
@@ -28,18 +28,37 @@ FLAG = "ringleader server --host-path-allow DIR"
 
 
 def volumes_of(spec: WorkloadSpec) -> list[tuple[str, HostPathVolume]]:
-    """The host paths the pods mount, each with where it is in the spec: the
-    master's own storage where it gives one, else the workers' (``exclude``d out)."""
-    own = spec.master() is not spec.spec and spec.master().storage is not None
-    storage, block = (spec.master().storage, "masterSpec") if own else (spec.spec.storage, "spec")
-    found = storage.host_path if storage is not None and storage.host_path else []
-    where = f"{block}.storage.hostPath"
-    return [(f"{where}[{i}].path", v) for i, v in enumerate(found) if not v.exclude]
+    """The host paths the pods mount, each with where it is in the spec: the workers'
+    and, where the master has a spec of its own, the master's too (every pod of the
+    gang mounts them all: its image pods share one container plan); ``exclude``d out."""
+    blocks = [("spec", spec.spec)]
+    if spec.master() is not spec.spec:
+        blocks.append(("masterSpec", spec.master()))
+    out: list[tuple[str, HostPathVolume]] = []
+    for block, pod in blocks:
+        found = pod.storage.host_path if pod.storage is not None and pod.storage.host_path else []
+        where = f"{block}.storage.hostPath"
+        out += [(f"{where}[{i}].path", v) for i, v in enumerate(found) if not v.exclude]
+    seen: dict[str, str] = {}
+    unique = []
+    for where, volume in out:  # the master's copy of a worker's volume is one mount
+        if seen.get(volume.mount_path) != volume.path:
+            unique.append((where, volume))
+        seen.setdefault(volume.mount_path, volume.path)
+    return unique
 
 
 def check(spec: WorkloadSpec, allowed: tuple[str, ...], in_image: bool) -> None:
     """Refuse the first host path this server does not mount (InvalidSpec naming it)."""
+    mounts: dict[str, str] = {}
     for where, volume in volumes_of(spec):
+        if volume.mount_path in mounts:
+            raise InvalidSpec(
+                f"two host paths are mounted at {volume.mount_path} ({mounts[volume.mount_path]} "
+                f"and {volume.path}): one directory a mount path",
+                where.removesuffix(".path") + ".mountPath",
+            )
+        mounts[volume.mount_path] = volume.path
         if not in_image:
             raise InvalidSpec(
                 f"host path {volume.path} is mounted into pods that run in an image; these "

@@ -12,8 +12,13 @@ cluster address with ``--host``) and requires a password for every request, push
 and pull alike.  The password is made at start and kept in files of the home
 (0600, the server's user's): ``htpasswd`` (bcrypt, the registry's only scheme)
 and ``auth.json`` (podman's ``--authfile``).  So the server and its agents (root
-on a shared server) pull and the admin pushes, while a tenant, whose pods share
-the host's network, can neither push over an image others run nor read one.
+on a shared server) pull and the admin pushes, while a tenant's shell, which
+shares the host's network, can neither push over an image others run nor pull
+one itself (what any user may do is run a workload in an image of it, as with
+any registry the server pulls from).  The password goes only to the registry's
+own port: every listening socket there must be the registry process's
+(``launch/listeners.py``), checked at start, by the scheduler before it places
+a workload whose image is there, and by each agent before it pulls.
 
 While it does not answer (stopped, crashed, its host down), a workload whose image
 is in it stays Pending saying so, and runs once it is back (``unreachable``, asked
@@ -41,6 +46,7 @@ from pathlib import Path
 import httpx
 
 from ringleader.errors import RingleaderError
+from ringleader.launch.listeners import owns_port, port_of
 
 USER = "ringleader"
 BINARY = "docker-registry"
@@ -119,7 +125,7 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
     (where / "address").unlink(missing_ok=True)
     password = secrets.token_urlsafe(24)
     _write_private(where / "htpasswd", f"{USER}:{_bcrypt(password)}\n")
-    address = f"{host}:{port}"
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     token = base64.b64encode(f"{USER}:{password}".encode()).decode()
     _write_private(where / "auth.json", json.dumps({"auths": {address: {"auth": token}}}))
     config = CONFIG.format(data=where / "data", host=host, port=port, htpasswd=where / "htpasswd")
@@ -134,17 +140,21 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
             cwd=str(where),
         )
     (where / "registry.pid").write_text(f"{proc.pid}\n")
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            last = _last_line(where / "registry.log")
-            raise RingleaderError(f"the registry did not start on {address}: {last}")
-        if _answers(address):
-            (where / "address").write_text(f"{address}\n")
-            return Registry(address, str(where / "auth.json"), proc.pid)
-        time.sleep(0.1)
-    _end(proc.pid)
-    raise RingleaderError(f"the registry did not answer on {address} in {START_TIMEOUT_S:g} s")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                last = _last_line(where / "registry.log")
+                raise RingleaderError(f"the registry did not start on {address}: {last}")
+            # Its own port: another listener there (a tenant's) is never taken for it.
+            if owns_port(proc.pid, port) and _answers(address):
+                (where / "address").write_text(f"{address}\n")
+                return Registry(address, str(where / "auth.json"), proc.pid)
+            time.sleep(0.1)
+        raise RingleaderError(f"the registry did not answer on {address} in {START_TIMEOUT_S:g} s")
+    except BaseException:
+        _end(proc.pid)  # nothing half-started is left
+        raise
 
 
 def stop(home: Path) -> bool:
@@ -191,7 +201,10 @@ def unreachable(image: str, home: Path, answering: dict[str, bool] | None = None
         return ""
     cache = answering if answering is not None else {}
     if address not in cache:
-        cache[address] = _answers(address)
+        found = running(home)
+        cache[address] = (
+            found is not None and owns_port(found.pid, port_of(address)) and _answers(address)
+        )
     if cache[address]:
         return ""
     return (
@@ -204,7 +217,7 @@ def _answers(address: str) -> bool:
     """The registry's API root answers (401 without a password: it is up)."""
     try:
         return httpx.get(f"http://{address}/v2/", timeout=1).status_code in (200, 401)
-    except httpx.HTTPError:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError):
         return False
 
 
@@ -232,7 +245,13 @@ def catalog(registry: Registry) -> dict[str, list[str]]:
 
 
 def _credentials(registry: Registry) -> tuple[str, str]:
-    auths = json.loads(Path(registry.authfile).read_text())["auths"]
+    try:
+        auths = json.loads(Path(registry.authfile).read_text())["auths"]
+    except PermissionError:
+        raise RingleaderError(
+            f"the registry's password ({registry.authfile}) is its admin's alone: run this "
+            "as the user that started it"
+        ) from None
     user, _, password = base64.b64decode(auths[registry.address]["auth"]).decode().partition(":")
     return user, password
 

@@ -181,7 +181,7 @@ class ImagePolicy:
     """What a server's admin says of image pods on every node (``ringleader server``)."""
 
     #: Host directories pods may mount (``--host-path-allow``; server/host_paths.py).
-    host_paths: tuple[str, ...] = ("/",)
+    host_paths: tuple[str, ...] = ()
     #: How long each host's agent may pull an image (``--image-pull-timeout``).
     pull_timeout_s: float = 45.0
     #: The server's registry directory (server/registry.py): agents pull from it
@@ -189,7 +189,7 @@ class ImagePolicy:
     registry_dir: str = ""
 
 
-DEFAULT_IMAGES = ImagePolicy()  # a personal server's: every host path, 45 s pulls
+DEFAULT_IMAGES = ImagePolicy()  # no host path (a server names them), 45 s pulls
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def submit(
         )
     in_image = bool(image) and stand_in is None  # its own command runs without one
     images = getattr(backend, "images", None)
-    host_paths.check(body, images.host_paths if images is not None else ("/",), in_image)
+    host_paths.check(body, images.host_paths if images is not None else (), in_image)
     if not (body.master().argv() or body.spec.argv() or body.spec.interactive or in_image):
         raise InvalidSpec(
             "a command is required (the command to run in every pod) unless the workload "
