@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -295,6 +296,16 @@ def test_an_interactive_image_pod_holds_for_exec_and_bash_in_the_image(
             shell.expect("/dev/pts/")
             shell.type("exit 3\n")
             assert shell.wait(timeout=60) == 3, shell.transcript
+        # A session whose client goes away leaves nothing in the container (podman
+        # exec's process there is conmon's child, not the client's).
+        client = subprocess.Popen([sys.executable, "-m", "ringleader", "exec", "dev", "--",
+                                   "sleep", "4321"], env=server.env)  # fmt: skip
+        try:
+            wait_until(lambda: _running_argv([b"sleep", b"4321"]), 60, "the session's sleep")
+        finally:
+            client.kill()
+            client.wait()
+        wait_until(lambda: not _running_argv([b"sleep", b"4321"]), 60, "the sleep to end")
         assert server.cli("suspend", "dev").returncode == 0
         wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
         logs = server.cli("logs", "dev").stdout
@@ -395,6 +406,18 @@ def test_a_pull_that_hangs_fails_the_gang_after_the_servers_timeout_leaving_noth
             holder.join()
             for conn in held:
                 conn.close()
+
+
+def _running_argv(argv: list[bytes]) -> list[int]:
+    """Processes (a container's included: same kernel) whose command line is ``argv``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:-1] == argv:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def _carrying_arg(word: bytes) -> list[int]:

@@ -19,8 +19,10 @@ Any other failure while relaying ends the session with a status message
 Invariants: the process runs in its own session (with the pty as its
 controlling terminal when there is one) and carries the pod's environment,
 job id included, so deleting the workload sweeps it too; when the client goes
-away first, its whole process group is stopped (SIGTERM, grace, SIGKILL), so a
-dropped connection leaves nothing behind.
+away first, its whole process group is stopped (SIGTERM, grace, SIGKILL), and in
+a container (``podman exec``, whose process there is conmon's, not the client's)
+what carries the session's marker in the container's pid namespace is killed
+(``end_marked``), so a dropped connection leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import json
 import logging
 import os
 import pty
+import signal
 import stat
 import struct
 import subprocess
@@ -271,10 +274,36 @@ class ExecSession:
                 terminate([self.proc.pid], STOP_GRACE_S)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=STOP_GRACE_S)
+        if self.target.marked is not None:  # podman exec's own process is not the session's
+            end_marked(*self.target.marked)
         if self._pty is not None:
             with contextlib.suppress(OSError):
                 os.close(self._pty)
             self._pty = None
+
+
+def end_marked(marker: str, first: int) -> list[int]:
+    """SIGKILL the processes in ``first``'s pid namespace (a container's) whose
+    environment holds ``marker``: what a ``podman exec`` session left running there
+    (its client's end does not end them).  The namespace is the kernel's fact; the
+    marker only tells this session's processes from the container's others."""
+    try:
+        namespace = os.readlink(f"/proc/{first}/ns/pid")
+    except OSError:
+        return []  # the container is gone, and with it everything in it
+    wanted, ended = marker.encode(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.readlink(f"{entry.path}/ns/pid") != namespace:
+                continue
+            with open(f"{entry.path}/environ", "rb") as environ:
+                if wanted not in environ.read(1 << 20).split(b"\0"):
+                    continue
+            os.kill(int(entry.name), signal.SIGKILL)
+            ended.append(int(entry.name))
+    return ended
 
 
 def _pump(

@@ -174,6 +174,10 @@ class ExecTarget:
     #: ``prefix`` for a session on a terminal, where that differs (``podman exec
     #: --tty``: the terminal is made inside the container); None: ``prefix``.
     tty_prefix: tuple[str, ...] | None = None
+    #: In a container (``podman exec``): (the ``NAME=VALUE`` the session's processes
+    #: carry, the container's first process), so what the session left in the container
+    #: when its client went is found (its pid namespace, that variable) and ended.
+    marked: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ then is its directory and environment taken.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
@@ -111,6 +112,10 @@ def _through_sudo(
     return ExecTarget(node=node, cwd="/", env={}, prefix=tuple(prefix))
 
 
+#: What a session's processes in a container carry (ExecTarget.marked).
+SESSION_VAR = "RINGLEADER_EXEC_SESSION"
+
+
 def _in_container(node: str, launch: LaunchFile, pod: str, rank: int) -> ExecTarget:
     """The session as ``podman exec`` into the pod's running container (root runs the
     runtime; the session is the container's user, the pod's account)."""
@@ -121,20 +126,31 @@ def _in_container(node: str, launch: LaunchFile, pod: str, rank: int) -> ExecTar
     name = containers.container_name(launch.spec.run_id, rank)
     try:
         state = subprocess.run(
-            [runtime, "container", "inspect", "--format", "{{.State.Running}}", name],
+            [runtime, "container", "inspect", "--format", "{{.State.Running}} {{.State.Pid}}",
+             name],
             capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RingleaderError(f"cannot ask {runtime} about pod {pod}: {exc}") from None
-    if state.stdout.strip() != "true":
+    running, _, first = state.stdout.strip().partition(" ")
+    if running != "true" or not first.isdigit():
         raise Conflict(no_process(pod))
+    marker = f"{SESSION_VAR}={secrets.token_hex(8)}"
     run_as = account_run_as(launch)
     user = ["--user", f"{run_as.uid}:{run_as.gid}"] if run_as is not None else []
     # Debian's bashrc puts ($debian_chroot) in front of the prompt: the pod's name.
     head = [runtime, "exec", "--interactive", *user, "--env", f"debian_chroot={pod}"]
+    head += ["--env", marker]
     tail = ["--workdir", launch.spec.cwd, name]
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LANG": "C.UTF-8"}
-    return ExecTarget(node, "/", env, prefix=(*head, *tail), tty_prefix=(*head, "--tty", *tail))
+    return ExecTarget(
+        node,
+        "/",
+        env,
+        prefix=(*head, *tail),
+        tty_prefix=(*head, "--tty", *tail),
+        marked=(marker, int(first)),
+    )
 
 
 def no_process(pod: str) -> str:
