@@ -162,10 +162,17 @@ def test_a_session_by_another_carries_no_credentials_here_or_beyond_a_prefix() -
     # Into a container: the variables are unset inside it, on a terminal or not.
     podman = ("/usr/bin/podman", "exec", "--interactive", "--user", "65534:65534")
     boxed = without_credentials(
-        ExecTarget("n", "/", {}, prefix=(*podman, "c"), tty_prefix=(*podman, "--tty", "c"))
-    )
-    assert boxed.prefix[len(podman) + 1 :] == unset
-    assert boxed.tty_prefix is not None and boxed.tty_prefix[len(podman) + 2 :] == unset
+        ExecTarget("n", "/", {}, prefix=(*podman, "c"), tty_prefix=(*podman, "--tty", "c"),
+                   marked=("RINGLEADER_EXEC_SESSION=x", 1))
+    )  # fmt: skip
+    blank = [arg for name in CREDENTIAL_VARS for arg in ("--env", f"{name}=")]
+    assert list(boxed.prefix) == [*podman, *blank, "c"]  # no /usr/bin/env in the image needed
+    assert boxed.tty_prefix is not None and list(boxed.tty_prefix) == [
+        *podman,
+        "--tty",
+        *blank,
+        "c",
+    ]
     assert account_of(boxed) == "nobody"
 
 

@@ -148,10 +148,20 @@ def require_exec_as_other(s: Session, user: User, workload: Workload) -> None:
 
 def without_credentials(target: ExecTarget) -> ExecTarget:
     """``target`` without the pod's credential variables: dropped from its environment,
-    and, where that is made beyond a prefix (sudo, ssh), unset there by ``env -u``."""
+    and, where that is made beyond a prefix (sudo, ssh), unset there by ``env -u``; in
+    a container (``podman exec``, whose image may have no ``env``), set empty there."""
     env = {k: v for k, v in target.env.items() if k not in CREDENTIAL_VARS}
     if not target.prefix:
         return replace(target, env=env)
+    if target.marked is not None:  # podman exec: blank them (an image may have no env)
+        blank = tuple(arg for name in CREDENTIAL_VARS for arg in ("--env", f"{name}="))
+        prefix, tty = target.prefix, target.tty_prefix or target.prefix
+        return replace(
+            target,
+            env=env,
+            prefix=(*prefix[:-1], *blank, prefix[-1]),  # the container's name comes last
+            tty_prefix=(*tty[:-1], *blank, tty[-1]),
+        )
     unset = (ENV, *[arg for name in CREDENTIAL_VARS for arg in ("-u", name)], "--")
     tty_prefix = None if target.tty_prefix is None else (*target.tty_prefix, *unset)
     return replace(target, env=env, prefix=(*target.prefix, *unset), tty_prefix=tty_prefix)
