@@ -79,6 +79,24 @@ def test_a_rank_becomes_podman_run_with_names_not_values() -> None:
     assert ("--env", "PATH") not in pairs and ("--env", "PYTHONPATH") not in pairs
 
 
+def test_a_pods_gpus_become_the_runtimes_devices_numbered_from_0_inside() -> None:
+    """The GPU machines have no container runtime: these arguments are golden-tested."""
+    common = {"name": "n", "job_id": "j", "rank": 0, "argv": ["python", "t.py"], "cwd": "/",
+              "account": (1000, 1000), "mounts": [], "cgroup": ""}  # fmt: skip
+    env = {"CUDA_VISIBLE_DEVICES": "1,3", "RANK": "0"}
+    podman = containers.run_argv({"runtime": "/usr/bin/podman", "image": "i"}, env=env, **common)
+    pairs = list(itertools.pairwise(podman))
+    assert ("--device", "nvidia.com/gpu=1") in pairs and ("--device", "nvidia.com/gpu=3") in pairs
+    assert ("--env", "CUDA_VISIBLE_DEVICES") in pairs  # by name: its value is the inside one
+    assert containers.gpus_inside("1,3") == "0,1"
+    docker = containers.run_argv({"runtime": "/usr/bin/docker", "image": "i"}, env=env, **common)
+    assert ("--gpus", "device=1,3") in itertools.pairwise(docker)
+    # A pod bound without GPUs ("") sees none, in the container as on the host.
+    none = {"CUDA_VISIBLE_DEVICES": ""}
+    bare = containers.run_argv({"runtime": "podman", "image": "i"}, env=none, **common)
+    assert "--device" not in bare and containers.gpus_inside("") is None
+
+
 def test_the_pods_cgroup_is_found_from_the_join_files(tmp_path: Path, monkeypatch) -> None:
     v1 = tmp_path / "v1"
     (v1 / "memory").mkdir(parents=True)

@@ -14,6 +14,9 @@ signals and the rank's cgroup stay as for a process pod:
   environment) so no value is on a command line;
 - ``--user UID:GID`` of the pod's account (none: the image's user), with no
   capability and ``no-new-privileges`` (a setuid program gives nothing);
+- the pod's GPUs (its ``CUDA_VISIBLE_DEVICES``) as CDI devices, renumbered
+  from 0 inside (``gpu_flags``: the GPU machines have no container runtime, so
+  these arguments are golden-tested);
 - ``--cgroup-parent``: the pod's cgroup, so the container (and its conmon) are
   child cgroups of it: its limits hold and a kill of the run's cgroup ends them.
   podman itself stays in the agent's cgroup, not the pod's: cgroup v2 allows no
@@ -49,6 +52,7 @@ from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
 from ringleader.launch.rank_process import CPU_AFFINITY
 
 LABEL = "ringleader.job"
+GPUS_VAR = "CUDA_VISIBLE_DEVICES"
 JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not imported here)
 #: The host's own software paths: an image brings its own.
 HOST_ONLY = frozenset({"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME"})
@@ -277,6 +281,7 @@ def run_argv(
     if cgroup:
         out += ["--cgroup-parent", cgroup]
     out += limits or []
+    out += gpu_flags(runtime, env.get(GPUS_VAR))
     if env.get(CPU_AFFINITY):  # the cores the pod is pinned to, as a process pod's rank
         out += ["--cpuset-cpus", env[CPU_AFFINITY]]
     if container.get("shm_size"):
@@ -291,6 +296,25 @@ def run_argv(
         out += ["--entrypoint", json.dumps(argv[:1])]
         argv = argv[1:]
     return [*out, "--", str(container["image"]), *argv]
+
+
+def gpu_flags(runtime: str, visible: str | None) -> list[str]:
+    """The pod's GPUs (its ``CUDA_VISIBLE_DEVICES``: nvidia-smi's indices) as the
+    runtime's devices: CDI's ``nvidia.com/gpu=N`` for podman (the NVIDIA Container
+    Toolkit's names), ``--gpus device=N,M`` for docker; none for a pod without."""
+    indices = [i for i in (visible or "").split(",") if i.strip().isdigit()]
+    if not indices:
+        return []
+    if os.path.basename(runtime) == "docker":
+        return ["--gpus", f"device={','.join(indices)}"]
+    return [arg for i in indices for arg in ("--device", f"nvidia.com/gpu={i}")]
+
+
+def gpus_inside(visible: str | None) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` inside the container: its devices are all it sees,
+    numbered from 0 (None: leave the variable as it is)."""
+    indices = [i for i in (visible or "").split(",") if i.strip().isdigit()]
+    return ",".join(str(n) for n in range(len(indices))) if indices else None
 
 
 def _joins(argv: list[str]) -> bool:
@@ -327,6 +351,10 @@ def popen_rank(
     # podman stays in the agent's cgroup: the pod's gets the container and conmon as
     # children (cgroup v2 allows no process beside child cgroups that have controllers).
     join = env.pop(JOIN_VAR, "")
+    podman_env = dict(env)
+    inside = gpus_inside(env.get(GPUS_VAR))
+    if inside is not None:  # what --env passes by name: the container's own numbering
+        podman_env[GPUS_VAR] = inside
     tenant_paths = [cwd, *container.get("mounts", [])]
     python = container.get("python")
     mounts: list[tuple[str, str, str]] = [(run.rundir, run.rundir, "")]
@@ -354,7 +382,7 @@ def popen_rank(
     return subprocess.Popen(
         podman,
         cwd="/",
-        env=env,
+        env=podman_env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
