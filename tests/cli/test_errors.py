@@ -95,6 +95,8 @@ LOCAL_COMMANDS = {
     ("registry", "status"),
     ("image", "push"),
     ("image", "ls"),
+    ("image", "base"),
+    ("image", "build"),
 }
 
 

@@ -218,7 +218,7 @@ def base(
 
     Example:
 
-      sudo ringleader image base          # localhost/ringleader/debian-python:bookworm
+      ringleader image base     # as root: localhost/ringleader/debian-python:bookworm
     """
     if problem := bad_reference(tag):
         raise InvalidSpec(f"{tag!r} is not an image reference: {problem}", "--tag")
@@ -250,10 +250,9 @@ def build(
 
     Examples:
 
-      sudo ringleader image build -t localhost/team/train:1 .
+      ringleader image build -t localhost/team/train:1 .      # as root
 
-      sudo ringleader image build -f examples/images/pytorch-cpu/Containerfile \\
-          -t localhost/ringleader/pytorch-cpu:2.13 . --push
+      ringleader image build -f cpu.Containerfile -t localhost/t/cpu:2 --push .
     """
     if problem := bad_reference(tag):
         raise InvalidSpec(f"{tag!r} is not an image reference: {problem}", "--tag")
