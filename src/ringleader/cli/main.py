@@ -208,7 +208,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "image": LazyCommand(
         "ringleader.cli.images:image_app",
-        "Images: push to the cluster's registry, list what it holds.",
+        "Images: build them here, push them to the cluster's registry, list what it holds.",
         group=True,
     ),
     "config": LazyCommand(
