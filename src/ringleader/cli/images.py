@@ -151,9 +151,7 @@ def push(
         raise InvalidSpec(f"{image!r} is not an image reference: {problem}", "IMAGE")
     home = _home(data_dir)
     found = _running(home)
-    podman = shutil.which("podman")
-    if podman is None:
-        raise RingleaderError("no podman here: install Debian's podman (make setup does)")
+    podman = images.require_tool("podman", "podman")
     if not image_present(podman, image):
         raise RingleaderError(f"no image {image} here (`podman images` lists what there is)")
     target = pushed_name(image, found.address)

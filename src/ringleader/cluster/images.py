@@ -40,7 +40,8 @@ MIRROR = "http://deb.debian.org/debian"
 PIP_PLACES = ("/etc/xdg/pip", "/etc/ssl/certs")
 
 
-def _tool(name: str, package: str) -> str:
+def require_tool(name: str, package: str) -> str:
+    """``name``'s path here, or an error naming the Debian package that has it."""
     found = shutil.which(name)
     if found is None:
         raise RingleaderError(f"no {name} here: install Debian's {package} (make setup does)")
@@ -57,8 +58,8 @@ def make_base(
 ) -> None:
     """Make ``tag`` from Debian's packages: a minimal ``suite`` with ``BASE_PACKAGES``
     and ``include``, its default command bash.  RingleaderError saying what failed."""
-    mmdebstrap = _tool("mmdebstrap", "mmdebstrap")
-    podman = _tool("podman", "podman")
+    mmdebstrap = require_tool("mmdebstrap", "mmdebstrap")
+    podman = require_tool("podman", "podman")
     packages = ",".join(dict.fromkeys((*BASE_PACKAGES, *include)))
     with tempfile.TemporaryDirectory(prefix="rl-base-") as work:
         tar = os.path.join(work, "rootfs.tar")
@@ -156,7 +157,7 @@ def build(
     echo: Callable[[str], None] = print,
 ) -> float:
     """Build ``tag``, podman's progress on this terminal; the seconds it took."""
-    podman = _tool("podman", "podman")
+    podman = require_tool("podman", "podman")
     if not os.path.isfile(containerfile):
         raise RingleaderError(f"no Containerfile at {containerfile}")
     if not os.path.isdir(context):

@@ -29,7 +29,7 @@ signals and the rank's cgroup stay as for a process pod:
 - ``--init`` where the runtime has one (podman's catatonit): a rank's command is
   not the container's PID 1, which ignores any signal it has no handler for, so a
   stop's SIGTERM reaches it as it reaches a process rank;
-- an interactive pod runs ``IMAGE_KEEPALIVE`` (a POSIX shell, as any image has):
+- an interactive pod runs ``keepalive.IMAGE_KEEPALIVE`` (a POSIX shell, as any image has):
   its command, or the image's own entrypoint and arguments, then it holds the
   pod up for ``exec``/``bash`` (``podman exec`` into the container) until stopped.
 
@@ -49,6 +49,7 @@ from typing import Any
 
 from ringleader.launch import container_mounts, listeners
 from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
+from ringleader.launch.keepalive import image_keepalive_argv
 from ringleader.launch.rank_process import CPU_AFFINITY
 
 LABEL = "ringleader.job"
@@ -67,20 +68,6 @@ REFERENCE = re.compile(
 )
 #: podman's init (Debian's catatonit), where ``--init`` finds it.
 PODMAN_INIT = "/usr/libexec/podman/catatonit"
-#: launch/keepalive.py's contract in sh: run "$@" (if any), say how it ended, hold the
-#: pod until a signal, passing it on to a command still running and waiting for it
-#: (SIGINT as SIGTERM: sh starts a background command with SIGINT ignored); exit
-#: 128+signal.
-IMAGE_KEEPALIVE = r"""child=
-stop() { [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null && wait "$child"; exit "$2"; }
-trap 'stop TERM 143' TERM; trap 'stop TERM 130' INT; trap 'stop HUP 129' HUP
-if [ $# -gt 0 ]; then
-  "$@" <&0 & child=$!; wait "$child"; code=$?; child=
-  echo "ringleader: the command exited with code $code; this interactive pod stays up for \
-\`ringleader bash\`/\`exec\` until the workload is deleted or suspended" >&2
-fi
-while :; do sleep 3600 & wait $!; done
-"""
 #: How long a host's agent waits for a pull before its gang fails (within the
 #: supervisor's wait for every agent to be ready, agent_startup.READY_TIMEOUT_S).
 PULL_TIMEOUT_S = 45.0
@@ -132,7 +119,17 @@ def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """On this host, before any rank: ``container`` with its runtime's path here, and
     the image pulled as its policy says (``pull``: Always, IfNotPresent (default),
     Never); "" or the reason no rank can start (the registry's own words, a pull that
-    took longer than its ``pull_timeout``, no runtime on this host)."""
+    took longer than its ``pull_timeout``, no runtime on this host).  An interactive
+    pod with no command of its own gets the image's default (``image_default``),
+    read here once for every rank of the host."""
+    here, problem = _pulled(container)
+    if not problem and here.get("interactive") and not here.get("entrypoint"):
+        here["image_default"] = image_config(str(here["runtime"]), str(here["image"]))
+    return here, problem
+
+
+def _pulled(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``ready_image`` but the image's default."""
     name = str(container.get("runtime") or "podman")
     runtime = shutil.which(name)
     image = str(container["image"])
@@ -220,16 +217,6 @@ def image_config(runtime: str, image: str) -> tuple[list[str], list[str]]:
         config = {}
     entry, cmd = config.get("Entrypoint") or [], config.get("Cmd") or []
     return [str(word) for word in entry], [str(word) for word in cmd]
-
-
-def interactive_command(container: dict[str, Any], argv: list[str]) -> list[str]:
-    """What an interactive pod's container runs: ``IMAGE_KEEPALIVE`` around its
-    command; without one (Kubernetes' rule) around the image's entrypoint with the
-    arguments given, or with its own default arguments when none are."""
-    if not container.get("entrypoint"):
-        entry, cmd = image_config(str(container["runtime"]), str(container["image"]))
-        argv = [*entry, *(argv or cmd)]
-    return ["/bin/sh", "-c", IMAGE_KEEPALIVE, "ringleader-keepalive", *argv]
 
 
 def image_present(runtime: str, image: str) -> bool:
@@ -365,7 +352,7 @@ def popen_rank(
     )
     command = command_of(argv)
     if container.get("interactive"):
-        command = interactive_command(container, command)
+        command = image_keepalive_argv(container.get("image_default"), command)
     podman = run_argv(
         container,
         name=container_name(run.job_id, run.rank),

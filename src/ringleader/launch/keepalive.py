@@ -23,6 +23,35 @@ def keepalive_argv(python: str, command: list[str]) -> list[str]:
     return [python, "-m", MODULE, "--", *command]
 
 
+#: This module's contract in sh, for a pod in an image (which need not have Python or
+#: ringleader): run "$@" (if any), say how it ended, hold the pod until a signal,
+#: passing it on to a command still running and waiting for it (SIGINT as SIGTERM:
+#: sh starts a background command with SIGINT ignored); exit 128+signal.
+IMAGE_KEEPALIVE = r"""child=
+stop() { [ -n "$child" ] && kill -s "$1" "$child" 2>/dev/null && wait "$child"; exit "$2"; }
+trap 'stop TERM 143' TERM; trap 'stop TERM 130' INT; trap 'stop HUP 129' HUP
+if [ $# -gt 0 ]; then
+  "$@" <&0 & child=$!; wait "$child"; code=$?; child=
+  echo "ringleader: the command exited with code $code; this interactive pod stays up for \
+\`ringleader bash\`/\`exec\` until the workload is deleted or suspended" >&2
+fi
+while :; do sleep 3600 & wait $!; done
+"""
+
+
+def image_keepalive_argv(
+    image_default: tuple[list[str], list[str]] | list[list[str]] | None, command: list[str]
+) -> list[str]:
+    """What an interactive pod's container runs: ``IMAGE_KEEPALIVE`` around its command;
+    where the spec gives none (Kubernetes' rule: ``image_default`` is the image's
+    entrypoint and default arguments, ``containers.ready_image`` read them) around the
+    entrypoint with the arguments given, or with its default ones when none are."""
+    if image_default:
+        entry, default_args = image_default
+        command = [*entry, *(command or default_args)]
+    return ["/bin/sh", "-c", IMAGE_KEEPALIVE, "ringleader-keepalive", *command]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = args[1:] if args[:1] == ["--"] else args

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from ringleader import __version__
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
-from ringleader.server import admission, auth, inventory, limits, node_kinds, ui
+from ringleader.server import admission, auth, inventory, limits, node_kinds, registry, ui
 from ringleader.server.accounts import accounts_for
 from ringleader.server.admission import Admission
 from ringleader.server.backends import BackendContext, BackendSet
@@ -213,9 +213,8 @@ def _state(app: FastAPI, config: ServerConfig, backend: Backend | None, book: No
     app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
     app.state.stopping = threading.Event()
-    images = ImagePolicy(
-        config.host_paths, config.image_pull_timeout_s, str(config.data_dir / "registry")
-    )
+    registry_dir = str(registry.directory(config.data_dir.resolve()))  # what agents read
+    images = ImagePolicy(config.host_paths, config.image_pull_timeout_s, registry_dir)
     context = BackendContext(python=config.workload_python, node_book=book, images=images)
     if backend is None:
         app.state.backends = BackendSet(config.backends, context)

@@ -39,12 +39,11 @@ def volumes_of(spec: WorkloadSpec) -> list[tuple[str, HostPathVolume]]:
         found = pod.storage.host_path if pod.storage is not None and pod.storage.host_path else []
         where = f"{block}.storage.hostPath"
         out += [(f"{where}[{i}].path", v) for i, v in enumerate(found) if not v.exclude]
-    seen: dict[str, str] = {}
-    unique = []
+    kept, unique = set(), []
     for where, volume in out:  # the master's copy of a worker's volume is one mount
-        if seen.get(volume.mount_path) != volume.path:
+        if (volume.path, volume.mount_path) not in kept:
+            kept.add((volume.path, volume.mount_path))
             unique.append((where, volume))
-        seen.setdefault(volume.mount_path, volume.path)
     return unique
 
 

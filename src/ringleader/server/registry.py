@@ -21,7 +21,7 @@ own port: every listening socket there must be the registry process's
 a workload whose image is there, and by each agent before it pulls.
 
 While it does not answer (stopped, crashed, its host down), a workload whose image
-is in it stays Pending saying so, and runs once it is back (``unreachable``, asked
+is in it stays Pending saying so, and runs once it is back (``Reachability``, asked
 by the scheduler's placing loop): a missing registry is a wait, not a failure.
 
 Files, in ``HOME/registry/``: ``config.yml``, ``htpasswd``, ``auth.json``,
@@ -32,12 +32,9 @@ named after it are still its), ``registry.pid``, ``registry.log`` and ``data/``.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import secrets
-import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -45,8 +42,10 @@ from pathlib import Path
 
 import httpx
 
+from ringleader.cluster.images import require_tool
 from ringleader.errors import RingleaderError
 from ringleader.launch.listeners import owns_port, port_of
+from ringleader.launch.procs import terminate
 
 USER = "ringleader"
 BINARY = "docker-registry"
@@ -114,11 +113,7 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
     found = running(home)
     if found is not None:
         return found
-    binary = shutil.which(BINARY)
-    if binary is None:
-        raise RingleaderError(
-            f"no {BINARY} here: install Debian's docker-registry package (make setup does)"
-        )
+    binary = require_tool(BINARY, "docker-registry")
     where = directory(home)
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     (where / "data").mkdir(mode=0o700, exist_ok=True)
@@ -152,8 +147,8 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
                 return Registry(address, str(where / "auth.json"), proc.pid)
             time.sleep(0.1)
         raise RingleaderError(f"the registry did not answer on {address} in {START_TIMEOUT_S:g} s")
-    except BaseException:
-        _end(proc.pid)  # nothing half-started is left
+    except BaseException:  # nothing half-started is left
+        terminate([proc.pid], STOP_TIMEOUT_S, is_done=lambda: proc.poll() is not None)
         raise
 
 
@@ -162,55 +157,41 @@ def stop(home: Path) -> bool:
     found = running(home)
     if found is None:
         return False
-    _end(found.pid)
+    terminate([found.pid], STOP_TIMEOUT_S)  # its own session: its group is itself
     return True
 
 
-def _end(pid: int) -> None:
-    """SIGTERM, then SIGKILL after ``STOP_TIMEOUT_S``; reaped where it is our child."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    if _alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+class Reachability:
+    """Whether images in this home's registry can be pulled now, asked by the
+    scheduler once a cycle: its address is read and its port checked at most once,
+    and not at all for a server that never started one (no ``address`` file)."""
 
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        try:
+            self.address = (directory(home) / "address").read_text().strip()
+        except OSError:
+            self.address = ""
+        self._answering: bool | None = None
 
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def unreachable(image: str, home: Path, answering: dict[str, bool] | None = None) -> str:
-    """Why ``image`` cannot be pulled now, when it is in this home's registry and that
-    does not answer; "" otherwise.  ``answering``: what was found this cycle, by
-    address (one check per registry per scheduling cycle)."""
-    try:
-        address = (directory(home) / "address").read_text().strip()
-    except OSError:
-        return ""
-    if not address or not image.startswith(address + "/"):
-        return ""
-    cache = answering if answering is not None else {}
-    if address not in cache:
-        found = running(home)
-        cache[address] = (
-            found is not None and owns_port(found.pid, port_of(address)) and _answers(address)
+    def why_not(self, image: str) -> str:
+        """Why ``image`` cannot be pulled now: it is in this registry, which does not
+        answer as itself (its process on its port); "" otherwise."""
+        if not self.address or not image.startswith(self.address + "/"):
+            return ""
+        if self._answering is None:
+            found = running(self.home)
+            self._answering = (
+                found is not None
+                and owns_port(found.pid, port_of(self.address))
+                and _answers(self.address)
+            )
+        if self._answering:
+            return ""
+        return (
+            f"image {image} is in the cluster registry at {self.address}, which does not "
+            "answer (ringleader registry start); the workload runs once it is back"
         )
-    if cache[address]:
-        return ""
-    return (
-        f"image {image} is in the cluster registry at {address}, which does not answer "
-        "(ringleader registry start); the workload runs once it is back"
-    )
 
 
 def _answers(address: str) -> bool:

@@ -80,14 +80,15 @@ class Placing(Pipeline):
             waits.add(preemption.for_workload)
             if self._still_waiting(preemption.for_workload):  # not deleted since the snapshot
                 self._preempt(preemption.workload, loaded.readable(preemption.reason))
-        notes, answering = {}, {}
+        notes, reach = {}, registry.Reachability(self.world.runs_dir.parent)
         for placement in decisions.placements:
             row = loaded.waiting.get(placement.workload)
             if row is None or placement.workload in waits:
                 continue
-            spec = WorkloadSpec.from_stored(row.spec)
-            image = spec.master().image or spec.spec.image or ""
-            held = registry.unreachable(image, self.world.runs_dir.parent, answering)
+            held = ""
+            if reach.address:  # a server with a registry: is this image's answering?
+                spec = WorkloadSpec.from_stored(row.spec)
+                held = reach.why_not(spec.master().image or spec.spec.image or "")
             if held:  # a wait, not a failure: placed in a later cycle, once it answers
                 if (row.phase_reason, row.phase_message) != ("ImageUnavailable", held):
                     self._note_pending({row.id: held}, "ImageUnavailable")

@@ -288,7 +288,7 @@ def container_of(
         # the arguments of its entrypoint (they replace its default arguments).
         "entrypoint": bool(request.spec.master().command),
         "pull": request.spec.master().image_pull_policy or request.spec.spec.image_pull_policy,
-        # Its pods stay up after their command for exec/bash (containers.IMAGE_KEEPALIVE).
+        # Its pods stay up after their command for exec/bash (keepalive.IMAGE_KEEPALIVE).
         "interactive": bool(request.spec.spec.interactive),
         "volumes": planned(request.spec),  # [host path, mount path, read-only]
         "allowed": list(images.host_paths),
