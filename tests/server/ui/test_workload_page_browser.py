@@ -4,6 +4,7 @@ failure's root cause, a pending workload's reason; screenshots of each state."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 from playwright.sync_api import expect
@@ -87,15 +88,26 @@ def _tables_fit(ui: UI) -> None:
         assert caption not in ("none", "normal", ""), (piece, caption)
 
 
-def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
+# Only rank 0 of the example prints; each pod says it starts, so every pod has logs.
+# Every rank then waits for the test's word, so the run is still going while the test
+# pauses and resumes the log (on a loaded machine two epochs can end before that).
+TRAIN_THEN_WAIT = """import os, runpy, sys, time
+print("rank", os.environ["RANK"], "starts", flush=True)
+sys.argv = ["digits", "--epochs", "2", "--no-checkpoint"]
+try:
+    runpy.run_module("ringleader.examples.digits", run_name="__main__")
+except SystemExit as ended:
+    assert not ended.code, ended.code
+while not os.path.exists(sys.argv[0] + ".release"):
+    time.sleep(0.1)
+"""
+
+
+def test_a_distributed_run_is_watched_live_to_completion(ui: UI, tmp_path: Path):
     api = _api(ui)
-    # Only rank 0 of the example prints; each pod says it starts, so every pod has logs.
-    command = (
-        "python -c \"import os, runpy, sys; print('rank', os.environ['RANK'], 'starts'); "
-        "sys.argv = ['digits', '--epochs', '2', '--no-checkpoint']; "
-        "runpy.run_module('ringleader.examples.digits', run_name='__main__')\""
-    )
-    wid = _submit(api, "digits", command, workers=2)
+    script = tmp_path / "train_then_wait.py"
+    script.write_text(TRAIN_THEN_WAIT.replace("sys.argv[0]", repr(str(script))))
+    wid = _submit(api, "digits", f"python {script}", workers=2)
     ui.login(path=f"/workloads/{wid}")
     page = ui.page
     page.evaluate("window.stillTheSamePage = true")
@@ -110,6 +122,8 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI):
     expect(page.locator("#log-state")).to_contain_text("paused")
     page.keyboard.press("Enter")
     expect(page.locator("#log-follow")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator(STATUS)).to_have_text("Running")  # the test's word ends it
+    Path(f"{script}.release").touch()
     expect(page.locator(STATUS)).to_have_text("Completed", timeout=300_000)
     assert page.evaluate("window.stillTheSamePage") is True  # no reload: live updates
     pods = ["digits-master-0", "digits-worker-0", "digits-worker-1"]
