@@ -20,7 +20,7 @@ from ringleader.sched import (
     Workload,
     schedule,
 )
-from tests.sched.helpers import GiB, binding, gpu_node, job, project
+from tests.sched.helpers import GiB, binding, bound_nodes, gpu_node, job, project
 
 
 def reason(snapshot: Snapshot, workload: str) -> str:
@@ -198,3 +198,26 @@ def test_a_mixed_gang_names_its_pod_and_each_workload_gets_its_own_reason() -> N
             f"pod {wid}-worker of a gang of 2 needs 4 whole GPUs on one node in pool default; "
             "the largest node has 2 (node-1)"
         )
+
+
+def _in_image(workload: Workload) -> Workload:
+    return replace(workload, pods=tuple(replace(p, image=True) for p in workload.pods))
+
+
+def test_image_pods_go_only_to_nodes_with_a_container_runtime_and_say_so() -> None:
+    """A node whose probe found no podman or docker gets no image pods; where no node
+    of the pool has one, the reason says so (not a shortage of GPUs)."""
+    bare = replace(gpu_node("bare", 8), runs_images=False)
+    snapshot = Snapshot(
+        nodes=(bare, gpu_node("podman", 2)),
+        projects=(project("a", 16),),
+        workloads=(_in_image(job("img", "a", gpus=1, pods=2)), job("proc", "a", gpus=4)),
+    )
+    decisions = schedule(snapshot)
+    assert bound_nodes(decisions, "img") == ["podman", "podman"]
+    assert bound_nodes(decisions, "proc") == ["bare"]  # process pods go anywhere
+    alone = replace(snapshot, nodes=(bare,), workloads=(_in_image(job("img", "a")),))
+    assert reason(alone, "img") == (
+        "pod img-0 runs in a container image, and no ready node in pool default has a "
+        "container runtime (podman or docker; `ringleader nodes list` shows each node's)"
+    )

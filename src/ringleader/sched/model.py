@@ -78,6 +78,7 @@ class Node:
     pool: str = DEFAULT_POOL
     labels: Mapping[str, str] = field(default_factory=dict)
     ready: bool = True
+    runs_images: bool = True  # has a container runtime (or is not known to lack one)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gpus", tuple(self.gpus))
@@ -178,6 +179,7 @@ class PodRequest:
     gpu_devices: int = 0
     gpu_portion: float | None = None
     gpu_memory_bytes: int | None = None
+    image: bool = False  # runs in a container image: only on a node that runs images
 
     def __post_init__(self) -> None:
         if self.cpu_cores < 0 or self.memory_bytes < 0 or self.gpu_devices < 0:

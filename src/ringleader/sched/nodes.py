@@ -34,13 +34,15 @@ class NodeState:
     """A node's free row, its devices' used shares and its pod count, as they change."""
 
     __slots__ = (
-        "capacity", "device_memory", "free", "gpus", "name", "pods", "pool", "ready", "used",
+        "capacity", "device_memory", "free", "gpus", "name", "pods", "pool", "ready",
+        "runs_images", "used",
     )  # fmt: skip
 
     def __init__(self, node: Node) -> None:
         self.name = node.name
         self.pool = node.pool
         self.ready = node.ready
+        self.runs_images = node.runs_images
         self.gpus = tuple(sorted(node.gpus, key=lambda g: g.index))
         self.capacity = (node.cpu_cores, float(node.memory_bytes))
         count = float(len(self.gpus))

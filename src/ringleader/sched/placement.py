@@ -223,6 +223,8 @@ def best_grant(order: NodeOrder, pod: PodRequest, largest_device_memory: int) ->
     wanted, whole = pod.gpu_devices, not pod.fractional
     share = wanted * device_share(pod, largest_device_memory) if wanted else 0.0
     for node in order.best_first(share):
+        if pod.image and not node.runs_images:
+            continue
         free = node.free
         if free[CPU] + EPS < pod.cpu_cores or free[MEMORY] < pod.memory_bytes:
             continue

@@ -51,7 +51,14 @@ def explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: 
 def _signature(pod: PodRequest | None) -> tuple[object, ...]:
     if pod is None:
         return ()
-    return (pod.cpu_cores, pod.memory_bytes, pod.gpu_devices, pod.gpu_portion, pod.gpu_memory_bytes)
+    return (
+        pod.cpu_cores,
+        pod.memory_bytes,
+        pod.gpu_devices,
+        pod.gpu_portion,
+        pod.gpu_memory_bytes,
+        pod.image,
+    )
 
 
 def _explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: Shortfall) -> str:
@@ -64,7 +71,13 @@ def _explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall:
             else f"no node in pool {pool}"
         )
     pod = shortfall.pod or max(pods, key=pod_size)
-    what, offer = _shortage(nodes, pod)
+    if pod.image and not any(n.runs_images for n in nodes):
+        return (
+            f"pod {pod.name} runs in a container image, and no ready node in pool {pool} "
+            "has a container runtime (podman or docker; `ringleader nodes list` shows each "
+            "node's)"
+        )
+    what, offer = _shortage([n for n in nodes if n.runs_images or not pod.image], pod)
     if shortfall.pod is None and offer == ALL_AT_ONCE:
         return _pool_shortage(cluster, pool, pods)
     if len(pods) == 1:

@@ -33,6 +33,8 @@ from ringleader import sched
 from ringleader.sched.model import UNMANAGED, Strategy
 from ringleader.server import models
 from ringleader.server.engine_pools import fold
+from ringleader.server.images import stand_in_for
+from ringleader.server.inventory import RUNTIME_FACT
 from ringleader.server.phases import HOLDING, LINGERING
 from ringleader.spec import Compute, WorkloadSpec, parse_quantity
 
@@ -69,8 +71,11 @@ def preemptible(spec: WorkloadSpec) -> bool | None:
     return None if value is None else value == "preemptible"
 
 
-def pod_request(name: str, compute: Compute, *, gpus: bool = True) -> sched.PodRequest:
-    """What one pod asks the scheduler for (``gpus=False``: CPU and memory only)."""
+def pod_request(
+    name: str, compute: Compute, *, gpus: bool = True, image: bool = False
+) -> sched.PodRequest:
+    """What one pod asks the scheduler for (``gpus=False``: CPU and memory only;
+    ``image``: it runs in a container image, so only on a node that runs images)."""
     devices = compute.gpu_devices_request or 0
     portion = memory = None
     by_memory = compute.gpu_request_type == "memory" or (
@@ -91,6 +96,7 @@ def pod_request(name: str, compute: Compute, *, gpus: bool = True) -> sched.PodR
         gpu_devices=devices if gpus else 0,
         gpu_portion=portion,
         gpu_memory_bytes=memory,
+        image=image,
     )
 
 
@@ -99,15 +105,18 @@ def pod_requests(spec: WorkloadSpec, name: str) -> list[sched.PodRequest]:
     mpirun: it asks for GPUs only when it has its own master spec."""
     master = spec.master()
     own_master = not spec.master_spec_same_as_worker and spec.master_spec is not None
+    # A walkthrough image's stand-in runs as processes wherever its image is missing.
+    image = master.image or spec.spec.image
+    in_image = bool(image) and stand_in_for(image) is None
     requests = []
     for pod, role, _ in spec.pod_layout(name):
         if role == "worker":
-            requests.append(pod_request(pod, spec.spec.compute))
+            requests.append(pod_request(pod, spec.spec.compute, image=in_image))
         else:
             registered = spec.registered_framework
             runs_ranks = registered is None or registered.layout.head_runs_ranks
             gpus = runs_ranks or own_master
-            requests.append(pod_request(pod, master.compute, gpus=gpus))
+            requests.append(pod_request(pod, master.compute, gpus=gpus, image=in_image))
     return requests
 
 
@@ -120,6 +129,8 @@ def to_sched_node(row: models.Node) -> sched.Node:
         pool=row.pool,
         labels=dict(row.labels or {}),
         ready=row.ready,
+        # A node that said it has no container runtime ("") gets no image pods.
+        runs_images=(row.facts or {}).get(RUNTIME_FACT) != "",
     )
 
 
