@@ -50,6 +50,8 @@ def runtime_of(node: NodeOut) -> str:
     found = node.facts.get("containerRuntime")
     if found:
         return f"image pods run with {found}"
+    if node.facts.get("containerRuntimeError"):
+        return f"container runtime broken ({node.facts['containerRuntimeError']}): no image pods"
     if "containerRuntime" in node.facts:
         return "no container runtime (podman or docker): workloads with an image cannot run"
     return "container runtime unknown"

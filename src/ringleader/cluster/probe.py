@@ -97,6 +97,33 @@ def version(package: str) -> str | None:
         return None
 
 
+def container_runtime() -> tuple[str, str]:
+    """("podman 4.3.1" (or docker's), "") for what runs a node's image pods; ("", why)
+    when one is installed but broken (its ``version`` fails); ("", "") for none.  The
+    same order and test as ``launch/containers.detect``, which this must not import."""
+    broken = ""
+    for name in ("podman", "docker"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        try:
+            done = subprocess.run(
+                [path, "version", "--format", "{{.Client.Version}}"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            broken = broken or f"{name} version: {exc}"
+            continue
+        if done.returncode == 0 and done.stdout.strip():
+            return f"{name} {done.stdout.strip()}", ""
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        broken = broken or f"{name} version: {last[:200]}"
+    return "", broken
+
+
 def addresses() -> dict[str, str]:
     """IPv4 address -> interface name (from ``ip -o -4 addr``; it may live in sbin,
     outside a non-root login's PATH)."""
@@ -239,6 +266,7 @@ def node() -> dict[str, object]:
     import platform
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    runtime, runtime_error = container_runtime()
     return {
         "hostname": socket.gethostname(),
         "cpu_cores": cores or 1,
@@ -249,6 +277,8 @@ def node() -> dict[str, object]:
         "python_version": ".".join(map(str, sys.version_info[:3])),
         "torch": version("torch"),
         "ringleader": version("ringleader"),
+        "containerRuntime": runtime,
+        "containerRuntimeError": runtime_error,
     }
 
 

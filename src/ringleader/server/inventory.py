@@ -41,6 +41,8 @@ SIMULATED_CPU_PER_GPU = 8
 SIMULATED_MEMORY_PER_GPU = 64 * 10**9
 #: The container runtime a node runs image pods with ("podman 4.3.1"; "" for none).
 RUNTIME_FACT = "containerRuntime"
+#: Why a node's installed runtime does not work (its ``version`` failed); absent if none.
+RUNTIME_ERROR_FACT = "containerRuntimeError"
 STAND_IN_GPUS = 8  # simulated GPUs of a local node that has none
 _GROUP = re.compile(
     r"^(?P<count>\d+)x(?P<gpus>\d+)gpu(?::(?P<memory>[0-9.]+[A-Za-z]*))?(?:@(?P<pool>[a-z0-9-]+))?$"

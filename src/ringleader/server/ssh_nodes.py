@@ -24,6 +24,7 @@ from typing import Any
 from ringleader.cluster.doctor import PROBE
 from ringleader.errors import HostUnreachable
 from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
+from ringleader.server.inventory import RUNTIME_ERROR_FACT, RUNTIME_FACT
 
 PROBE_TIMEOUT_S = 30.0
 
@@ -95,6 +96,10 @@ def node_state(facts: dict[str, Any], python: str, probed_at: float) -> NodeStat
         key: facts.get(key)
         for key in ("hostname", "os", "python", "python_version", "torch", "ringleader")
     }
+    # "" is a fact too (no runtime: no image pods there); a node too old to say has none.
+    kept[RUNTIME_FACT] = str(facts.get(RUNTIME_FACT) or "")
+    if facts.get(RUNTIME_ERROR_FACT):  # installed but broken: why, for nodes list
+        kept[RUNTIME_ERROR_FACT] = str(facts[RUNTIME_ERROR_FACT])
     kept["probed_at"] = probed_at
     message = (
         ""

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -179,6 +180,33 @@ def test_probe_answers_become_capacity_and_readiness() -> None:
     assert state.facts["torch"] == "2.13.0" and state.facts["probed_at"] == 1.0
     missing = node_state({**facts, "ringleader": None}, PY, probed_at=1.0)
     assert not missing.ready and "ringleader install" in missing.message and PY in missing.message
+
+
+def test_a_nodes_broken_podman_is_said_and_its_node_gets_no_image_pods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime whose ``version`` fails is no runtime (no image pods go there), and
+    ``nodes list`` says why; process pods still may."""
+    from ringleader.cli.top import runtime_of
+    from ringleader.cluster import probe
+    from ringleader.server import models
+    from ringleader.server.snapshot import to_sched_node
+    from ringleader.server.ssh_nodes import node_state
+
+    broken = tmp_path / "podman"
+    broken.write_text("#!/bin/sh\necho 'Error: database is locked' >&2\nexit 125\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker either
+    assert probe.container_runtime() == ("", "podman version: Error: database is locked")
+    facts = {**probe.node(), "ringleader": "0.1.0"}
+    state = node_state(facts, PY, probed_at=1.0)
+    assert state.ready and state.facts["containerRuntime"] == ""
+    row = models.Node(name="n1", kind="ssh", cpu_cores=2, memory_bytes=2**30, gpus=[],
+                      pool="default", labels={}, ready=True, facts=state.facts)  # fmt: skip
+    assert not to_sched_node(row).runs_images
+    assert runtime_of(SimpleNamespace(facts=state.facts)) == (  # type: ignore[arg-type]
+        "container runtime broken (podman version: Error: database is locked): no image pods"
+    )
 
 
 def test_mpi_ranks_pick_their_own_binding_from_the_exported_map() -> None:
