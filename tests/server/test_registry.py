@@ -137,8 +137,13 @@ def test_a_bad_port_is_refused_naming_the_flag(tmp_path: Path, port: str) -> Non
 def test_the_password_goes_only_to_a_port_the_registry_process_holds(tmp_path: Path) -> None:
     """A tenant's listener on the registry's port (while it is down) is not taken for
     it: the kernel's socket table says whose the port is, and an agent refuses to
-    pull from it rather than send it the password or run what it serves."""
-    from ringleader.launch import containers, listeners
+    pull from it rather than send it the password or run what it serves; nor does
+    the supervisor hand the password to another host's agent."""
+    from ringleader.launch import listeners, registry_pull
+
+    def flags(container: dict, image: str) -> tuple[list[str], str]:
+        with registry_pull.registry_flags(container, image, str(tmp_path)) as found:
+            return found
 
     with socket.create_server(("127.0.0.1", 0)) as impostor:
         port = impostor.getsockname()[1]
@@ -150,12 +155,54 @@ def test_the_password_goes_only_to_a_port_the_registry_process_holds(tmp_path: P
             where.mkdir()
             (where / "address").write_text(f"127.0.0.1:{port}\n")
             (where / "registry.pid").write_text(f"{sleeper.pid}\n")
+            (where / "auth.json").write_text('{"auths": {}}')
             image = f"127.0.0.1:{port}/team/train:1"
-            flags, refused = containers.registry_flags({"registry_dir": str(where)}, image)
-            assert flags == [] and "not served by the registry's process" in refused
-            other = containers.registry_flags({"registry_dir": str(where)}, "quay.io/a/b:1")
+            container = {"registry_dir": str(where), "image": image}
+            found, refused = flags(container, image)
+            assert found == [] and "not served by the registry's process" in refused
+            other = flags(container, "quay.io/a/b:1")
             assert other == ([], "")  # another registry: nothing to do with this one
+            remote = registry_pull.for_host(container, "node-1", local=False)
+            assert "registry" not in remote and "registry_dir" not in remote
+            assert "not served by the registry's process" in flags(remote, image)[1]
         finally:
             sleeper.kill()
             sleeper.wait()
     assert not listeners.owns_port(os.getpid(), port)  # closed: nobody listens
+
+
+def test_another_hosts_agent_gets_the_password_for_its_pull_only(tmp_path: Path) -> None:
+    """An SSH node has no registry directory: the supervisor checks the port on the
+    head and hands the password over; the agent keeps it in a 0600 file of its
+    private run directory while it pulls, then removes it. An address only the
+    head reaches is refused naming the fix."""
+    from ringleader.launch import registry_pull
+
+    with socket.create_server(("0.0.0.0", 0)) as served:
+        port = served.getsockname()[1]
+        where = tmp_path / "registry"
+        where.mkdir()
+        (where / "registry.pid").write_text(f"{os.getpid()}\n")  # this process serves it
+        (where / "auth.json").write_text('{"auths": {"x": {"auth": "c2VjcmV0"}}}')
+        image = f"192.0.2.7:{port}/team/train:1"
+        (where / "address").write_text(f"192.0.2.7:{port}\n")
+        container = {"registry_dir": str(where), "image": image, "runtime": "podman"}
+        assert registry_pull.for_host(container, "head", local=True) is container
+        remote = registry_pull.for_host(container, "node-1", local=False)
+        assert "registry_dir" not in remote and remote["runtime"] == "podman"
+        assert remote["registry"]["address"] == f"192.0.2.7:{port}"
+        scratch = tmp_path / "rundir"
+        scratch.mkdir(mode=0o700)
+        with registry_pull.registry_flags(remote, image, str(scratch)) as (flags, refused):
+            assert refused == "" and flags[:2] == ["--tls-verify=false", "--authfile"]
+            authfile = Path(flags[2])
+            assert authfile.parent == scratch and authfile.stat().st_mode & 0o777 == 0o600
+            assert "c2VjcmV0" in authfile.read_text()
+        assert not authfile.exists()
+        with registry_pull.registry_flags(remote, "quay.io/a/b:1", str(scratch)) as other:
+            assert other == ([], "")
+        (where / "address").write_text(f"127.0.0.1:{port}\n")
+        image = f"127.0.0.1:{port}/team/train:1"
+        loop = registry_pull.for_host({**container, "image": image}, "node-1", local=False)
+        assert "node-1 cannot reach" in loop["registry_refused"]
+        assert "registry start --host" in loop["registry_refused"]

@@ -116,7 +116,7 @@ class Agent:
         if msg.get("container"):
             from ringleader.launch import containers
 
-            self.container, problem = containers.ready_image(msg["container"])
+            self.container, problem = containers.ready_image(msg["container"], self.rundir)
             if problem:  # not a crash: no rank starts, and no restart would help
                 self.writer.send("fatal", stage="image", detail=problem)
                 return

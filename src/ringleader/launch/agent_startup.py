@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ringleader.launch import netif, prestart, spawned
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.plan import LaunchSpec, NodeFacts
+from ringleader.launch.registry_pull import for_host
 from ringleader.launch.ssh import SSHOptions, classify_failure
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ def start_agents(
             network_interface=spec.network_interface,
             node_rank=node,
             grace=spec.grace_s,
-            container=spec.container or None,
+            # Another host gets the registry's password, not the head's directory.
+            container=for_host(spec.container, host.name, host.is_local) or None,
             **({"environ": env} if sudo[0] else {}),
         )
 

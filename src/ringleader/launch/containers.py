@@ -47,10 +47,11 @@ import shutil
 import subprocess
 from typing import Any
 
-from ringleader.launch import container_mounts, listeners
+from ringleader.launch import container_mounts
 from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
 from ringleader.launch.keepalive import image_keepalive_argv
 from ringleader.launch.rank_process import CPU_AFFINITY
+from ringleader.launch.registry_pull import registry_flags
 
 LABEL = "ringleader.job"
 GPUS_VAR = "CUDA_VISIBLE_DEVICES"
@@ -115,44 +116,48 @@ def detected() -> dict[str, str] | None:
     return detect()
 
 
-def ready_image(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def ready_image(container: dict[str, Any], scratch: str) -> tuple[dict[str, Any], str]:
     """On this host, before any rank: ``container`` with its runtime's path here, and
     the image pulled as its policy says (``pull``: Always, IfNotPresent (default),
     Never); "" or the reason no rank can start (the registry's own words, a pull that
     took longer than its ``pull_timeout``, no runtime on this host).  An interactive
     pod with no command of its own gets the image's default (``image_default``),
-    read here once for every rank of the host."""
-    here, problem = _pulled(container)
+    read here once for every rank of the host.  ``scratch``: the agent's private
+    run directory (a registry password handed to it is kept there for the pull)."""
+    here, problem = _pulled(container, scratch)
     if not problem and here.get("interactive") and not here.get("entrypoint"):
         here["image_default"] = image_config(str(here["runtime"]), str(here["image"]))
     return here, problem
 
 
-def _pulled(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _pulled(container: dict[str, Any], scratch: str) -> tuple[dict[str, Any], str]:
     """``ready_image`` but the image's default."""
     name = str(container.get("runtime") or "podman")
-    runtime = shutil.which(name)
+    # The head's choice, else this host's own (an SSH node may have docker only).
+    runtime = shutil.which(name) or next(filter(None, map(shutil.which, RUNTIMES)), None)
     image = str(container["image"])
     if runtime is None:
-        return container, f"this host has no {name} to run image {image}"
-    here = {**container, "runtime": runtime, "init": has_init(runtime)}
+        return container, f"this host has no {' or '.join(RUNTIMES)} to run image {image}"
+    # A registry password handed to this host is for the pull only (registry_pull).
+    kept = {k: v for k, v in container.items() if k != "registry"}
+    here = {**kept, "runtime": runtime, "init": has_init(runtime)}
     policy = str(container.get("pull") or "IfNotPresent")
     if policy != "Always" and image_present(runtime, image):
         return here, ""
     if policy == "Never":
         return here, f"image {image} is not on this host and its pull policy is Never"
     limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)
-    flags, refused = registry_flags(container, image)
-    if refused:
-        return here, refused
     try:
-        done = subprocess.run(
-            [runtime, "pull", "--quiet", *flags, "--", image],
-            capture_output=True,
-            text=True,
-            timeout=limit,
-            check=False,
-        )
+        with registry_flags(container, image, scratch) as (flags, refused):
+            if refused:
+                return here, refused
+            done = subprocess.run(
+                [runtime, "pull", "--quiet", *flags, "--", image],
+                capture_output=True,
+                text=True,
+                timeout=limit,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         return here, (
             f"pulling image {image} did not finish in {limit:g} s "
@@ -164,31 +169,6 @@ def _pulled(container: dict[str, Any]) -> tuple[dict[str, Any], str]:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return here, f"cannot pull image {image}: {last.removeprefix('Error: ')}"
     return here, ""
-
-
-def registry_flags(container: dict[str, Any], image: str) -> tuple[list[str], str]:
-    """For an image in the server's own registry (``registry_dir``'s ``address``):
-    plain HTTP and its password file (server/registry.py), or why not to pull at all
-    (its port is not the registry process's: another listener would be sent the
-    password, or serve its own image); none for any other image."""
-    where = str(container.get("registry_dir") or "")
-    if not where:
-        return [], ""
-    try:
-        with open(os.path.join(where, "address")) as found:
-            address = found.read().strip()
-        with open(os.path.join(where, "registry.pid")) as found:
-            pid = int(found.read().strip() or 0)
-    except (OSError, ValueError):
-        return [], ""
-    if not address or not image.startswith(address + "/"):
-        return [], ""
-    if not listeners.owns_port(pid, listeners.port_of(address)):
-        return [], (
-            f"image {image} is in the cluster registry, but {address} is not served by the "
-            "registry's process now: not pulling from it (ringleader registry start)"
-        )
-    return ["--tls-verify=false", "--authfile", os.path.join(where, "auth.json")], ""
 
 
 def has_init(runtime: str) -> bool:

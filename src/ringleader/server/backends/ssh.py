@@ -19,6 +19,7 @@ Invariant: ``plan`` stays pure: it reads the book (memory), never the network.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any, ClassVar
 
 from ringleader.errors import Conflict
 from ringleader.hosts import Host
+from ringleader.launch.containers import detected as detect_runtime
 from ringleader.launch.detached import LaunchFile
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import (
@@ -36,6 +38,9 @@ from ringleader.server.backends.base import (
 )
 from ringleader.server.backends.local import LocalBackend
 from ringleader.server.backends.local.planning import LocalPod, Where
+
+#: The runtime of a gang on SSH nodes when the head has none: each node's own.
+NODES_OWN_RUNTIME = {"name": "podman", "path": "podman", "version": "each node's"}
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,11 @@ class SSHBackend(LocalBackend):
     def __init__(self, *, book: NodeBook | None = None, **options: Any) -> None:
         super().__init__(**options)
         self.book = book or NodeBook()
+        if self.runtime is None and "container_runtime" not in options:
+            # Each node's agent runs its own (ready_image); the scheduler places image
+            # pods only on nodes whose probe found one (sched.Node.runs_images).
+            self.runtime = detect_runtime() or NODES_OWN_RUNTIME
+            self.capabilities = dataclasses.replace(self.capabilities, container_images=True)
 
     @classmethod
     def configured(cls, context: BackendContext, arg: str = "") -> SSHBackend:

@@ -1,0 +1,105 @@
+"""Image pods on SSH nodes (issue 24, items 1 and 2): a gang on three hosts whose image
+exists only in the cluster registry, pulled by each host's agent with the password
+the supervisor hands it.
+
+Every host is a network namespace with its own sshd and its own podman storage
+(``own_containers``): an image one host pulls is on that host only, as on
+separate machines.  The registry runs on the head (this machine) at the test
+network's bridge address, which every host reaches.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from tests.fixtures.images import job_containers, podman, python_image
+from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
+    TestHostNetwork,
+    make_test_hosts_fixture,
+)
+from tests.helpers.ssh_cluster import Server, import_hosts
+from tests.server.conftest import stop_workloads
+
+__all__ = ["python_image"]  # the fixture, used by name
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ringleader", *args, "--data-dir", str(home)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _free_port(address: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((address, 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def registry_cluster(
+    make_test_hosts, python_image: str, tmp_path: Path
+) -> Iterator[tuple[Server, TestHostNetwork, str]]:
+    """Three hosts of their own storage, a registry on the head holding the test
+    image (and the head's own store not: only the registry has it), a server."""
+    require(shutil.which("docker-registry") is not None, "docker-registry (Debian package)")
+    net: TestHostNetwork = make_test_hosts(3, own_containers=True)
+    home = tmp_path / "home"
+    at = net.bridge_address
+    port = _free_port(at)
+    started = _cli(home, "registry", "start", "--host", at, "--port", str(port))
+    assert started.returncode == 0, started.stderr
+    target = f"{at}:{port}/ringleader-test/debian-python:bookworm"
+    server = Server(home, "--no-local-node", "--placement", "spread", "--ssh-config",
+                    str(net.ssh_config))  # fmt: skip
+    try:
+        pushed = _cli(home, "image", "push", python_image)
+        assert pushed.returncode == 0 and f"pushed: {target}" in pushed.stdout, pushed.stderr
+        podman("rmi", "--force", target)
+        server.start()
+        yield server, net, target
+    finally:
+        server.kill()
+        stop_workloads(server.home)
+        _cli(home, "registry", "stop")
+        podman("rmi", "--force", target)
+
+
+def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
+    registry_cluster: tuple[Server, TestHostNetwork, str], tmp_path: Path
+) -> None:
+    server, net, target = registry_cluster
+    for host in net.hosts:  # each host's own store: the image is on none of them
+        assert net.ssh(host, "podman", "image", "exists", target).returncode == 1
+    import_hosts(server, net, tmp_path)
+    for host in net.hosts:  # each node's probe found its runtime
+        facts = server.node(host.address)["facts"]
+        assert facts["containerRuntime"].startswith("podman "), facts
+    listed = server.cli("nodes", "list").stdout
+    assert "podman" in listed, listed
+    script = 'echo "rank $RANK on $RINGLEADER_NODE in $(. /etc/os-release; echo $ID)"'
+    wid = server.submit("reg", tmp_path, f"sh -c '{script}'", image=target)
+    done = server.wait_phase(wid, {"Completed", "Failed"}, timeout=240)
+    assert done["phase"] == "Completed", (
+        done.get("phaseMessage"),
+        server.cli("logs", "reg").stdout,
+    )
+    logs = server.cli("logs", "reg").stdout
+    ran_on = set(re.findall(r"rank \d on (\S+) in debian", logs))
+    assert ran_on == {h.address for h in net.hosts}, logs  # spread: one pod a host
+    for host in net.hosts:  # each host pulled it, and left no container of the job
+        assert net.ssh(host, "podman", "image", "exists", target).returncode == 0
+        left = net.ssh(host, "podman", "ps", "-a", "--filter", f"label=ringleader.job={wid}",
+                       "--format", "{{.Names}}")  # fmt: skip
+        assert left.returncode == 0 and left.stdout.strip() == "", left
+    assert podman("image", "exists", target).returncode == 1  # the head did not pull it
+    assert job_containers(wid) == []
