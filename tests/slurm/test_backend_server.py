@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import job_pids, wait_until
+from tests.fixtures.images import python_image
 from tests.fixtures.slurmcluster import SlurmCluster
 from tests.helpers import phases as phases_helper
 from tests.helpers.phases import actual_phase, stayed
 from tests.server.conftest import ServerProcess, stop_workloads
 
+__all__ = ["python_image"]  # the fixture, used by name
 TIMEOUT_S = 180
 
 
@@ -260,3 +262,23 @@ def test_a_job_that_cannot_fit_waits_with_slurms_reason_and_bad_input_is_refused
         done = wait_phase(server, "waits", "Completed", "Failed")
         assert done["actualPhase"] == "Completed", done["phaseMessage"]
         assert logs(server, "waits").count("ran at last") == 2
+
+
+def test_an_image_workload_runs_in_its_image_in_the_job_steps(
+    slurm: SlurmCluster, python_image: str, tmp_path: Path
+) -> None:
+    """Where the cluster's nodes have podman, each job step's agent runs its ranks as
+    ``podman run`` of the workload's image (issue 24, item 6), and removes them."""
+    from tests.fixtures.images import job_containers
+
+    script = 'echo "rank $RANK on $RINGLEADER_NODE in $(. /etc/os-release; echo $PRETTY_NAME)"'
+    with slurm_server(tmp_path / "home", slurm) as server:
+        ok(server.cli("submit-dist", "pytorch", "img", "--workers", "1", "-i", python_image,
+                      "--command", "--", "sh", "-c", script, cwd=str(tmp_path)))  # fmt: skip
+        done = wait_phase(server, "img", "Completed", "Failed")
+        assert done["actualPhase"] == "Completed", done
+        out = logs(server, "img")
+        for pod, rank in (("img-master-0", 0), ("img-worker-0", 1)):
+            line = rf"^\[{pod}\] rank {rank} on rl\d in Debian GNU/Linux 12 \(bookworm\)$"
+            assert re.search(line, out, re.M), out
+        assert job_containers(f"rl-{done['workloadId']}") == []

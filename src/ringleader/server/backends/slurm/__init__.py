@@ -30,6 +30,7 @@ idempotent; a poll that cannot reach Slurm reports Unknown, never an end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ringleader.errors import InvalidSpec, RingleaderError
+from ringleader.launch.containers import detected as detect_runtime
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,
@@ -50,11 +52,13 @@ from ringleader.launch.detached import (
 )
 from ringleader.sched import DEFAULT_POOL
 from ringleader.server.backends.base import (
+    DEFAULT_IMAGES,
     Backend,
     BackendContext,
     BackendRequest,
     BackendStatus,
     Capabilities,
+    ImagePolicy,
     LogLine,
 )
 from ringleader.server.backends.local.homes import prepare_account_dirs
@@ -63,6 +67,7 @@ from ringleader.server.backends.local.planning import pods_from_launch
 from ringleader.server.backends.local.processes import tail
 from ringleader.server.backends.slurm.planning import SlurmPlan, SlurmSettings, plan_job
 from ringleader.server.backends.slurm.status import job_status
+from ringleader.server.images import runs_in_container
 from ringleader.server.inventory import NodeDecl
 from ringleader.slurm import commands
 from ringleader.slurm.commands import SlurmError
@@ -110,8 +115,16 @@ class SlurmBackend(Backend[SlurmPlan]):
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         poll_interval_s: float = 1.0,
+        container_runtime: dict[str, str] | None = None,
+        images: ImagePolicy = DEFAULT_IMAGES,
     ) -> None:
         self.settings = settings
+        # Image pods run as ``podman run`` inside the job step on each node (the
+        # runtime found here; each node's agent finds its own), with the admin's policy.
+        self.runtime = container_runtime
+        self.images = images
+        if container_runtime is not None:
+            self.capabilities = dataclasses.replace(self.capabilities, container_images=True)
         self.pools = pools or (DEFAULT_POOL,)
         self.python = python
         self.grace_s = grace_s
@@ -130,7 +143,13 @@ class SlurmBackend(Backend[SlurmPlan]):
     def configured(cls, context: BackendContext, arg: str = "") -> SlurmBackend:
         """From ``--backend slurm:ARG``: refuses (naming ``--backend``) a partition Slurm
         does not have, or a Slurm it cannot reach, before the server starts."""
-        backend = cls(SlurmSettings.parse(arg), pools=tuple(context.pools), python=context.python)
+        backend = cls(
+            SlurmSettings.parse(arg),
+            pools=tuple(context.pools),
+            python=context.python,
+            container_runtime=detect_runtime(),
+            images=context.images,
+        )
         backend.check_partition()
         return backend
 
@@ -184,8 +203,15 @@ class SlurmBackend(Backend[SlurmPlan]):
 
     # ----- plan, submit ------------------------------------------------------------------
     def plan(self, request: BackendRequest) -> SlurmPlan:
+        in_image = runs_in_container(request.image, self.runtime)
         return plan_job(
-            request, self.settings, self.nodes(), python=self.python, grace_s=self.grace_s
+            request,
+            self.settings,
+            self.nodes(),
+            python=self.python,
+            grace_s=self.grace_s,
+            runtime=self.runtime if in_image else None,
+            images=self.images,
         )
 
     def start(self, request: BackendRequest) -> str:

@@ -34,7 +34,13 @@ from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch.detached import SUPERVISOR_LOG, LaunchFile
 from ringleader.runtime.env import POD_GPUS
-from ringleader.server.backends.base import BackendRequest, PodPlacement, RunAs
+from ringleader.server.backends.base import (
+    DEFAULT_IMAGES,
+    BackendRequest,
+    ImagePolicy,
+    PodPlacement,
+    RunAs,
+)
 from ringleader.server.backends.local.planning import LocalPod, Where, plan_launch
 from ringleader.slurm.nodes import SlurmNode
 from ringleader.slurm.sbatch import SbatchRequest, render_script, validate_time
@@ -229,8 +235,11 @@ def plan_job(
     *,
     python: str,
     grace_s: float,
+    runtime: dict[str, str] | None = None,
+    images: ImagePolicy = DEFAULT_IMAGES,
 ) -> SlurmPlan:
-    """The sbatch job for ``request`` (pure); ``nodes``: the partition's, for ``check_fits``."""
+    """The sbatch job for ``request`` (pure); ``nodes``: the partition's, for ``check_fits``;
+    ``runtime``: when its image's pods run in the image (``podman run`` in the job step)."""
     spec = request.spec
     check_fits(spec, settings.partition, nodes)
     shape = node_shape(spec)
@@ -249,6 +258,8 @@ def plan_job(
         python=python,
         grace_s=grace_s,
         where=Where(hosts=placeholder_hosts, restarts_in_place=True),
+        runtime=runtime,
+        images=images,
     )
     rank_env = {
         rank: {k: v for k, v in env.items() if k not in _SLURM_DECIDES}
