@@ -245,7 +245,7 @@ def _leftover_cgroups(workload_id: str, depth: int = 4) -> list[str]:
     return found
 
 
-def test_deleting_a_running_image_workload_leaves_no_container_or_process(
+def test_an_image_workload_outlives_a_server_kill_9_and_delete_leaves_nothing(
     python_image: str, tmp_path: Path, work: Path
 ) -> None:
     with running_server(tmp_path / "home") as server:
@@ -253,6 +253,13 @@ def test_deleting_a_running_image_workload_leaves_no_container_or_process(
                            command="echo up; exec sleep 600")  # fmt: skip
         wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 120, "running")
         assert len(job_containers(f"rl-{workload}")) == 2
+        # kill -9 of the server: the detached supervisor and its containers go on, and
+        # the next server re-adopts the workload (its status, exec, delete).
+        server.kill()
+        assert len(job_containers(f"rl-{workload}")) == 2
+        server.start()
+        described = server.cli("describe", "sleeper").stdout
+        assert re.search(r"Status:\s+Running", described), described
         # exec is `podman exec` into the pod's container: the image's software, the
         # rank's environment and directory.
         inside = server.cli("exec", "sleeper", "--pod", "worker-0", "--", "sh", "-c",
