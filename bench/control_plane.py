@@ -438,8 +438,8 @@ def main() -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run (1 run of 1 epoch without warm-up, 100 submissions, 1 burst, "
-        "30 of ~100 KB, 1000 rows, 30 GETs, 25 GETs under the flood); writes nothing",
+        help="smoke run (1 run of 1 epoch without warm-up, 40 submissions, 1 burst, "
+        "10 of ~100 KB, 300 rows, 15 GETs, 15 GETs under the flood); writes nothing",
     )
     parser.add_argument("--stalled", type=int, default=20, help="stops in flight (stalls)")
     parser.add_argument("--stop-s", type=float, default=20.0, help="how long each stop takes")
@@ -449,10 +449,10 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.quick:
-        args.runs, args.epochs, args.submissions, args.bursts = 1, 1, 100, 1
-        args.rows, args.requests, args.quiet_wait, args.tries = 1000, 30, 0, 1
-        args.stalled, args.stop_s, args.probes = 3, 3.0, 3
-        args.flood_requests, args.big_submissions = 25, 30
+        args.runs, args.epochs, args.submissions, args.bursts = 1, 1, 40, 1
+        args.rows, args.requests, args.quiet_wait, args.tries = 300, 15, 0, 1
+        args.stalled, args.stop_s, args.probes = 2, 2.0, 2
+        args.flood_requests, args.big_submissions = 15, 10
     args.warm = not args.quick
     QUIET.update(max_wait_s=args.quiet_wait, tries=args.tries, max_other_cores=args.max_other_cores)
     os.environ[MARKER] = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"

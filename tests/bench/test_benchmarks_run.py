@@ -9,7 +9,7 @@ SQLite only (its PostgreSQL path is the same code over another URL, and
 ``tests/server`` covers PostgreSQL), to keep this module short on a small
 machine. They are started together (``runs``) and each test waits for its own:
 they mostly wait on servers and a Slurm cluster, so together they take about the
-time of the longest (157 s here against 224 s one after another). No figure is
+time of the longest (about 125 s here against about 200 s one after another). No figure is
 asserted: a smoke run on a shared machine measures nothing; what is checked is
 that it ends well and shows its table.
 """

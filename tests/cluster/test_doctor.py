@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -72,17 +73,30 @@ def test_a_healthy_trio_passes_every_check(make_test_hosts: MakeHosts, tmp_path:
 
 
 def test_bandwidth_is_measured_across_the_hosts_after_the_checks(
-    make_test_hosts: MakeHosts, tmp_path: Path
+    make_test_hosts: MakeHosts, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     net = make_test_hosts(3)
     code = project(tmp_path)
     hosts = [h.address for h in net.hosts]
     argv = [sys.executable, "-m", "ringleader", "doctor", *hosts, "--workdir", str(code),
             "--ssh-config", str(net.ssh_config), "--min-free-gb", "0.01", "--sizes", "4K,1M"]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "allreduce over gloo, 3 ranks" in done.stdout
-    rows = [ln.split() for ln in done.stdout.splitlines() if ln.strip().startswith(("4K", "1M"))]
+    # One real measurement (three ranks over gloo, ~25 s here), read as --json ...
+    out = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    measured = json.loads(out.stdout)["bandwidth"]
+    assert not measured["error"]
+    assert [(r["bytes"], r["ranks"]) for r in measured["rows"]] == [(4096, 3), (2**20, 3)]
+    for r in measured["rows"]:
+        assert r["busbw"] == pytest.approx(r["algbw"] * 4 / 3)
+        assert r["busbw"] == pytest.approx(r["moved"] / r["seconds"])
+    # ... and shown as the table doctor prints without --json (the same function).
+    from ringleader.cli.doctor import _bandwidth_table
+
+    capsys.readouterr()
+    _bandwidth_table(SimpleNamespace(**measured), len(hosts))
+    shown = capsys.readouterr().out
+    assert "allreduce over gloo, 3 ranks" in shown
+    rows = [ln.split() for ln in shown.splitlines() if ln.strip().startswith(("4K", "1M"))]
     assert [r[0] for r in rows] == ["4K", "1M"]
     assert [r[1] for r in rows] == ["5.333K", "1.333M"]  # 2(N-1)K/N for N = 3
     # Each rate in a unit that shows it: three significant digits, never "0.000 GB/s".
@@ -90,14 +104,6 @@ def test_bandwidth_is_measured_across_the_hosts_after_the_checks(
         rates = re.findall(r"(\d+(?:\.\d+)?) ([KMG]?B/s)", " ".join(row))
         assert len(rates) == 2, row  # algbw and busbw
         assert all(1 <= float(figure) < 1000 for figure, _ in rates), row
-
-    out = subprocess.run([*argv, "--json"], capture_output=True, text=True, timeout=300)
-    measured = json.loads(out.stdout)["bandwidth"]
-    assert out.returncode == 0 and not measured["error"]
-    assert [(r["bytes"], r["ranks"]) for r in measured["rows"]] == [(4096, 3), (2**20, 3)]
-    for r in measured["rows"]:
-        assert r["busbw"] == pytest.approx(r["algbw"] * 4 / 3)
-        assert r["busbw"] == pytest.approx(r["moved"] / r["seconds"])
 
     bad = subprocess.run([*argv, "--sizes", "2X"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--sizes" in bad.stderr
