@@ -97,6 +97,7 @@ LOCAL_COMMANDS = {
     ("image", "ls"),
     ("image", "base"),
     ("image", "build"),
+    ("image", "sync"),
 }
 
 

@@ -39,6 +39,13 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def _ringleader(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ringleader", *args],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
 def _free_port(address: str) -> int:
     with socket.socket() as probe:
         probe.bind((address, 0))
@@ -103,3 +110,35 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
         assert left.returncode == 0 and left.stdout.strip() == "", left
     assert podman("image", "exists", target).returncode == 1  # the head did not pull it
     assert job_containers(wid) == []
+
+
+def test_image_sync_copies_the_image_only_where_it_differs(
+    make_test_hosts, python_image: str
+) -> None:
+    """Without a registry: a host with no copy and a host with a stale image under the
+    same name each get this machine's (by ID); a second sync copies nothing; a host
+    that does not answer is named, and the others still get it."""
+    net: TestHostNetwork = make_test_hosts(2, own_containers=True)
+    fresh, stale = (h.address for h in net.hosts)
+    # The stale host: another image (one file) under the same name.
+    made = net.ssh(stale, "sh", "-c", f"cd /etc && tar -cf - hostname | podman import - "
+                   f"localhost/rl-stale:1 && podman tag localhost/rl-stale:1 {python_image}")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    wanted = podman("image", "inspect", "--format", "{{.Id}}", python_image).stdout.strip()
+    argv = ["image", "sync", python_image, fresh, stale, net.unreachable_address,
+            "--ssh-config", str(net.ssh_config)]  # fmt: skip
+    first = _ringleader(*argv)
+    assert first.returncode == 1, first.stdout + first.stderr  # the unreachable host
+    for host in (fresh, stale):
+        assert re.search(rf"^{re.escape(host)}: copied \({wanted[:12]}\) in ", first.stdout, re.M)
+        there = net.ssh(host, "podman", "image", "inspect", "--format", "{{.Id}}", python_image)
+        assert there.stdout.strip() == wanted, there
+    assert f"{net.unreachable_address}: failed: connect" in first.stderr, first.stderr
+    again = _ringleader(*argv[:5], "--ssh-config", str(net.ssh_config))
+    assert again.returncode == 0, again.stderr
+    for host in (fresh, stale):
+        assert f"{host}: has it already ({wanted[:12]})" in again.stdout, again.stdout
+    bad = _ringleader("image", "sync", "a;b", fresh)
+    assert bad.returncode == 2 and "IMAGE" in bad.stderr and "Traceback" not in bad.stderr
+    missing = _ringleader("image", "sync", "localhost/not/here:1", fresh)
+    assert missing.returncode == 1 and "no image localhost/not/here:1 here" in missing.stderr

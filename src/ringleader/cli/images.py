@@ -1,5 +1,6 @@
-"""``ringleader registry start|stop|status`` and ``ringleader image push|ls``: the
-cluster's registry (``server/registry.py``) and the images in it.
+"""``ringleader registry start|stop|status`` and ``ringleader image push|ls|sync``:
+the cluster's registry (``server/registry.py``), the images in it, and an image
+copied to hosts without one (``cluster/image_sync.py``).
 
 Each acts on a server home (``--data-dir``, default ``$RINGLEADER_HOME`` or
 ``~/.ringleader``): the registry is that server's, and its agents pull from it.
@@ -166,6 +167,52 @@ def push(
         )
     typer.echo(f"pushed: {target}")
     typer.echo(f"run it: ringleader submit-dist pytorch NAME --workers 2 -i {target} -- ...")
+
+
+@image_app.command("sync")
+@reports_errors
+def sync(
+    image: str = typer.Argument(..., metavar="IMAGE", help="A local image (podman images)."),
+    hosts: list[str] = typer.Argument(
+        ..., metavar="HOST...", help="SSH targets (user@host, or names from ~/.ssh/config)."
+    ),
+    ssh_config: str = typer.Option(
+        None, "--ssh-config", metavar="FILE", help="ssh config file (default: ssh's own)."
+    ),
+) -> None:
+    """Copy a local image to each host that does not hold it (no registry needed).
+
+    A host that has the same image (the same ID) is left alone; one that has none,
+    or another image under this name, gets this one (podman save | ssh HOST podman
+    load). Exit code 1 when any host failed.
+
+    Example:
+
+      ringleader image sync localhost/team/train:1 gpu1 gpu2 pi@mini-3
+    """
+    from ringleader.cluster.image_sync import Synced
+    from ringleader.cluster.image_sync import sync as sync_hosts
+    from ringleader.launch.ssh import SSHOptions
+
+    if problem := bad_reference(image):
+        raise InvalidSpec(f"{image!r} is not an image reference: {problem}", "IMAGE")
+    if bad := [h for h in hosts if h.startswith("-") or not h.strip()]:
+        raise InvalidSpec(f"{bad[0]!r} is not a host", "HOST")
+    podman = images.require_tool("podman", "podman")
+    if not image_present(podman, image):
+        raise RingleaderError(f"no image {image} here (`podman images` lists what there is)")
+
+    def said(outcome: Synced) -> None:
+        if outcome.state == "same":
+            typer.echo(f"{outcome.host}: has it already ({outcome.detail})")
+        elif outcome.state == "copied":
+            typer.echo(f"{outcome.host}: copied ({outcome.detail}) in {outcome.seconds:.1f} s")
+        else:
+            typer.echo(f"{outcome.host}: failed: {outcome.detail}", err=True)
+
+    outcomes = sync_hosts(podman, image, hosts, SSHOptions.from_env(ssh_config), said)
+    if any(o.state == "failed" for o in outcomes):
+        raise typer.Exit(1)
 
 
 @image_app.command("ls")
