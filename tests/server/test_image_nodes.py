@@ -10,6 +10,7 @@ network's bridge address, which every host reaches.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
@@ -125,6 +126,16 @@ def test_image_sync_copies_the_image_only_where_it_differs(
                    f"localhost/rl-stale:1 && podman tag localhost/rl-stale:1 {python_image}")  # fmt: skip
     assert made.returncode == 0, made.stderr
     wanted = podman("image", "inspect", "--format", "{{.Id}}", python_image).stdout.strip()
+    # doctor names the drift on each host, and the fix.
+    doctor = ["doctor", fresh, stale, "--image", python_image, "--no-bandwidth",
+              "--ssh-config", str(net.ssh_config), "--min-free-gb", "0.01", "--json"]  # fmt: skip
+    drift = _ringleader(*doctor)
+    assert drift.returncode == 1, drift.stdout + drift.stderr
+    checks = {h["host"]: h["checks"]["image"] for h in json.loads(drift.stdout)["hosts"]}
+    assert checks[fresh]["detail"] == f"no {python_image} there", checks
+    assert checks[stale]["detail"].endswith(f"there (here: {wanted[:12]})"), checks
+    assert f"ringleader image sync {python_image} {stale}" in checks[stale]["fix"], checks
+    assert [h["checks"]["code"]["ok"] for h in json.loads(drift.stdout)["hosts"]] == [True] * 2
     argv = ["image", "sync", python_image, fresh, stale, net.unreachable_address,
             "--ssh-config", str(net.ssh_config)]  # fmt: skip
     first = _ringleader(*argv)
@@ -138,6 +149,11 @@ def test_image_sync_copies_the_image_only_where_it_differs(
     assert again.returncode == 0, again.stderr
     for host in (fresh, stale):
         assert f"{host}: has it already ({wanted[:12]})" in again.stdout, again.stdout
+    healed = _ringleader(*doctor)
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    shown = _ringleader(*doctor[:-1])  # under the table (80 columns are taken)
+    said = f"image: {python_image} {wanted[:12]} on every host"
+    assert shown.returncode == 0 and said in shown.stdout, shown.stdout
     bad = _ringleader("image", "sync", "a;b", fresh)
     assert bad.returncode == 2 and "IMAGE" in bad.stderr and "Traceback" not in bad.stderr
     missing = _ringleader("image", "sync", "localhost/not/here:1", fresh)

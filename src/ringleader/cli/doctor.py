@@ -62,6 +62,12 @@ def doctor(
         help="Allreduce sizes for the bandwidth test, comma-separated, binary units"
         " (4K = 4096 bytes).",
     ),
+    image: str = typer.Option(
+        None,
+        "--image",
+        metavar="IMAGE",
+        help="Check every host holds this local image with the same ID (image drift).",
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON document instead of tables (for scripts)."
     ),
@@ -70,8 +76,9 @@ def doctor(
 
     Login, working directory, interpreter, torch/ringleader versions, code
     fingerprint, disk, GPUs, clock skew, the interface toward the master, and
-    TCP between every pair of hosts; then a gloo allreduce across all of them,
-    with the bus bandwidth for each size. Exit code 1 when anything fails.
+    TCP between every pair of hosts, with --image that each holds that image as
+    here; then a gloo allreduce across all of them, with the bus bandwidth for
+    each size. Exit code 1 when anything fails.
 
     Examples:
 
@@ -82,6 +89,8 @@ def doctor(
       ringleader doctor --sizes 1K,1M,256M
 
       ringleader doctor pi@mini-1 pi@mini-2 --no-bandwidth --min-free-gb 20
+
+      ringleader doctor gpu1 gpu2 --image localhost/team/train:1   # image drift
     """
     import os
 
@@ -92,6 +101,7 @@ def doctor(
     size_list = _checked_sizes(sizes)
     picked = pick_host_list(hosts, hostfile)
     targets = [(h.ssh, h.ssh) for h in picked]
+    image_id = _local_image_id(image) if image else ""
     plan = doc.Plan(
         hosts=targets,
         workdir=os.path.abspath(workdir or os.getcwd()),
@@ -100,6 +110,8 @@ def doctor(
         ssh=SSHOptions.from_env(ssh_config),
         min_free_bytes=int(min_free_gb * 1e9),
         master=picked[0].address,
+        image=image or "",
+        image_id=image_id,
     )
     reports = doc.run(plan)
     measured = None
@@ -114,11 +126,26 @@ def doctor(
     if as_json:
         sys.stdout.write(json.dumps(_json_report(reports, measured), indent=2) + "\n")
     else:
-        _doctor_table(reports, doc.CHECKS)
+        _doctor_table(reports, doc.CHECKS, ("image",) if image else ())
         if measured:
             _bandwidth_table(measured, len(picked))
     if not all(r.ok for r in reports) or (measured and measured.error):
         raise typer.Exit(1)
+
+
+def _local_image_id(image: str) -> str:
+    """This machine's ID of ``image`` (what every host must hold), or the error."""
+    from ringleader.cluster.image_sync import image_id
+    from ringleader.cluster.images import require_tool
+    from ringleader.errors import InvalidSpec, RingleaderError
+    from ringleader.launch.containers import bad_reference
+
+    if problem := bad_reference(image):
+        raise InvalidSpec(f"{image!r} is not an image reference: {problem}", "--image")
+    found = image_id(require_tool("podman", "podman"), image)
+    if not found:
+        raise RingleaderError(f"no image {image} here (`podman images` lists what there is)")
+    return found
 
 
 def _checked_sizes(sizes: str) -> list[str]:
@@ -185,7 +212,9 @@ def _bytes(count: float) -> str:
     return f"{count:.0f}"
 
 
-def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
+def _doctor_table(reports: list, checks: tuple[str, ...], below: tuple[str, ...] = ()) -> None:
+    """``checks`` as columns; ``below`` (``--image``) said in lines under the table,
+    which has no room left at 80 columns."""
     # One space between columns, the host never cut: 3 addresses fit 80 columns.
     table = Table(box=None, padding=(0, 1, 0, 0))
     table.add_column("HOST", no_wrap=True, min_width=max(len(r.host) for r in reports))
@@ -195,8 +224,12 @@ def _doctor_table(reports: list, checks: tuple[str, ...]) -> None:
     for r in reports:
         table.add_row(r.host, *(marks[r.checks[c].ok] for c in checks))
     console.print(table)
+    for name in below:
+        found = [r.checks[name] for r in reports]
+        if all(c.ok for c in found):
+            console.print(f"{name}: {found[0].detail} on every host")
     for r in reports:
-        for name in checks:
+        for name in checks + below:
             check = r.checks[name]
             if check.ok is False:
                 console.print(f"[red]{r.host}[/] {name}: {check.detail}\n  fix: {check.fix}")

@@ -85,6 +85,8 @@ class Plan:
     ssh: SSHOptions = field(default_factory=SSHOptions)
     min_free_bytes: int = 1 << 30
     master: str | None = None  # the master's address (default: the first host's name)
+    image: str = ""  # an image every host must hold as this machine does (image drift)
+    image_id: str = ""  # this machine's ID of it
 
 
 def _remote(plan: Plan, target: str, *args: str) -> list[str]:
@@ -100,7 +102,25 @@ def run(plan: Plan) -> list[HostReport]:
     _mesh(plan, [r for r in reports if r.checks["interface"].ok])
     for report in reports:
         report.checks.setdefault("mesh", Check(None, "not run"))
+        if plan.image:
+            report.checks.setdefault("image", Check(None, "not run"))
     return reports
+
+
+def _image(plan: Plan, name: str, target: str) -> Check:
+    """The host holds ``plan.image`` with this machine's ID (no image drift)."""
+    from ringleader.cluster.image_sync import remote_id
+
+    there, problem = remote_id(target, plan.image, plan.ssh)
+    if problem:
+        return Check(False, problem, f"install podman on {name}")
+    wanted = plan.image_id
+    if there == wanted:
+        return Check(True, f"{plan.image} {wanted[:12]}")
+    fix = f"`ringleader image sync {plan.image} {target}` (or pull it there)"
+    if not there:
+        return Check(False, f"no {plan.image} there", fix)
+    return Check(False, f"{plan.image} is {there[:12]} there (here: {wanted[:12]})", fix)
 
 
 def _local_facts(plan: Plan) -> dict[str, Any]:
@@ -189,6 +209,8 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
         else Check(False, f"{skew:+.1f} s off", f"enable time sync (chrony/ntp) on {name}")
     )
     checks["interface"] = _interface(name, facts, plan, master)
+    if plan.image:
+        checks["image"] = _image(plan, name, target)
     return report
 
 

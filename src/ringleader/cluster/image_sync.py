@@ -49,7 +49,7 @@ def image_id(podman: str, image: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def _remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
+def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
     """(the host's ID of ``image`` or "", why it could not be asked or "")."""
     command = f"podman image inspect --format '{{{{.Id}}}}' -- {shlex.quote(image)} 2>/dev/null"
     command += "; command -v podman >/dev/null || echo 'no podman' >&2"
@@ -112,7 +112,7 @@ def sync(
     outcomes = []
     for host in hosts:
         started = time.monotonic()
-        there, problem = _remote_id(host, image, ssh)
+        there, problem = remote_id(host, image, ssh)
         if problem:
             outcome = Synced(host, "failed", problem)
         elif there == wanted:
@@ -120,7 +120,7 @@ def sync(
         else:
             problem = _copy(podman, host, image, ssh)
             if not problem:
-                there, problem = _remote_id(host, image, ssh)
+                there, problem = remote_id(host, image, ssh)
                 if not problem and there != wanted:
                     problem = f"after the copy the host has {there[:12] or 'none'}"
             elapsed = time.monotonic() - started
