@@ -1,6 +1,8 @@
 """Image pods on SSH nodes (issue 24, items 1 and 2): a gang on three hosts whose image
 exists only in the cluster registry, pulled by each host's agent with the password
-the supervisor hands it.
+the supervisor hands it, by the digest its tag names (a host with a stale image
+under the tag runs the right one); and ``image sync`` and ``doctor --image``
+without a registry.
 
 Every host is a network namespace with its own sshd and its own podman storage
 (``own_containers``): an image one host pulls is on that host only, as on
@@ -88,6 +90,12 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
     server, net, target = registry_cluster
     for host in net.hosts:  # each host's own store: the image is on none of them
         assert net.ssh(host, "podman", "image", "exists", target).returncode == 1
+    # The last host has a stale image under the tag (one file, no shell): the gang runs
+    # the digest the registry's tag names at start, so that host pulls it instead.
+    stale = net.hosts[-1]
+    made = net.ssh(stale, "sh", "-c", "cd /etc && tar -cf - hostname | podman import - "
+                   f"localhost/rl-stale:1 && podman tag localhost/rl-stale:1 {target}")  # fmt: skip
+    assert made.returncode == 0, made.stderr
     import_hosts(server, net, tmp_path)
     for host in net.hosts:  # each node's probe found its runtime
         facts = server.node(host.address)["facts"]
@@ -104,8 +112,10 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
     logs = server.cli("logs", "reg").stdout
     ran_on = set(re.findall(r"rank \d on (\S+) in debian", logs))
     assert ran_on == {h.address for h in net.hosts}, logs  # spread: one pod a host
-    for host in net.hosts:  # each host pulled it, and left no container of the job
-        assert net.ssh(host, "podman", "image", "exists", target).returncode == 0
+    for host in net.hosts:  # each host pulled it by digest, and left no container
+        pulled = net.ssh(host, "podman", "images", "--digests", "--format", "{{.Digest}}",
+                         target.rsplit(":", 1)[0])  # fmt: skip
+        assert "sha256:" in pulled.stdout, pulled
         left = net.ssh(host, "podman", "ps", "-a", "--filter", f"label=ringleader.job={wid}",
                        "--format", "{{.Names}}")  # fmt: skip
         assert left.returncode == 0 and left.stdout.strip() == "", left

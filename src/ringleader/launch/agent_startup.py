@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ringleader.launch import netif, prestart, spawned
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.plan import LaunchSpec, NodeFacts
-from ringleader.launch.registry_pull import for_host
+from ringleader.launch.registry_pull import for_host, pinned
 from ringleader.launch.ssh import SSHOptions, classify_failure
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ def start_agents(
 ) -> None:
     """Start an agent on each of ``hosts`` and send it ``setup``; each link goes into
     ``links`` as soon as it exists, so the caller can close it whatever happens next."""
+    # A cluster-registry image by the digest its tag names now: the same on every host.
+    container = pinned(spec.container) if spec.container else spec.container
     for node, host in enumerate(hosts):
         env = prestart.agent_env()
         sudo = ("", "")
@@ -87,7 +89,7 @@ def start_agents(
             node_rank=node,
             grace=spec.grace_s,
             # Another host gets the registry's password, not the head's directory.
-            container=for_host(spec.container, host.name, host.is_local) or None,
+            container=for_host(container, host.name, host.is_local) or None,
             **({"environ": env} if sudo[0] else {}),
         )
 

@@ -20,7 +20,9 @@ Standard library only: the agent imports it.
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -84,6 +86,53 @@ def for_host(container: dict[str, Any], host: str, local: bool) -> dict[str, Any
             "(ringleader registry start --host ADDRESS) and push the image there",
         }
     return {**rest, "registry": {"address": address, "auth": auth}}
+
+
+#: What the registry may answer for a tag: every manifest kind podman pushes.
+MANIFESTS = ", ".join(
+    (
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+    )
+)
+PIN_TIMEOUT_S = 10.0
+
+
+def pinned(container: dict[str, Any]) -> dict[str, Any]:
+    """``container`` with its cluster-registry image by digest (``NAME@sha256:...``),
+    as the registry has the tag now: every host runs the same image, and a host
+    with a stale image under the tag pulls this one instead of running that.
+    Unchanged for another image, one already by digest, or when the registry
+    cannot say (not its process's port, no answer): then the pull says why."""
+    where = str(container.get("registry_dir") or "")
+    image = str(container.get("image") or "")
+    found = _read(where) if where else None
+    if found is None or not image.startswith(found[0] + "/") or "@" in image:
+        return container
+    address, pid, auth = found
+    if not listeners.owns_port(pid, listeners.port_of(address)):
+        return container
+    path = image[len(address) + 1 :]
+    slash, colon = path.rfind("/"), path.rfind(":")
+    name, tag = (path[:colon], path[colon + 1 :]) if colon > slash else (path, "latest")
+    try:
+        token = json.loads(auth)["auths"][address]["auth"]
+        request = urllib.request.Request(
+            f"http://{address}/v2/{name}/manifests/{tag}",
+            method="HEAD",
+            headers={"Accept": MANIFESTS, "Authorization": f"Basic {token}"},
+        )
+        # No proxy: the password goes to the registry's own port, nowhere else.
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(request, timeout=PIN_TIMEOUT_S) as answer:
+            digest = answer.headers.get("Docker-Content-Digest", "")
+    except (OSError, ValueError, KeyError, TypeError):
+        return container
+    if not digest.startswith("sha256:"):
+        return container
+    return {**container, "image": f"{address}/{name}@{digest}"}
 
 
 @contextmanager
