@@ -63,11 +63,22 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
         pushed = _cli(home, "image", "push", python_image)
         target = f"{address}/ringleader-test/debian-python:bookworm"
         assert pushed.returncode == 0 and f"pushed: {target}" in pushed.stdout, pushed.stderr
-        podman("rmi", "--force", target)  # only the registry has it now
+        podman("rmi", "--force", target)
+        # Another image (one file), pushed, then gone from here: only the registry has it.
+        made = subprocess.run("cd /etc && tar -cf - hostname | podman import - "
+                              "localhost/rl-other:1", shell=True, capture_output=True,
+                              text=True, check=False)  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        assert _cli(home, "image", "push", "localhost/rl-other:1").returncode == 0
+        podman("rmi", "--ignore", "--force", "localhost/rl-other:1", f"{address}/rl-other:1")
+        assert podman("image", "exists", "localhost/rl-other:1").returncode == 1
+        # ON THIS NODE: the image the tag names in the registry (its digest) is here:
+        # the one pushed from here is; the other is not.
         listed = _cli(home, "image", "ls").stdout
         assert re.search(
-            rf"{re.escape(address)}/ringleader-test/debian-python\s+bookworm\s+no", listed
-        )
+            rf"{re.escape(address)}/ringleader-test/debian-python\s+bookworm\s+yes", listed
+        ), listed
+        assert re.search(rf"{re.escape(address)}/rl-other\s+1\s+no", listed), listed
         # Without the password: neither a pull nor a push over it.
         anonymous = podman("pull", "--tls-verify=false", target)
         assert anonymous.returncode != 0 and "unauthorized" in anonymous.stderr.lower()
@@ -76,9 +87,10 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
             over = podman("push", "--tls-verify=false", "--authfile", f"{empty_auth}/none.json",
                           python_image, target)  # fmt: skip
         assert over.returncode != 0 and "unauthorized" in over.stderr.lower(), over.stderr
-        # The server's agent pulls it with the registry's password, then runs it.
+        # The server's agent pulls it with the registry's password (Always: this node
+        # holds the same image), then runs it.
         with running_server(home) as server:
-            _submit(server, "reg", target, "echo from-registry", tmp_path)
+            _submit(server, "reg", target, "echo from-registry", tmp_path, "Always")
             described = _ended(server, "reg")
             assert "Status: Completed" in described, described
             assert "[reg-master-0] from-registry" in server.cli("logs", "reg").stdout
@@ -113,8 +125,11 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
     assert pushed_late.returncode != 0 and "ringleader registry start" in pushed_late.stderr
 
 
-def _submit(server: ServerProcess, name: str, image: str, script: str, cwd: Path) -> None:
-    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", "-i", image,
+def _submit(
+    server: ServerProcess, name: str, image: str, script: str, cwd: Path, pull: str = ""
+) -> None:
+    policy = ["--image-pull-policy", pull] if pull else []
+    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", "-i", image, *policy,
                       "--command", "--", "sh", "-c", script, cwd=str(cwd))  # fmt: skip
     assert done.returncode == 0, done.stderr
 

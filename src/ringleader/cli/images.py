@@ -218,7 +218,8 @@ def sync(
 @image_app.command("ls")
 @reports_errors
 def list_images(data_dir: str = DATA_DIR) -> None:
-    """List the registry's images, and whether this node holds each.
+    """List the registry's images, and whether this node holds each (the image the
+    tag names in the registry now: what a workload of it runs).
 
     Example:
 
@@ -231,11 +232,9 @@ def list_images(data_dir: str = DATA_DIR) -> None:
     table = Table("IMAGE", "TAG", "ON THIS NODE", box=None)
     for name, tags in sorted(held.items()):
         for tag in tags or ["-"]:
-            here = (
-                podman is not None
-                and tag != "-"
-                and image_present(podman, f"{found.address}/{name}:{tag}")
-            )
+            digest = registry.digest_of(found, name, tag) if tag != "-" else ""
+            named = f"{found.address}/{name}" + (f"@{digest}" if digest else f":{tag}")
+            here = podman is not None and tag != "-" and image_present(podman, named)
             table.add_row(f"{found.address}/{name}", tag, "yes" if here else "no")
     if not held:
         typer.echo(

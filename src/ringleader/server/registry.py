@@ -46,6 +46,7 @@ from ringleader.cluster.images import require_tool
 from ringleader.errors import RingleaderError
 from ringleader.launch.listeners import owns_port, port_of
 from ringleader.launch.procs import terminate
+from ringleader.launch.registry_pull import MANIFESTS
 
 USER = "ringleader"
 BINARY = "docker-registry"
@@ -223,6 +224,22 @@ def catalog(registry: Registry) -> dict[str, list[str]]:
     except (httpx.HTTPError, ValueError, KeyError) as exc:
         raise RingleaderError(f"cannot list the registry at {registry.address}: {exc}") from None
     return out
+
+
+def digest_of(registry: Registry, name: str, tag: str) -> str:
+    """The digest ``name:tag`` names in the registry now ("" when it cannot say): what a
+    workload of that tag runs (``launch/registry_pull.pinned``)."""
+    try:
+        answer = httpx.head(
+            f"http://{registry.address}/v2/{name}/manifests/{tag}",
+            headers={"Accept": MANIFESTS},
+            auth=_credentials(registry),
+            timeout=10,
+        )
+    except httpx.HTTPError:
+        return ""
+    digest = answer.headers.get("Docker-Content-Digest", "")
+    return digest if answer.status_code == 200 and digest.startswith("sha256:") else ""
 
 
 def _credentials(registry: Registry) -> tuple[str, str]:
