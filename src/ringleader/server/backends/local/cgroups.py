@@ -41,6 +41,7 @@ its timeout passed); ``remove`` deletes leaves first; nothing here runs for
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import signal
@@ -64,6 +65,7 @@ V2_LIMITING = ("memory", "cpu")  # what limits (and peak memory) need; tracking 
 #: unified (v2) tree, /sys/fs/cgroup/unified, instead of its v1 trees.
 ROOT_VAR = "RINGLEADER_CGROUP_ROOT"
 CPU_PERIOD_US = 100_000
+REMOVE_WAIT_S = 5.0  # how long a just-emptied cgroup may stay busy (remove)
 
 
 @dataclass(frozen=True)
@@ -236,11 +238,24 @@ class Hierarchy:
 
     # ----- removal -------------------------------------------------------------------
     def remove(self, rel: str) -> None:
-        """Delete the cgroup and its children (leaves first); a missing one is fine."""
+        """Delete the cgroup and its children (leaves first); a missing one is fine.
+        A cgroup still busy (EBUSY) is tried again for up to ``REMOVE_WAIT_S``: in v1 a
+        task just killed leaves each hierarchy on its own, so one can still hold it
+        for a moment after another's list is empty."""
         for top in self.dirs(rel):
             for d in reversed(list(_walk(top))):
-                with contextlib.suppress(FileNotFoundError):
-                    self.rmdir(d)
+                deadline = time.monotonic() + REMOVE_WAIT_S
+                while True:
+                    try:
+                        self.rmdir(d)
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.02)
+                        continue
+                    break
 
     def rmdir(self, path: Path) -> None:
         os.rmdir(path)
