@@ -111,6 +111,9 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
 
             described = _ended(server, "later")
             assert "Status: Completed" in described, described
+            # Its pull is in its history: Kubernetes' Pulled, with the time and size.
+            assert re.search(r"Pulled\s.*pulled image \S+ in [0-9.]+ s \(\d+ MB\)",
+                             described), described  # fmt: skip
         assert re.search(r"bookworm\s+yes", _cli(home, "image", "ls").stdout)
         missing = _cli(home, "image", "push", "localhost/not/here:1")
         assert missing.returncode != 0 and "no image localhost/not/here:1 here" in missing.stderr

@@ -89,3 +89,45 @@ def test_a_diff_is_false_exactly_when_applying_it_writes_nothing(
                 disagree.append((phase, pod_phase, report, pod_report, attempt, bool(diff), wrote))
             session.rollback()
     assert not disagree, disagree[:10]
+
+
+def _events(session: Session, workload: Workload) -> list[tuple[str, str]]:
+    session.flush()
+    session.refresh(workload)
+    return [(e.type, e.message) for e in sorted(workload.events, key=lambda e: e.id)]
+
+
+def test_an_image_pull_is_told_as_pulling_then_pulled(engine: Engine) -> None:
+    """Each poll of a pull keeps the message current; an event marks Pulling once."""
+    with db.session_factory(engine)() as session:
+        workload = _case(session, "Initializing", "Pending")
+        workload.phase_reason, workload.phase_message = "", ""
+        for text in ("pulling image i", "pulling image i: layer 1 (52d32e69cb63), 3 s"):
+            status = BackendStatus("Initializing", f"h1: {text}", reason="Pulling")
+            apply_diff(session, workload, status, status_diff(workload, status, True))
+        assert workload.phase_message == "h1: pulling image i: layer 1 (52d32e69cb63), 3 s"
+        assert _events(session, workload) == [("Pulling", "h1: pulling image i")]
+        done = "h1: pulled image i in 4.0 s (310 MB)"
+        status = BackendStatus("Initializing", done, reason="Pulled", pulled=done)
+        apply_diff(session, workload, status, status_diff(workload, status, True))
+        assert _events(session, workload)[-1] == ("Pulled", done)
+        session.rollback()
+
+
+def test_a_pull_no_poll_saw_is_still_recorded_as_pulled_before_it_runs(
+    engine: Engine,
+) -> None:
+    with db.session_factory(engine)() as session:
+        workload = _case(session, "Initializing", "Pending")
+        done = "h1: pulled image i in 0.4 s (2 MB)\nh2: pulled image i in 0.5 s (2 MB)"
+        ps = PodStatus("train-master-0", "master", 0, "Running", "n1", ranks=(0,))
+        status = BackendStatus("Running", "", pods=[ps], pulled=done)
+        diff = status_diff(workload, status, True)
+        assert diff.pulled_late
+        apply_diff(session, workload, status, diff)
+        types = [t for t, _ in _events(session, workload)]
+        assert types.index("Pulled") < len(types) - 1 and workload.phase == "Running"
+        assert ("Pulled", done) in _events(session, workload)
+        # Once recorded (or once it runs), a poll says it no more.
+        assert not status_diff(workload, status, True).pulled_late
+        session.rollback()

@@ -116,7 +116,9 @@ class Agent:
         if msg.get("container"):
             from ringleader.launch import containers
 
-            self.container, problem = containers.ready_image(msg["container"], self.rundir)
+            self.container, problem = containers.ready_image(
+                msg["container"], self.rundir, self._pull_progress
+            )
             if problem:  # not a crash: no rank starts, and no restart would help
                 self.writer.send("fatal", stage="image", detail=problem)
                 return
@@ -139,6 +141,10 @@ class Agent:
             ring_ports=ring,
             python=sys.executable,
         )
+
+    def _pull_progress(self, text: str, done: bool) -> None:
+        """How this host's image pull goes, for the supervisor (the workload's events)."""
+        self.writer.send("progress", stage="image", detail=text, done=done)
 
     def start(self, msg: dict[str, Any]) -> None:
         cwd = msg["cwd"]

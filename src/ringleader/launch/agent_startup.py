@@ -100,8 +100,10 @@ def await_ready(
     stopping: Callable[[], bool],
     deadline: float,
     setup_errors: list[str],
+    on_progress: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """Every host's ``ready`` message by node; what went wrong goes into ``setup_errors``."""
+    """Every host's ``ready`` message by node; what went wrong goes into ``setup_errors``;
+    ``on_progress(host, message)`` hears a host's ``progress`` (its image pull) meanwhile."""
     ready: dict[int, dict[str, Any]] = {}
     pending = set(range(len(hosts)))
     while pending and not stopping():
@@ -116,6 +118,8 @@ def await_ready(
         if msg["op"] == "ready":
             ready[node] = msg
             pending.discard(node)
+        elif msg["op"] == "progress" and on_progress is not None:
+            on_progress(host, msg)
         elif msg["op"] == "fatal":
             setup_errors.append(f"host {host}: {msg['stage']}: {msg['detail']}")
             pending.discard(node)

@@ -47,7 +47,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from ringleader.launch import container_mounts
+from ringleader.launch import container_mounts, image_pull
 from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
 from ringleader.launch.keepalive import image_keepalive_argv
 from ringleader.launch.rank_process import CPU_AFFINITY
@@ -116,21 +116,26 @@ def detected() -> dict[str, str] | None:
     return detect()
 
 
-def ready_image(container: dict[str, Any], scratch: str) -> tuple[dict[str, Any], str]:
+def ready_image(
+    container: dict[str, Any], scratch: str, progress: image_pull.Progress | None = None
+) -> tuple[dict[str, Any], str]:
     """On this host, before any rank: ``container`` with its runtime's path here, and
     the image pulled as its policy says (``pull``: Always, IfNotPresent (default),
     Never); "" or the reason no rank can start (the registry's own words, a pull that
     took longer than its ``pull_timeout``, no runtime on this host).  An interactive
     pod with no command of its own gets the image's default (``image_default``),
     read here once for every rank of the host.  ``scratch``: the agent's private
-    run directory (a registry password handed to it is kept there for the pull)."""
-    here, problem = _pulled(container, scratch)
+    run directory (a registry password handed to it is kept there for the pull).
+    ``progress`` hears how a pull goes (image_pull), for the workload's events."""
+    here, problem = _pulled(container, scratch, progress)
     if not problem and here.get("interactive") and not here.get("entrypoint"):
         here["image_default"] = image_config(str(here["runtime"]), str(here["image"]))
     return here, problem
 
 
-def _pulled(container: dict[str, Any], scratch: str) -> tuple[dict[str, Any], str]:
+def _pulled(
+    container: dict[str, Any], scratch: str, progress: image_pull.Progress | None
+) -> tuple[dict[str, Any], str]:
     """``ready_image`` but the image's default."""
     name = str(container.get("runtime") or "podman")
     # The head's choice, else this host's own (an SSH node may have docker only).
@@ -147,28 +152,13 @@ def _pulled(container: dict[str, Any], scratch: str) -> tuple[dict[str, Any], st
     if policy == "Never":
         return here, f"image {image} is not on this host and its pull policy is Never"
     limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)
-    try:
-        with registry_flags(container, image, scratch) as (flags, refused):
-            if refused:
-                return here, refused
-            done = subprocess.run(
-                [runtime, "pull", "--quiet", *flags, "--", image],
-                capture_output=True,
-                text=True,
-                timeout=limit,
-                check=False,
-            )
-    except subprocess.TimeoutExpired:
-        return here, (
-            f"pulling image {image} did not finish in {limit:g} s "
-            "(ringleader server --image-pull-timeout)"
-        )
-    except OSError as exc:
-        return here, f"cannot run {runtime}: {exc}"
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        return here, f"cannot pull image {image}: {last.removeprefix('Error: ')}"
-    return here, ""
+    with registry_flags(container, image, scratch) as (flags, refused):
+        if refused:
+            return here, refused
+        try:
+            return here, image_pull.pull(runtime, image, flags, limit, progress)
+        except OSError as exc:
+            return here, f"cannot run {runtime}: {exc}"
 
 
 def has_init(runtime: str) -> bool:

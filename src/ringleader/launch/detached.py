@@ -20,7 +20,7 @@ The run directory (everything a reader needs; the backend owns the layout of
 
     {"pid", "started_at", "updated_at", "phase", "attempt",
      "ranks": {"0": {"phase", "exit_code", "signal"}, ...},
-     "exit_code", "reason", "summary", "logs_rotated"}
+     "exit_code", "reason", "summary", "logs_rotated", "progress"}
 
   ``phase`` is the supervisor's (Starting, Running, Restarting, Stopping,
   Succeeded, Failed, Stopped); a final phase is written only after every
@@ -32,6 +32,8 @@ The run directory (everything a reader needs; the backend owns the layout of
   launcher's root-cause text; both only when the exit code is not 0.
   ``logs_rotated`` (once a log passed its cap, ``run_logs.RotatingLog``):
   ``{"attempt-N/rank-R.stream": {"rank", "stream", "max_bytes"}}``.
+  ``progress`` (while Starting, an image pull): ``{"HOST": {"text", "done"}}``, each
+  host's latest line (``image_pull``).
 - ``logs/attempt-N/rank-R.stdout|stderr`` (``mpirun.stderr`` for mpirun's own
   words, which reach the sink as notices without their stream): one line per
   output line, ``"<unix seconds, 3 decimals> <text>"`` (the time the
@@ -334,6 +336,10 @@ class Recorder:
         for info in self.state["ranks"].values():
             if info["phase"] == "Running":
                 info["phase"] = "Succeeded" if ok else "Stopped"
+        self.write()
+
+    def on_progress(self, host: str, text: str, done: bool) -> None:
+        self.state.setdefault("progress", {})[host] = {"text": text, "done": done}
         self.write()
 
     def finish(self, phase: str, result: LaunchResult, stopped_by: int | None) -> None:

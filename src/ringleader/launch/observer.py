@@ -35,6 +35,10 @@ class SupervisorObserver(Protocol):
     def on_attempt_ended(self, outcome: AttemptResult) -> None:
         """Every rank of the attempt is gone; ``outcome`` says how it ended."""
 
+    def on_progress(self, host: str, text: str, done: bool) -> None:
+        """Before any rank: how ``host``'s setup goes (its image pull), one line;
+        ``done`` once that host's step has ended well."""
+
 
 class NullObserver:
     """The observer when nobody asked: the launcher's own CLI."""
@@ -49,4 +53,7 @@ class NullObserver:
         pass
 
     def on_attempt_ended(self, outcome: AttemptResult) -> None:
+        pass
+
+    def on_progress(self, host: str, text: str, done: bool) -> None:
         pass

@@ -91,6 +91,7 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._closed = threading.Event()
         self._stops_pending: set[int] = set()
+        self._progressed: set[str] = set()  # hosts whose setup progress was a notice
         # Hosts that run an agent; the mpi framework runs one here, mpirun does the rest.
         self.agent_hosts: list[Host] = list(spec.hosts)
 
@@ -152,6 +153,7 @@ class Supervisor:
             self._stopping,
             deadline,
             result.setup_errors,
+            self._progress,
         )
         if (
             result.setup_errors
@@ -162,6 +164,15 @@ class Supervisor:
         facts = node_facts(ready)
         self._banner(facts)
         return facts, int(ready[0]["port"])
+
+    def _progress(self, host: str, msg: dict[str, Any]) -> None:
+        """A host's setup says how it goes (its image pull): the observer keeps the
+        latest line; the first and the last are notices too, for a launch's reader."""
+        text, done = str(msg.get("detail") or ""), bool(msg.get("done"))
+        self.observer.on_progress(host, text, done)
+        if done or host not in self._progressed:
+            self._progressed.add(host)
+            self.sink.notice(f"{host}: {text}")
 
     def _banner(self, facts: list[NodeFacts]) -> None:
         spec = self.spec

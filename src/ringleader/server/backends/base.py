@@ -143,6 +143,9 @@ class BackendStatus:
     # A poll's phase Pending means the engine took the run back (a Slurm preemption or
     # requeue): the server cancels what is left and queues the workload again.
     reason: str = ""
+    # Each host's last word on its image pull once every host has the image (Kubernetes'
+    # Pulled event): recorded even when no poll saw the pull going on.
+    pulled: str = ""
 
 
 @dataclass(frozen=True)

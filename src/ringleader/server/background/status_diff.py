@@ -65,10 +65,13 @@ class StatusDiff:
     gang_failed: bool = False  # an attempt ended whose restart is the server's
     waiting: bool = False  # why it waits changed (Slurm's Reason)
     observed: bool = False  # the door takes a phase from the backend's
+    # Its image arrived while no poll looked: the Pulled event, before it runs.
+    pulled_late: bool = False
     pods: tuple[PodChange, ...] = ()
 
     def __bool__(self) -> bool:
         changed = self.attempt_grows or self.gang_failed or self.waiting or self.observed
+        changed = changed or self.pulled_late
         return changed or any(self.pods)
 
 
@@ -92,10 +95,17 @@ def status_diff(w: Workload, status: BackendStatus, restarts_in_place: bool) -> 
         and w.phase in phases.WAITING_WITH_REASON
         and (reason, message) != (w.phase_reason, w.phase_message)
     )
+    pulled_late = (
+        bool(status.pulled)
+        and w.phase == "Initializing"
+        and status.phase != w.phase
+        and w.phase_reason != "Pulled"
+    )
     return StatusDiff(
         attempt_grows=status.attempt > w.attempt,
         gang_failed=gang_failed,
         waiting=waiting and not gang_failed,
+        pulled_late=pulled_late and not gang_failed,
         observed=not gang_failed and phases.observed_move(w.phase, status.phase) is not None,
         pods=changes,
     )
@@ -165,6 +175,8 @@ def apply_diff(s: Session, w: Workload, status: BackendStatus, diff: StatusDiff)
             phases.transition_pod(s, pod, change.phase, exit_code=ps.exit_code, now=ended)
     if diff.waiting:
         phases.note_pending(s, w, status.reason, status.message)
+    if diff.pulled_late:
+        phases.note_pending(s, w, "Pulled", status.pulled)
     if diff.observed:
         phases.observe(s, w, status.phase, message=status.message, now=ended)
 

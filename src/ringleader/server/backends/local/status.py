@@ -98,6 +98,10 @@ def status_of(
             f"the master completed; {len(running)} pod(s) left running by cleanPodPolicy "
             f"None until they end or the workload is deleted: {', '.join(running)}"
         )
+    pull, pulls = pull_progress(state)
+    reason = pull if native == "Starting" else ""
+    if reason:
+        message = pulls
     return BackendStatus(
         phase=phase,
         message=message,
@@ -105,7 +109,24 @@ def status_of(
         pods=pod_states,
         exit_code=state.get("exit_code"),
         ended_at=ended_at(state),
+        reason=reason,
+        pulled=pulls if pull == "Pulled" else "",
     )
+
+
+def pull_progress(state: dict[str, Any]) -> tuple[str, str]:
+    """Kubernetes' words for an image on its way (``Pulling``, then ``Pulled`` once every
+    host has it) and each host's latest line (the supervisor's ``progress``); ("", "")
+    when no host pulls.  The server records an event each time the reason changes."""
+    progress = state.get("progress")
+    if not isinstance(progress, dict) or not progress:
+        return "", ""
+    lines, pulling = [], False
+    for host, info in sorted(progress.items()):
+        if isinstance(info, dict):
+            pulling = pulling or not info.get("done")
+            lines.append(f"{host}: {info.get('text', '')}")
+    return ("Pulling" if pulling else "Pulled"), "\n".join(lines)
 
 
 def rotation_note(state: dict[str, Any], pods: list[LocalPod]) -> str:

@@ -1,0 +1,98 @@
+"""A host's image pull (``launch/image_pull.py``) as a waiting user reads it: each layer
+as it starts, then how long it took; the registry's own words when it fails; a pull that
+hangs is killed at its limit, leaving no process.  The runtime here is a script that
+speaks as podman does when its output is not a terminal (the real one, with a real
+registry, is in tests/server/test_registry.py)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ringleader.launch import image_pull
+from ringleader.server.backends.local.status import pull_progress, status_of
+
+
+def _runtime(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "podman"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+PULL = """case "$1" in
+pull) echo "Trying to pull reg:5000/i:1..." >&2
+      echo "Copying blob sha256:52d32e69cb637a2a993a347e7bb93e43d682c543f8378beeb54588b5c9d65549" >&2
+      echo "Copying blob sha256:6036fbc135ccf70f2a125d2ce8fc283cfa23c7d2af53f1604156ecc2f203bd47" >&2
+      echo "Writing manifest to image destination" >&2 ;;
+image) echo 310000000 ;;
+esac
+"""
+
+
+def test_a_pull_tells_each_layer_then_the_time_and_size(tmp_path: Path) -> None:
+    told: list[tuple[str, bool]] = []
+    problem = image_pull.pull(
+        _runtime(tmp_path, PULL), "reg:5000/i:1", [], 30, lambda t, d: told.append((t, d))
+    )
+    assert problem == ""
+    texts = [t for t, _ in told]
+    assert texts[0] == "pulling image reg:5000/i:1"
+    assert texts[1].startswith("pulling image reg:5000/i:1: layer 1 (52d32e69cb63), ")
+    assert texts[2].startswith("pulling image reg:5000/i:1: layer 2 (6036fbc135cc), ")
+    assert texts[-1].startswith("pulled image reg:5000/i:1 in ") and texts[-1].endswith(
+        " s (310 MB)"
+    )
+    assert [d for _, d in told] == [False] * (len(told) - 1) + [True]
+
+
+def test_a_failed_pull_gives_the_registrys_last_words(tmp_path: Path) -> None:
+    runtime = _runtime(
+        tmp_path,
+        'echo "Trying to pull reg:5000/i:1..." >&2\n'
+        'echo "Error: initializing source docker://reg:5000/i:1: manifest unknown" >&2\n'
+        "exit 125\n",
+    )
+    told: list[tuple[str, bool]] = []
+    problem = image_pull.pull(runtime, "reg:5000/i:1", [], 30, lambda t, d: told.append((t, d)))
+    assert problem == (
+        "cannot pull image reg:5000/i:1: initializing source docker://reg:5000/i:1: "
+        "manifest unknown"
+    )
+    assert not any(done for _, done in told)
+
+
+def test_a_hung_pull_is_killed_at_its_limit_and_said_so(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    runtime = _runtime(tmp_path, f"echo $$ > {pidfile}\nexec sleep 600\n")
+    problem = image_pull.pull(runtime, "reg:5000/i:1", [], 1.5)
+    assert problem == (
+        "pulling image reg:5000/i:1 did not finish in 1.5 s "
+        "(ringleader server --image-pull-timeout)"
+    )
+    pid = int(pidfile.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        pass
+    else:
+        raise AssertionError(f"the pull (pid {pid}) outlived its limit")
+
+
+def test_the_server_reads_pulling_then_pulled_from_the_supervisors_record() -> None:
+    state = {"phase": "Starting", "attempt": 0, "progress": {
+        "b": {"text": "pulling image i: layer 1 (52d32e69cb63), 3 s", "done": False},
+        "a": {"text": "pulled image i in 2.0 s (310 MB)", "done": True},
+    }}  # fmt: skip
+    assert pull_progress(state) == (
+        "Pulling",
+        "a: pulled image i in 2.0 s (310 MB)\nb: pulling image i: layer 1 (52d32e69cb63), 3 s",
+    )
+    status = status_of(state, [], this_node="a", phase_of=lambda p: "Initializing")
+    assert (status.reason, status.pulled) == ("Pulling", "")
+    state["progress"]["b"] = {"text": "pulled image i in 4.0 s (310 MB)", "done": True}
+    state["phase"] = "Running"
+    status = status_of(state, [], this_node="a", phase_of=lambda p: "Running")
+    assert status.reason == "" and status.pulled.endswith("b: pulled image i in 4.0 s (310 MB)")
+    assert pull_progress({"phase": "Starting"}) == ("", "")
