@@ -17,8 +17,8 @@ Two programs:
   image base`` and ``image build`` when missing): submit -> first training step,
   and the whole job (submit -> Completed seen by the API).
 
-Every process is on this machine, so one clock.  Not measured here (noted in the
-results): image distribution to SSH hosts, which do not run image pods yet.
+Every process is on this machine, so one clock.  Getting an image onto SSH hosts
+(registry, ``image sync``, naive save | ssh load) is ``bench/image_distribution.py``.
 Writes bench/results/images.json and bench/results/images.md (not with --quick).
 
 Usage: python bench/images.py [--runs 5]
@@ -138,8 +138,8 @@ def table(medians: dict[str, float], runs: int) -> list[str]:
         verdict = "met" if added <= TARGET_ADDED_S else "missed"
         what = f"added by the container, {PODS} pods together (target <= {TARGET_ADDED_S:g} s)"
         rows.append(f"| start | {what} | | {added:.2f} | {verdict} |")
-    rows.append(f"\n{runs} run(s) each, alternating; not measured: image distribution to SSH "
-                "hosts (they do not run image pods yet).")  # fmt: skip
+    rows.append(f"\n{runs} run(s) each, alternating; getting an image to SSH hosts is "
+                "bench/image_distribution.py's.")  # fmt: skip
     return rows
 
 

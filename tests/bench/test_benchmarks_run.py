@@ -55,6 +55,7 @@ BENCHMARKS = [
     ("launch.py", [], "| metric | ringleader |"),
     ("slurm.py", [], ("| submit -> first step (s) |", "| whole job (s) |")),  # its own cluster
     ("images.py", [], ("| start | last_started_s |", "| start | added by the container")),
+    ("image_distribution.py", [], ("| registry |", "| image sync |", "| naive | ")),
 ]
 
 
@@ -86,7 +87,7 @@ def runs(
         base = tmp_path_factory.mktemp(script.removesuffix(".py"))
         out, err = base / "stdout", base / "stderr"
         missing = _slurm_missing() if script == "slurm.py" else ""
-        if script == "images.py" and (os.geteuid() != 0 or shutil.which("podman") is None):
+        if script.startswith("image") and (os.geteuid() != 0 or shutil.which("podman") is None):
             missing = "root and podman"
         proc = None
         if not missing:
