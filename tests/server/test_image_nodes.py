@@ -102,6 +102,9 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
         assert facts["containerRuntime"].startswith("podman "), facts
     listed = server.cli("nodes", "list").stdout
     assert "podman" in listed, listed
+    # image ls asks each SSH node what it holds: the pinned image is on none yet.
+    held = _image_ls(server, net)
+    assert re.search(r"debian-python\s+bookworm\s+no\s+none of 3", held), held
     script = 'echo "rank $RANK on $RINGLEADER_NODE in $(. /etc/os-release; echo $ID)"'
     wid = server.submit("reg", tmp_path, f"sh -c '{script}'", image=target)
     done = server.wait_phase(wid, {"Completed", "Failed"}, timeout=240)
@@ -121,6 +124,22 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
         assert left.returncode == 0 and left.stdout.strip() == "", left
     assert podman("image", "exists", target).returncode == 1  # the head did not pull it
     assert job_containers(wid) == []
+    # Its history has Kubernetes' Pulled: each host's pull, with its time and size.
+    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
+    pulled = [e["message"] for e in events if e.get("reason") == "Pulled"]
+    assert len(pulled) == 1, events
+    for host in net.hosts:
+        line = rf"^{re.escape(host.address)}: pulled image \S+@sha256:\w+ in [0-9.]+ s \(\d+ MB\)$"
+        assert re.search(line, pulled[0], re.M), pulled[0]
+    held = _image_ls(server, net)
+    assert re.search(r"debian-python\s+bookworm\s+no\s+all 3", held), held
+
+
+def _image_ls(server: Server, net: TestHostNetwork) -> str:
+    done = server.cli("image", "ls", "--data-dir", str(server.home),
+                      "--ssh-config", str(net.ssh_config))  # fmt: skip
+    assert done.returncode == 0 and "not asked" not in done.stderr, done.stdout + done.stderr
+    return done.stdout
 
 
 def test_image_sync_copies_the_image_only_where_it_differs(

@@ -217,31 +217,86 @@ def sync(
 
 @image_app.command("ls")
 @reports_errors
-def list_images(data_dir: str = DATA_DIR) -> None:
-    """List the registry's images, and whether this node holds each (the image the
-    tag names in the registry now: what a workload of it runs).
+def list_images(
+    ssh_config: str = typer.Option(
+        None, "--ssh-config", metavar="FILE", help="ssh config to reach the SSH nodes."
+    ),
+    data_dir: str = DATA_DIR,
+) -> None:
+    """List the registry's images, and which nodes hold each: this one and the
+    server's SSH nodes (the image the tag names in the registry now, what a
+    workload of it runs; each node is asked over ssh).
 
     Example:
 
-      ringleader image ls
+      ringleader image ls --ssh-config ~/.ssh/cluster_config
     """
     home = _home(data_dir)
     found = _running(home)
     held = registry.catalog(found)
-    podman = shutil.which("podman")
-    table = Table("IMAGE", "TAG", "ON THIS NODE", box=None)
-    for name, tags in sorted(held.items()):
-        for tag in tags or ["-"]:
-            digest = registry.digest_of(found, name, tag) if tag != "-" else ""
-            named = f"{found.address}/{name}" + (f"@{digest}" if digest else f":{tag}")
-            here = podman is not None and tag != "-" and image_present(podman, named)
-            table.add_row(f"{found.address}/{name}", tag, "yes" if here else "no")
     if not held:
         typer.echo(
             f"the registry at {found.address} holds no image yet (ringleader image push IMAGE)"
         )
         return
+    podman = shutil.which("podman")
+    nodes, unasked = _ssh_nodes_holdings(home, ssh_config)
+    table = Table("IMAGE", "TAG", "ON THIS NODE", box=None)
+    if nodes:
+        table.add_column("SSH NODES")
+    for name, tags in sorted(held.items()):
+        for tag in tags or ["-"]:
+            digest = registry.digest_of(found, name, tag) if tag != "-" else ""
+            named = f"{found.address}/{name}" + (f"@{digest}" if digest else f":{tag}")
+            here = podman is not None and tag != "-" and image_present(podman, named)
+            row = [f"{found.address}/{name}", tag, "yes" if here else "no"]
+            if nodes:
+                row.append(_holders(nodes, named if digest else ""))
+            table.add_row(*row)
     console.print(table)
+    for line in unasked:
+        typer.echo(line, err=True)
+
+
+def _ssh_nodes_holdings(
+    home: Path, ssh_config: str | None
+) -> tuple[dict[str, set[str]], list[str]]:
+    """Each SSH node of ``home``'s server (its ``nodes``) and the image digests it
+    holds; and a line for each node (or the server) that could not be asked."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ringleader.client import Client
+    from ringleader.cluster.image_sync import remote_digests
+    from ringleader.launch.ssh import SSHOptions
+
+    try:
+        server = Client.connect(autostart=False, home=home)
+        listed = [n for n in server.nodes() if n.kind == "ssh" and n.ssh]
+    except RingleaderError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return {}, [f"SSH nodes not asked: the server did not answer ({first})"]
+    options = SSHOptions.from_env(ssh_config)
+    with ThreadPoolExecutor(max(1, min(16, len(listed)))) as pool:
+        answers = list(pool.map(lambda n: remote_digests(n.ssh, options), listed))
+    holdings, unasked = {}, []
+    for node, (digests, problem) in zip(listed, answers, strict=True):
+        if problem:
+            unasked.append(f"node {node.name}: not asked: {problem}")
+        else:
+            holdings[node.name] = digests
+    return holdings, unasked
+
+
+def _holders(nodes: dict[str, set[str]], pinned: str) -> str:
+    """ "all 3", "none of 3" or "2 of 3 (not: n4)": the nodes that hold ``pinned``."""
+    if not pinned:
+        return "?"
+    missing = sorted(name for name, digests in nodes.items() if pinned not in digests)
+    if not missing:
+        return f"all {len(nodes)}"
+    if len(missing) == len(nodes):
+        return f"none of {len(nodes)}"
+    return f"{len(nodes) - len(missing)} of {len(nodes)} (not: {', '.join(missing)})"
 
 
 @image_app.command("base")

@@ -17,6 +17,7 @@ failing does not stop the others.
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import time
@@ -66,6 +67,29 @@ def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
     if "no podman" in done.stderr:
         return "", "the host has no podman (apt install podman)"
     return done.stdout.strip(), ""
+
+
+def remote_digests(host: str, ssh: SSHOptions) -> tuple[set[str], str]:
+    """(every ``NAME@sha256:...`` the host's podman holds an image by, why it could not
+    be asked or ""): one ssh for all of a node's images (``image ls``)."""
+    command = "podman images --format json 2>/dev/null || echo 'no podman' >&2"
+    try:
+        done = subprocess.run(
+            ssh_argv(host, command, ssh), stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=INSPECT_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return set(), f"no answer in {INSPECT_TIMEOUT_S:g} s"
+    if done.returncode == 255:
+        stage, detail, fix = classify_failure(host, done.stderr)
+        return set(), f"{stage}: {detail}" + (f" (fix: {fix})" if fix else "")
+    if "no podman" in done.stderr:
+        return set(), "the host has no podman"
+    try:
+        held = json.loads(done.stdout or "[]")
+    except json.JSONDecodeError:
+        return set(), "podman's list of images there is not JSON"
+    return {d for i in held if isinstance(i, dict) for d in i.get("RepoDigests") or ()}, ""
 
 
 def _copy(podman: str, host: str, image: str, ssh: SSHOptions) -> str:
