@@ -9,7 +9,7 @@ APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin 
 STAMP := $(VENV)/.ringleader-installed
 PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
 
-.PHONY: setup system demo demo-stop test test-gpu lint bench bench-slurm bench-ui clean
+.PHONY: setup system demo demo-image demo-stop test test-gpu lint bench bench-slurm bench-ui clean
 
 setup: system $(STAMP)
 
@@ -40,6 +40,11 @@ $(STAMP): pyproject.toml constraints.txt
 # 2-worker PyTorch workload, its merged logs, its accuracy and the API's URL.
 demo: setup
 	$(VENV)/bin/python -m ringleader.examples.demo
+
+# The same workload in ringleader's PyTorch CPU image (root: rootful podman), made from
+# examples/images/pytorch-cpu when podman lacks it (about 2 minutes the first time).
+demo-image: setup
+	$(VENV)/bin/python -m ringleader.examples.demo --image
 
 demo-stop:
 	$(VENV)/bin/python -m ringleader.examples.demo --stop

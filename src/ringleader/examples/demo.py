@@ -47,6 +47,7 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 FINAL_PHASES = ("Completed", "Failed", "Stopped")
 ACCURACY = re.compile(r"final test accuracy: (\d+\.\d+)")
+DEMO_IMAGE = "localhost/ringleader/pytorch-cpu:2.13"  # examples/images/pytorch-cpu
 SUBMITTED = re.compile(r"The workload '([^']+)' has been submitted")
 
 
@@ -273,6 +274,13 @@ def run_demo(args: argparse.Namespace) -> int:
     ringleader = ringleader_command()
     started = time.monotonic()
 
+    if args.image:
+        from ringleader.examples.demo_image import ensure_image
+
+        problem = ensure_image(args.image, ringleader, env, lambda c: _shown(c, ringleader))
+        if problem:
+            print(f"demo failed: {problem}", file=sys.stderr)
+            return 1
     url, pid, fresh = ensure_server(home, args.port, env, ringleader)
     print(f"server {'started' if fresh else 'already running'}: {url} (pid {pid})")
 
@@ -285,6 +293,7 @@ def run_demo(args: argparse.Namespace) -> int:
         "--workers",
         str(args.workers),
         *(["--backoff-limit", str(args.backoff_limit)] if args.backoff_limit is not None else []),
+        *(["-i", args.image] if args.image else []),
         "--",
         "python",
         "-m",
@@ -390,6 +399,14 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout", type=float, default=900, help="Give up following the logs after this."
     )
     parser.add_argument("--stop-after", action="store_true", help="Stop the server at the end.")
+    parser.add_argument(
+        "--image",
+        nargs="?",
+        const=DEMO_IMAGE,
+        metavar="IMAGE",
+        help=f"Run the workload in an image (root, podman; default {DEMO_IMAGE}, made from "
+        "examples/images/pytorch-cpu when missing).",
+    )
     parser.add_argument(
         "--stop",
         action="store_true",
