@@ -165,6 +165,17 @@ def test_image_sync_copies_the_image_only_where_it_differs(
     assert checks[stale]["detail"].endswith(f"there (here: {wanted[:12]})"), checks
     assert f"ringleader image sync {python_image} {stale}" in checks[stale]["fix"], checks
     assert [h["checks"]["code"]["ok"] for h in json.loads(drift.stdout)["hosts"]] == [True] * 2
+    # A gang in the image is refused on the stale host (a localhost/ image runs as the
+    # head holds it), naming the fix; the host without it cannot pull it.
+    gang = ["launch", "-H", f"{fresh}:1,{stale}:1", "--ssh-config", str(net.ssh_config),
+            "--image", python_image, "--", "true"]  # fmt: skip
+    refused = _ringleader(*gang)
+    assert refused.returncode != 0, refused.stdout + refused.stderr
+    said = (f"host {stale}: image: this host's image {python_image} is ",
+            f"the head's is {wanted.removeprefix('sha256:')[:12]}: copy the head's with "
+            f"`ringleader image sync {python_image} {stale}`")  # fmt: skip
+    assert all(part in refused.stderr for part in said), refused.stderr
+    assert f"host {fresh}: image: cannot pull image {python_image}" in refused.stderr
     argv = ["image", "sync", python_image, fresh, stale, net.unreachable_address,
             "--ssh-config", str(net.ssh_config)]  # fmt: skip
     first = _ringleader(*argv)
@@ -180,6 +191,8 @@ def test_image_sync_copies_the_image_only_where_it_differs(
         assert f"{host}: has it already ({wanted[:12]})" in again.stdout, again.stdout
     healed = _ringleader(*doctor)
     assert healed.returncode == 0, healed.stdout + healed.stderr
+    ran = _ringleader(*gang)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
     shown = _ringleader(*doctor[:-1])  # under the table (80 columns are taken)
     said = f"image: {python_image} {wanted[:12]} on every host"
     assert shown.returncode == 0 and said in shown.stdout, shown.stdout

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ringleader.launch.image_pin import image_id
 from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
 
 INSPECT_TIMEOUT_S = 60.0
@@ -39,15 +40,6 @@ class Synced:
     state: str
     detail: str = ""
     seconds: float = 0.0
-
-
-def image_id(podman: str, image: str) -> str:
-    """This machine's ID of ``image``, or "" when it has none."""
-    done = subprocess.run(
-        [podman, "image", "inspect", "--format", "{{.Id}}", "--", image],
-        capture_output=True, text=True, timeout=INSPECT_TIMEOUT_S, check=False,
-    )  # fmt: skip
-    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ringleader.launch import netif, prestart, spawned
+from ringleader.launch.image_pin import pinned_for, pinned_here
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.plan import LaunchSpec, NodeFacts
 from ringleader.launch.registry_pull import for_host, pinned
@@ -57,6 +58,8 @@ def start_agents(
     ``links`` as soon as it exists, so the caller can close it whatever happens next."""
     # A cluster-registry image by the digest its tag names now: the same on every host.
     container = pinned(spec.container) if spec.container else spec.container
+    if container:  # a localhost/ image: as the head holds it, or the host says it differs
+        container = pinned_here(container, any(not h.is_local for h in hosts))
     for node, host in enumerate(hosts):
         env = prestart.agent_env()
         sudo = ("", "")
@@ -89,7 +92,7 @@ def start_agents(
             node_rank=node,
             grace=spec.grace_s,
             # Another host gets the registry's password, not the head's directory.
-            container=for_host(container, host.name, host.is_local) or None,
+            container=for_host(pinned_for(container, host.name), host.name, host.is_local) or None,
             **({"environ": env} if sudo[0] else {}),
         )
 

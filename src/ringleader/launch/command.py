@@ -35,6 +35,7 @@ __all__ = ["OPTIONS", "LaunchArgs", "parse_quick", "parse_ranks", "run"]
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
+    from ringleader.launch.plan import LaunchSpec
     from ringleader.slurm.allocation import Allocation
 
 
@@ -114,6 +115,42 @@ def check_slurm_framework(name: str) -> None:
         )
 
 
+#: Kubernetes' imagePullPolicy values (Run:ai's --image-pull-policy).
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+def in_image(spec: LaunchSpec, args: LaunchArgs) -> LaunchSpec:
+    """``spec`` with every rank in ``--image`` (``launch/containers.py``): the command
+    as typed (``python`` is the image's own), the working directory mounted."""
+    import shutil
+
+    from ringleader.launch.containers import RUNTIMES
+
+    image, policy = check_image(args)
+    if frameworks.get(spec.framework).supervisor != frameworks.get(frameworks.DEFAULT).supervisor:
+        raise InvalidSpec(f"{spec.framework} ranks in an image are not supported yet "
+                          "(mpirun would need to reach the other ranks' containers)",
+                          "--framework")  # fmt: skip
+    runtime = next((n for n in RUNTIMES if shutil.which(n)), RUNTIMES[0])
+    container = {"runtime": runtime, "image": image, "pull": policy, "entrypoint": True}
+    return dataclasses.replace(spec, command=list(args.command), container=container)
+
+
+def check_image(args: LaunchArgs) -> tuple[str, str]:
+    """``--image`` and its pull policy, checked: (image, policy)."""
+    from ringleader.launch.containers import bad_reference
+
+    if not args.image:
+        raise InvalidSpec("needs --image IMAGE", "--image-pull-policy")
+    if problem := bad_reference(args.image):
+        raise InvalidSpec(f"{args.image!r} is not an image reference: {problem}", "--image")
+    policy = args.image_pull_policy or "IfNotPresent"
+    if policy not in PULL_POLICIES:
+        raise InvalidSpec(f"{policy!r} is not one of {', '.join(PULL_POLICIES)}",
+                          "--image-pull-policy")  # fmt: skip
+    return args.image, policy
+
+
 def run(args: LaunchArgs) -> int:
     """Launch, supervise to the end, print the root cause; the exit code.
 
@@ -140,6 +177,8 @@ def run(args: LaunchArgs) -> int:
             run_id=args.run_id or prestart.run_id(),
             allocation=allocation,
         )
+        if args.image or args.image_pull_policy:
+            spec = in_image(spec, args)
         supervisor_cls = frameworks.get(spec.framework).load_supervisor()
     except RingleaderError as exc:
         prestart.discard()

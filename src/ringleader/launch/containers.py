@@ -47,7 +47,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from ringleader.launch import container_mounts, image_pull
+from ringleader.launch import container_mounts, image_pin, image_pull
 from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
 from ringleader.launch.keepalive import image_keepalive_argv
 from ringleader.launch.rank_process import CPU_AFFINITY
@@ -148,7 +148,7 @@ def _pulled(
     here = {**kept, "runtime": runtime, "init": has_init(runtime)}
     policy = str(container.get("pull") or "IfNotPresent")
     if policy != "Always" and image_present(runtime, image):
-        return here, ""
+        return here, image_pin.drift(runtime, container)
     if policy == "Never":
         return here, f"image {image} is not on this host and its pull policy is Never"
     limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)

@@ -89,6 +89,14 @@ class LaunchArgs:
     run_id: str | None = option(
         "str", "--run-id", metavar="ID", help="Job id (default: a random rl-xxxxxxxx)."
     )
+    image: str | None = option(
+        "str", "--image", metavar="IMAGE",
+        help="Run every rank in this OCI image (podman, else docker, on each host).",
+    )  # fmt: skip
+    image_pull_policy: str | None = option(
+        "str", "--image-pull-policy", metavar="POLICY",
+        help="When each host pulls the image: Always, IfNotPresent (default) or Never.",
+    )  # fmt: skip
     ssh_config: str | None = option(
         "str", "--ssh-config", metavar="FILE",
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",

@@ -149,6 +149,10 @@ def _check_inner_launch(args: LaunchArgs) -> None:
     if args.grace < 0:
         raise InvalidSpec("must be 0 or more seconds", "--grace")
     parse_env(args.env)
+    if args.image or args.image_pull_policy:
+        from ringleader.launch.command import check_image
+
+        check_image(args)
     try:
         parse_ranks(args.ranks)
     except ValueError:
@@ -167,7 +171,9 @@ def _inner_options(args: LaunchArgs, per_node: int, run_id: str) -> list[str]:
     if args.grace != LaunchArgs.grace:
         options += ["--grace", f"{args.grace:g}"]
     for flag, value in (("--network-interface", args.network_interface),
-                        ("--log-dir", args.log_dir), ("--ranks", args.ranks)):  # fmt: skip
+                        ("--log-dir", args.log_dir), ("--ranks", args.ranks),
+                        ("--image", args.image),
+                        ("--image-pull-policy", args.image_pull_policy)):  # fmt: skip
         if value:
             options += [flag, value]
     if args.no_prefix:
