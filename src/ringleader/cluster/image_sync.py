@@ -42,9 +42,9 @@ class Synced:
     seconds: float = 0.0
 
 
-def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
-    """(the host's ID of ``image`` or "", why it could not be asked or "")."""
-    command = f"podman image inspect --format '{{{{.Id}}}}' -- {shlex.quote(image)} 2>/dev/null"
+def _ask(host: str, command: str, ssh: SSHOptions) -> tuple[str, str]:
+    """(what ``command`` printed on ``host``, why it could not be asked or ""): ssh's
+    failures classified with their fix, a host without podman named."""
     command += "; command -v podman >/dev/null || echo 'no podman' >&2"
     try:
         done = subprocess.run(
@@ -58,27 +58,26 @@ def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
         return "", f"{stage}: {detail}" + (f" (fix: {fix})" if fix else "")
     if "no podman" in done.stderr:
         return "", "the host has no podman (apt install podman)"
-    return done.stdout.strip(), ""
+    return done.stdout, ""
+
+
+def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
+    """(the host's ID of ``image`` or "", why it could not be asked or "")."""
+    found, problem = _ask(
+        host, f"podman image inspect --format '{{{{.Id}}}}' -- {shlex.quote(image)} 2>/dev/null",
+        ssh,
+    )  # fmt: skip
+    return found.strip(), problem
 
 
 def remote_digests(host: str, ssh: SSHOptions) -> tuple[set[str], str]:
     """(every ``NAME@sha256:...`` the host's podman holds an image by, why it could not
     be asked or ""): one ssh for all of a node's images (``image ls``)."""
-    command = "podman images --format json 2>/dev/null || echo 'no podman' >&2"
+    found, problem = _ask(host, "podman images --format json 2>/dev/null", ssh)
+    if problem:
+        return set(), problem
     try:
-        done = subprocess.run(
-            ssh_argv(host, command, ssh), stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=INSPECT_TIMEOUT_S, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return set(), f"no answer in {INSPECT_TIMEOUT_S:g} s"
-    if done.returncode == 255:
-        stage, detail, fix = classify_failure(host, done.stderr)
-        return set(), f"{stage}: {detail}" + (f" (fix: {fix})" if fix else "")
-    if "no podman" in done.stderr:
-        return set(), "the host has no podman"
-    try:
-        held = json.loads(done.stdout or "[]")
+        held = json.loads(found or "[]")
     except json.JSONDecodeError:
         return set(), "podman's list of images there is not JSON"
     return {d for i in held if isinstance(i, dict) for d in i.get("RepoDigests") or ()}, ""

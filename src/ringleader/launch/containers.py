@@ -173,15 +173,8 @@ def image_config(runtime: str, image: str) -> tuple[list[str], list[str]]:
     """The image's own entrypoint and default arguments (its ``Cmd``): what
     ``podman run IMAGE`` runs; empty where it says none or cannot be read."""
     try:
-        done = subprocess.run(
-            [runtime, "image", "inspect", "--format", "{{json .Config}}", "--", image],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-        config = json.loads(done.stdout) if done.returncode == 0 else {}
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+        config = json.loads(image_pin.inspect_image(runtime, image, "{{json .Config}}") or "{}")
+    except ValueError:
         config = {}
     if not isinstance(config, dict):
         config = {}

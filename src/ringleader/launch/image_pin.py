@@ -25,16 +25,22 @@ HOST = "image_host"  # the host's name as the head knows it (its ssh target)
 INSPECT_TIMEOUT_S = 60.0
 
 
-def image_id(runtime: str, image: str) -> str:
-    """This host's ID of ``image``, or "" when it has none (or cannot say)."""
+def inspect_image(runtime: str, image: str, form: str) -> str | None:
+    """``runtime image inspect --format FORM`` of ``image`` here; None when it has no
+    such image or cannot say (the runtime missing, slow or failing)."""
     try:
         done = subprocess.run(
-            [runtime, "image", "inspect", "--format", "{{.Id}}", "--", image],
+            [runtime, "image", "inspect", "--format", form, "--", image],
             capture_output=True, text=True, timeout=INSPECT_TIMEOUT_S, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def image_id(runtime: str, image: str) -> str:
+    """This host's ID of ``image``, or "" when it has none (or cannot say)."""
+    return inspect_image(runtime, image, "{{.Id}}") or ""
 
 
 def pinned_here(container: dict[str, Any], remote_hosts: bool) -> dict[str, Any]:

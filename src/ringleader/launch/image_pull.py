@@ -18,6 +18,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from ringleader.launch.image_pin import inspect_image
+
 #: A line at least this often while a pull goes on, so a slow layer still shows time passing.
 PROGRESS_EVERY_S = 5.0
 #: ``progress(text, done)``: one line on this host's pull; ``done`` once it has ended well.
@@ -118,14 +120,7 @@ def _doing(image: str, layers: int, digest: str, start: float) -> str:
 def image_size(runtime: str, image: str) -> str:
     """The image's size here in MB, as ``inspect`` says ("" when it cannot say)."""
     try:
-        done = subprocess.run(
-            [runtime, "image", "inspect", "--format", "{{.Size}}", "--", image],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-        size = int(done.stdout.strip().splitlines()[0])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        size = int((inspect_image(runtime, image, "{{.Size}}") or "").splitlines()[0])
+    except (ValueError, IndexError):
         return ""
     return f"{size / 1e6:.0f} MB" if size >= 1e6 else f"{size} bytes"
