@@ -20,7 +20,7 @@ from ringleader.connection import wait_healthy
 from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
 from ringleader.server.inventory import simulated_nodes
-from tests.fixtures.postgres import pg_url, postgres_server  # noqa: F401
+from tests.fixtures.postgres import pg_app_url, pg_url, postgres_server  # noqa: F401
 from tests.helpers import phases as phases_helper
 from tests.helpers.autostart import fresh  # noqa: F401 (the fixture: a fresh home)
 
@@ -115,12 +115,13 @@ def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[API]:
     """The app in-process with the real local backend, on SQLite and on PostgreSQL.
 
     Each test gets a fresh database: SQLite in its ``tmp_path``, or a new
-    database on the session's PostgreSQL server (``pg_url``, dropped after).
+    database on the session's PostgreSQL server, already migrated (``pg_app_url``,
+    dropped after).
     Without PostgreSQL the ``postgresql`` half is skipped, except with
     ``CI=true``, where it fails. A test that must run on SQLite only (a slow
     end-to-end run) says so with ``@SQLITE_ONLY``.
     """
-    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    url = request.getfixturevalue("pg_app_url") if request.param == "postgresql" else None
     yield from _app_client(tmp_path, url)
 
 
@@ -130,7 +131,7 @@ SQLITE_ONLY = pytest.mark.parametrize("api", ["sqlite"], indirect=True)
 @pytest.fixture(params=["sqlite", "postgresql"])
 def sim_api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[API]:
     """Like ``api``, on one simulated node with 4 GPUs (``--simulate-nodes 1x4gpu``)."""
-    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    url = request.getfixturevalue("pg_app_url") if request.param == "postgresql" else None
     yield from _app_client(tmp_path, url, simulate="1x4gpu")
 
 

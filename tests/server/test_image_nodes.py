@@ -23,12 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import require, wait_until
 from tests.fixtures.images import job_containers, podman, python_image
+from tests.fixtures.terminal import Terminal
 from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
     TestHostNetwork,
     make_test_hosts_fixture,
 )
+from tests.helpers.cgroups import processes_with_arg, unique_seconds
 from tests.helpers.ssh_cluster import Server, import_hosts
 from tests.server.conftest import stop_workloads
 
@@ -105,8 +107,42 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
     # image ls asks each SSH node what it holds: the pinned image is on none yet.
     held = _image_ls(server, net)
     assert re.search(r"debian-python\s+bookworm\s+no\s+none of 3", held), held
-    script = 'echo "rank $RANK on $RINGLEADER_NODE in $(. /etc/os-release; echo $ID)"'
+    # Each rank says where it runs, then waits for the test's word (a file in the
+    # working directory, mounted in every container), so exec finds it running.
+    script = ('echo "rank $RANK on $RINGLEADER_NODE in $(. /etc/os-release; echo $ID)"; '
+              "while [ ! -e release ]; do sleep 0.2; done")  # fmt: skip
     wid = server.submit("reg", tmp_path, f"sh -c '{script}'", image=target)
+    wait_until(lambda: server.cli("logs", "reg").stdout.count(" in debian") == 3, 240,
+               "every rank to start")  # fmt: skip
+    # exec into a pod on an SSH node is podman exec in its container there (over ssh):
+    # the rank's environment, the image's files; an argument is a word, never shell.
+    marker = tmp_path / "pwned"
+    inside = server.cli("exec", "reg", "--pod", "reg-worker-0", "--", "sh", "-c",
+                        'echo "rank=$RANK os=$(. /etc/os-release; echo $ID)"; echo "$0"',
+                        f"$(touch {marker})")  # fmt: skip
+    assert inside.returncode == 0, inside.stdout + inside.stderr
+    assert inside.stdout.splitlines() == ["rank=1 os=debian", f"$(touch {marker})"], inside
+    assert not marker.exists()
+    argv = [sys.executable, "-m", "ringleader", "bash", "reg", "--pod", "worker-1"]
+    with Terminal(argv, {**server.env, "TERM": "dumb"}) as shell:
+        shell.expect(re.escape("(reg-worker-1)"))  # Debian's prompt names the pod
+        shell.type("test -e /run/.containerenv && echo in-image-$RANK; tty\n")
+        shell.expect("in-image-2")
+        shell.expect("/dev/pts/")
+        shell.type("exit 3\n")
+        assert shell.wait(timeout=60) == 3, shell.transcript
+    # A session whose client goes away leaves nothing on the node (podman exec's
+    # client there, and the command in the container, end with ssh's session).
+    seconds = unique_seconds()
+    client = subprocess.Popen([sys.executable, "-m", "ringleader", "exec", "reg", "--pod",
+                               "worker-1", "--", "sleep", seconds], env=server.env)  # fmt: skip
+    try:
+        wait_until(lambda: len(processes_with_arg(seconds)) >= 2, 60, "the session's sleep")
+    finally:
+        client.kill()
+        client.wait()
+    wait_until(lambda: not processes_with_arg(seconds), 60, "the session to end on the node")
+    (tmp_path / "release").touch()
     done = server.wait_phase(wid, {"Completed", "Failed"}, timeout=240)
     assert done["phase"] == "Completed", (
         done.get("phaseMessage"),

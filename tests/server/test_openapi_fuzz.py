@@ -192,7 +192,7 @@ def _without_lifespan(app: FastAPI) -> Any:
 @pytest.fixture(params=["sqlite", "postgresql"])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     home = tmp_path / "home"
-    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    url = request.getfixturevalue("pg_app_url") if request.param == "postgresql" else None
     config = ServerConfig(data_dir=home, database_url=url, loop_interval_s=0.05, run_as="server")
     app = create_app(config, backend=NullBackend())
     app.state.probe_node = probe_answer

@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import pty
+import shlex
 import signal
 import stat
 import struct
@@ -130,6 +131,9 @@ class ExecSession:
         if self.tty and self.target.tty_prefix is not None:
             prefix = self.target.tty_prefix
         argv = [*prefix, *self.argv]
+        if self.target.remote:  # on the pod's SSH node: one quoted command, a tty asked
+            *ssh, host = self.target.remote
+            argv = [*ssh, *(["-t", "-t"] if self.tty else []), host, shlex.join(argv)]
         common: dict[str, Any] = {
             "cwd": self.target.cwd,
             "env": self.target.env,
@@ -275,7 +279,10 @@ class ExecSession:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=STOP_GRACE_S)
         if self.target.marked is not None:  # podman exec's own process is not the session's
-            end_marked(*self.target.marked)
+            if self.target.remote:
+                end_marked_remote(self.target.remote, *self.target.marked)
+            else:
+                end_marked(*self.target.marked)
         if self._pty is not None:
             with contextlib.suppress(OSError):
                 os.close(self._pty)
@@ -304,6 +311,24 @@ def end_marked(marker: str, first: int) -> list[int]:
             os.kill(int(entry.name), signal.SIGKILL)
             ended.append(int(entry.name))
     return ended
+
+
+#: ``end_marked`` as a POSIX shell runs it on an SSH node ($1: the marker, $2: the pid).
+END_MARKED_SH = (
+    'ns=$(readlink "/proc/$2/ns/pid") || exit 0; for d in /proc/[0-9]*; do '
+    '[ "$(readlink "$d/ns/pid" 2>/dev/null)" = "$ns" ] || continue; '
+    "{ tr '\\0' '\\n' < \"$d/environ\"; } 2>/dev/null | grep -qxF -e \"$1\" && "
+    'kill -KILL "${d#/proc/}" 2>/dev/null; done; exit 0'
+)
+
+
+def end_marked_remote(ssh: tuple[str, ...], marker: str, first: int) -> None:
+    """``end_marked`` on the SSH node ``ssh`` reaches: a session without a terminal
+    leaves its command running in the container when its ssh goes."""
+    command = shlex.join(["sh", "-c", END_MARKED_SH, "end-marked", marker, str(first)])
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run([*ssh, command], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=STOP_GRACE_S + 10, check=False)  # fmt: skip
 
 
 def _pump(

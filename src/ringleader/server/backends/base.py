@@ -181,6 +181,9 @@ class ExecTarget:
     #: carry, the container's first process), so what the session left in the container
     #: when its client went is found (its pid namespace, that variable) and ended.
     marked: tuple[str, int] | None = None
+    #: The ssh argv to the pod's node (ending with the host) when the session runs
+    #: there: the whole command (``prefix`` and the argv, shell-quoted) goes through it.
+    remote: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

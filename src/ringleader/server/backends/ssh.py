@@ -29,6 +29,7 @@ from ringleader.errors import Conflict
 from ringleader.hosts import Host
 from ringleader.launch.containers import detected as detect_runtime
 from ringleader.launch.detached import LaunchFile
+from ringleader.launch.ssh import SSHOptions, ssh_argv
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import (
     BackendContext,
@@ -129,13 +130,22 @@ class SSHBackend(LocalBackend):
     def _hosts(self, pods: list[LocalPod], request: BackendRequest) -> list[Host]:
         return gang_hosts(pods, request.placements, self.book)
 
-    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
-        """A pod on an SSH node is out of the local exec's reach: say what to do instead."""
+    def reach(self, launch: LaunchFile, pod: LocalPod) -> tuple[str, ...]:
+        """ssh to the SSH node of ``pod`` (an image pod's session is ``podman exec``
+        there, over the server's ssh config); () for a pod here."""
         remote = {h.name for h in launch.spec.hosts if not h.is_local}
-        if _launch_host(launch, pod) in remote:
+        host = _launch_host(launch, pod)
+        return tuple(ssh_argv(host, "", SSHOptions.from_env())[:-1]) if host in remote else ()
+
+    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
+        """A process pod on an SSH node is out of exec's reach (an image pod is not: its
+        container is found there): say what to do instead."""
+        remote = {h.name for h in launch.spec.hosts if not h.is_local}
+        if _launch_host(launch, pod) in remote and not launch.spec.container:
             raise Conflict(
-                f"pod {pod.name} runs on SSH node {pod.node}: exec into pods on SSH nodes is "
-                f"not supported yet; log in there (ssh {pod.node}) and cd {launch.spec.cwd}"
+                f"pod {pod.name} runs on SSH node {pod.node}: exec into process pods on SSH "
+                f"nodes is not supported yet (image pods: yes); log in there (ssh {pod.node}) "
+                f"and cd {launch.spec.cwd}"
             )
 
 

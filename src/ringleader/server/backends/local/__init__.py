@@ -404,6 +404,11 @@ class LocalBackend(Backend[LocalPlan]):
         """Where ``exec``/``bash`` run: the pod's live process's directory and environment."""
         return exec_target(self, handle, pod)
 
+    def reach(self, launch: LaunchFile, pod: LocalPod) -> tuple[str, ...]:
+        """The ssh argv (ending with the host) to ``pod``'s node when it is another host's
+        (a hook: every local pod is here; the SSH backend's remote ones are not)."""
+        return ()
+
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """Refuse exec into ``pod`` where this backend cannot reach it (a hook: a local
         pod, in an image or not, is always reachable; the SSH backend's remote ones

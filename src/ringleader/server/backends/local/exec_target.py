@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,7 +61,7 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     backend.check_exec(launch, pods[pod])
     run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
     if launch.spec.container:
-        return _in_container(backend.node, launch, pod, rank)
+        return _in_container(backend.node, launch, pod, rank, backend.reach(launch, pods[pod]))
     run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
     if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
         return _through_sudo(backend.node, launch, run_as, pod, rank, run_dir)
@@ -116,22 +117,29 @@ def _through_sudo(
 SESSION_VAR = "RINGLEADER_EXEC_SESSION"
 
 
-def _in_container(node: str, launch: LaunchFile, pod: str, rank: int) -> ExecTarget:
+def _in_container(
+    node: str, launch: LaunchFile, pod: str, rank: int, remote: tuple[str, ...] = ()
+) -> ExecTarget:
     """The session as ``podman exec`` into the pod's running container (root runs the
-    runtime; the session is the container's user, the pod's account)."""
+    runtime; the session is the container's user, the pod's account).  ``remote``: the
+    ssh argv to the pod's SSH node, where its agent ran the container (and its runtime
+    by name: that node's own)."""
     container = launch.spec.container
-    runtime = shutil.which(str(container.get("runtime") or "podman"))
+    named = str(container.get("runtime") or "podman")
+    runtime = named if remote else shutil.which(named)
     if runtime is None:
         raise Conflict(f"pod {pod} runs in an image, and this host has no container runtime")
     name = containers.container_name(launch.spec.run_id, rank)
+    ask = [runtime, "container", "inspect", "--format", "{{.State.Running}} {{.State.Pid}}", name]
     try:
         state = subprocess.run(
-            [runtime, "container", "inspect", "--format", "{{.State.Running}} {{.State.Pid}}",
-             name],
-            capture_output=True, text=True, timeout=30, check=False,
+            [*remote, shlex.join(ask)] if remote else ask,
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RingleaderError(f"cannot ask {runtime} about pod {pod}: {exc}") from None
+    if remote and state.returncode == 255:
+        raise RingleaderError(f"cannot reach pod {pod}'s node: {state.stderr.strip()[-300:]}")
     running, _, first = state.stdout.strip().partition(" ")
     if running != "true" or not first.isdigit():
         raise Conflict(no_process(pod))
@@ -150,6 +158,7 @@ def _in_container(node: str, launch: LaunchFile, pod: str, rank: int) -> ExecTar
         prefix=(*head, *tail),
         tty_prefix=(*head, "--tty", *tail),
         marked=(marker, int(first)),
+        remote=remote,
     )
 
 
