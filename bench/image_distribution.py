@@ -18,7 +18,7 @@ without the image and the registry starts empty:
 - **naive**: ``podman save IMAGE | ssh HOST podman load`` for each host in turn.
 
 The peer is the naive copy: each figure is also a ratio to it, same run.  Writes
-bench/results/image_distribution.json and .md (not with --quick: 2 hosts, an image
+bench/results/image_distribution.json and .md (not with --quick: 1 host, an image
 of a few MB, one run).
 
 Usage: python bench/image_distribution.py [--runs 3] [--hosts 3] [--size-mb 1000]
@@ -168,7 +168,7 @@ def table(medians: dict[str, float], hosts: int, size: int, runs: int) -> list[s
     for method in METHODS:
         rows.append(f"| {method} | {medians[method]:.2f} | {medians[method] / naive:.2f}x |")
     rows.append(f"| registry: push | {medians['push']:.2f} | |")
-    rows.append(f"| registry: {hosts} pulls at once | {medians['pulls']:.2f} | |")
+    rows.append(f"| registry: {hosts} pull(s) at once | {medians['pulls']:.2f} | |")
     rows.append("")
     rows.append(f"An image of {size / 1e6:.0f} MB to {hosts} hosts, {runs} run(s).")
     return rows
@@ -179,10 +179,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--size-mb", type=int, default=1000)
-    parser.add_argument("--quick", action="store_true", help="2 hosts, a few MB, 1 run")
+    parser.add_argument("--quick", action="store_true", help="1 host, a few MB, 1 run")
     args = parser.parse_args()
     if args.quick:
-        args.runs, args.hosts, args.size_mb = 1, 2, 8
+        args.runs, args.hosts, args.size_mb = 1, 1, 4
     require_test_hosts()
     for tool in ("podman", "docker-registry"):
         if shutil.which(tool) is None:

@@ -104,9 +104,9 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
         assert facts["containerRuntime"].startswith("podman "), facts
     listed = server.cli("nodes", "list").stdout
     assert "podman" in listed, listed
-    # image ls asks each SSH node what it holds: the pinned image is on none yet.
+    # image ls asks each SSH node what it holds (by ID): none yet; the head pushed it.
     held = _image_ls(server, net)
-    assert re.search(r"debian-python\s+bookworm\s+no\s+none of 3", held), held
+    assert re.search(r"debian-python\s+bookworm\s+yes\s+none of 3", held), held
     # Each rank says where it runs, then waits for the test's word (a file in the
     # working directory, mounted in every container), so exec finds it running.
     script = ('echo "rank $RANK on $RINGLEADER_NODE in $(. /etc/os-release; echo $ID)"; '
@@ -168,7 +168,7 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
         line = rf"^{re.escape(host.address)}: pulled image \S+@sha256:\w+ in [0-9.]+ s \(\d+ MB\)$"
         assert re.search(line, pulled[0], re.M), pulled[0]
     held = _image_ls(server, net)
-    assert re.search(r"debian-python\s+bookworm\s+no\s+all 3", held), held
+    assert re.search(r"debian-python\s+bookworm\s+yes\s+all 3", held), held
 
 
 def _image_ls(server: Server, net: TestHostNetwork) -> str:

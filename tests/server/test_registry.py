@@ -72,8 +72,8 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
         assert _cli(home, "image", "push", "localhost/rl-other:1").returncode == 0
         podman("rmi", "--ignore", "--force", "localhost/rl-other:1", f"{address}/rl-other:1")
         assert podman("image", "exists", "localhost/rl-other:1").returncode == 1
-        # ON THIS NODE: the image the tag names in the registry (its digest) is here:
-        # the one pushed from here is; the other is not.
+        # ON THIS NODE: the image the tag names in the registry (by its ID, whatever
+        # its names here) is here: the one pushed from here is; the other is not.
         listed = _cli(home, "image", "ls").stdout
         assert re.search(
             rf"{re.escape(address)}/ringleader-test/debian-python\s+bookworm\s+yes", listed
@@ -93,6 +93,9 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
             _submit(server, "reg", target, "echo from-registry", tmp_path, "Always")
             described = _ended(server, "reg")
             assert "Status: Completed" in described, described
+            # Its pull is in its history: Kubernetes' Pulled, with the time and size.
+            assert re.search(r"Pulled\s.*pulled image \S+ in [0-9.]+ s \(\d+ MB\)",
+                             described), described  # fmt: skip
             assert "[reg-master-0] from-registry" in server.cli("logs", "reg").stdout
             # The registry goes away: a workload whose image is there waits, saying why,
             # and runs once the registry is back (a wait, not a failure).
@@ -111,9 +114,6 @@ def test_an_image_only_in_the_registry_runs_and_no_one_without_its_password_uses
 
             described = _ended(server, "later")
             assert "Status: Completed" in described, described
-            # Its pull is in its history: Kubernetes' Pulled, with the time and size.
-            assert re.search(r"Pulled\s.*pulled image \S+ in [0-9.]+ s \(\d+ MB\)",
-                             described), described  # fmt: skip
         assert re.search(r"bookworm\s+yes", _cli(home, "image", "ls").stdout)
         missing = _cli(home, "image", "push", "localhost/not/here:1")
         assert missing.returncode != 0 and "no image localhost/not/here:1 here" in missing.stderr

@@ -224,8 +224,8 @@ def list_images(
     data_dir: str = DATA_DIR,
 ) -> None:
     """List the registry's images, and which nodes hold each: this one and the
-    server's SSH nodes (the image the tag names in the registry now, what a
-    workload of it runs; each node is asked over ssh).
+    server's SSH nodes (the image the tag names in the registry now, by its ID, what
+    a workload of it runs; each node is asked over ssh).
 
     Example:
 
@@ -246,12 +246,11 @@ def list_images(
         table.add_column("SSH NODES")
     for name, tags in sorted(held.items()):
         for tag in tags or ["-"]:
-            digest = registry.digest_of(found, name, tag) if tag != "-" else ""
-            named = f"{found.address}/{name}" + (f"@{digest}" if digest else f":{tag}")
-            here = podman is not None and tag != "-" and image_present(podman, named)
+            wanted = registry.image_id_of(found, name, tag) if tag != "-" else ""
+            here = podman is not None and bool(wanted) and image_present(podman, wanted)
             row = [f"{found.address}/{name}", tag, "yes" if here else "no"]
             if nodes:
-                row.append(_holders(nodes, named if digest else ""))
+                row.append(_holders(nodes, wanted))
             table.add_row(*row)
     console.print(table)
     for line in unasked:
@@ -261,12 +260,12 @@ def list_images(
 def _ssh_nodes_holdings(
     home: Path, ssh_config: str | None
 ) -> tuple[dict[str, set[str]], list[str]]:
-    """Each SSH node of ``home``'s server (its ``nodes``) and the image digests it
+    """Each SSH node of ``home``'s server (its ``nodes``) and the IDs of the images it
     holds; and a line for each node (or the server) that could not be asked."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ringleader.client import Client
-    from ringleader.cluster.image_sync import remote_digests
+    from ringleader.cluster.image_sync import remote_ids
     from ringleader.launch.ssh import SSHOptions
 
     try:
@@ -277,7 +276,7 @@ def _ssh_nodes_holdings(
         return {}, [f"SSH nodes not asked: the server did not answer ({first})"]
     options = SSHOptions.from_env(ssh_config)
     with ThreadPoolExecutor(max(1, min(16, len(listed)))) as pool:
-        answers = list(pool.map(lambda n: remote_digests(n.ssh, options), listed))
+        answers = list(pool.map(lambda n: remote_ids(n.ssh, options), listed))
     holdings, unasked = {}, []
     for node, (digests, problem) in zip(listed, answers, strict=True):
         if problem:

@@ -70,9 +70,9 @@ def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
     return found.strip(), problem
 
 
-def remote_digests(host: str, ssh: SSHOptions) -> tuple[set[str], str]:
-    """(every ``NAME@sha256:...`` the host's podman holds an image by, why it could not
-    be asked or ""): one ssh for all of a node's images (``image ls``)."""
+def remote_ids(host: str, ssh: SSHOptions) -> tuple[set[str], str]:
+    """(the ID of every image the host's podman holds, why it could not be asked or
+    ""): one ssh for all of a node's images (``image ls``)."""
     found, problem = _ask(host, "podman images --format json 2>/dev/null", ssh)
     if problem:
         return set(), problem
@@ -80,7 +80,7 @@ def remote_digests(host: str, ssh: SSHOptions) -> tuple[set[str], str]:
         held = json.loads(found or "[]")
     except json.JSONDecodeError:
         return set(), "podman's list of images there is not JSON"
-    return {d for i in held if isinstance(i, dict) for d in i.get("RepoDigests") or ()}, ""
+    return {str(i.get("Id")) for i in held if isinstance(i, dict) and i.get("Id")}, ""
 
 
 def _copy(podman: str, host: str, image: str, ssh: SSHOptions) -> str:

@@ -26,7 +26,7 @@ import sys
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch import frameworks, prestart
 from ringleader.launch.launch_args import OPTIONS, LaunchArgs, parse_ranks
-from ringleader.launch.options import build_spec, parse_env
+from ringleader.launch.options import build_spec, check_image, parse_env
 from ringleader.launch.output import ConsoleSink
 from ringleader.launch.result import render_summary
 from ringleader.launch.ssh import SSHOptions
@@ -115,10 +115,6 @@ def check_slurm_framework(name: str) -> None:
         )
 
 
-#: Kubernetes' imagePullPolicy values (Run:ai's --image-pull-policy).
-PULL_POLICIES = ("Always", "IfNotPresent", "Never")
-
-
 def in_image(spec: LaunchSpec, args: LaunchArgs) -> LaunchSpec:
     """``spec`` with every rank in ``--image`` (``launch/containers.py``): the command
     as typed (``python`` is the image's own), the working directory mounted."""
@@ -134,21 +130,6 @@ def in_image(spec: LaunchSpec, args: LaunchArgs) -> LaunchSpec:
     runtime = next((n for n in RUNTIMES if shutil.which(n)), RUNTIMES[0])
     container = {"runtime": runtime, "image": image, "pull": policy, "entrypoint": True}
     return dataclasses.replace(spec, command=list(args.command), container=container)
-
-
-def check_image(args: LaunchArgs) -> tuple[str, str]:
-    """``--image`` and its pull policy, checked: (image, policy)."""
-    from ringleader.launch.containers import bad_reference
-
-    if not args.image:
-        raise InvalidSpec("needs --image IMAGE", "--image-pull-policy")
-    if problem := bad_reference(args.image):
-        raise InvalidSpec(f"{args.image!r} is not an image reference: {problem}", "--image")
-    policy = args.image_pull_policy or "IfNotPresent"
-    if policy not in PULL_POLICIES:
-        raise InvalidSpec(f"{policy!r} is not one of {', '.join(PULL_POLICIES)}",
-                          "--image-pull-policy")  # fmt: skip
-    return args.image, policy
 
 
 def run(args: LaunchArgs) -> int:

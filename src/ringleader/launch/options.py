@@ -18,6 +18,7 @@ from ringleader.launch.prestart import new_run_id
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
+    from ringleader.launch.launch_args import LaunchArgs
     from ringleader.slurm.allocation import Allocation
 
 
@@ -139,3 +140,22 @@ def build_spec(
         env=env or {},
         slurm_job=allocation.job_id if allocation is not None else "",
     )
+
+
+#: Kubernetes' imagePullPolicy values (Run:ai's --image-pull-policy).
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+def check_image(args: LaunchArgs) -> tuple[str, str]:
+    """``--image`` and its pull policy, checked: (image, policy)."""
+    from ringleader.launch.containers import bad_reference
+
+    if not args.image:
+        raise InvalidSpec("needs --image IMAGE", "--image-pull-policy")
+    if problem := bad_reference(args.image):
+        raise InvalidSpec(f"{args.image!r} is not an image reference: {problem}", "--image")
+    policy = args.image_pull_policy or "IfNotPresent"
+    if policy not in PULL_POLICIES:
+        raise InvalidSpec(f"{policy!r} is not one of {', '.join(PULL_POLICIES)}",
+                          "--image-pull-policy")  # fmt: skip
+    return args.image, policy

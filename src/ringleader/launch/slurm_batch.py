@@ -150,7 +150,7 @@ def _check_inner_launch(args: LaunchArgs) -> None:
         raise InvalidSpec("must be 0 or more seconds", "--grace")
     parse_env(args.env)
     if args.image or args.image_pull_policy:
-        from ringleader.launch.command import check_image
+        from ringleader.launch.options import check_image
 
         check_image(args)
     try:

@@ -226,20 +226,22 @@ def catalog(registry: Registry) -> dict[str, list[str]]:
     return out
 
 
-def digest_of(registry: Registry, name: str, tag: str) -> str:
-    """The digest ``name:tag`` names in the registry now ("" when it cannot say): what a
-    workload of that tag runs (``launch/registry_pull.pinned``)."""
+def image_id_of(registry: Registry, name: str, tag: str) -> str:
+    """The ID of the image ``name:tag`` names in the registry now: its manifest's config
+    digest, the ID podman gives the image wherever it is, pushed or pulled ("" when it
+    cannot say, or the tag names a list of images): what a workload of that tag runs
+    (``launch/registry_pull.pinned`` pins the manifest's digest)."""
     try:
-        answer = httpx.head(
+        answer = httpx.get(
             f"http://{registry.address}/v2/{name}/manifests/{tag}",
             headers={"Accept": MANIFESTS},
             auth=_credentials(registry),
             timeout=10,
         )
-    except httpx.HTTPError:
+        digest = answer.json()["config"]["digest"] if answer.status_code == 200 else ""
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
         return ""
-    digest = answer.headers.get("Docker-Content-Digest", "")
-    return digest if answer.status_code == 200 and digest.startswith("sha256:") else ""
+    return digest.removeprefix("sha256:") if str(digest).startswith("sha256:") else ""
 
 
 def _credentials(registry: Registry) -> tuple[str, str]:
