@@ -278,19 +278,19 @@ def _ssh_nodes_holdings(
     with ThreadPoolExecutor(max(1, min(16, len(listed)))) as pool:
         answers = list(pool.map(lambda n: remote_ids(n.ssh, options), listed))
     holdings, unasked = {}, []
-    for node, (digests, problem) in zip(listed, answers, strict=True):
+    for node, (ids, problem) in zip(listed, answers, strict=True):
         if problem:
             unasked.append(f"node {node.name}: not asked: {problem}")
         else:
-            holdings[node.name] = digests
+            holdings[node.name] = ids
     return holdings, unasked
 
 
-def _holders(nodes: dict[str, set[str]], pinned: str) -> str:
-    """ "all 3", "none of 3" or "2 of 3 (not: n4)": the nodes that hold ``pinned``."""
-    if not pinned:
+def _holders(nodes: dict[str, set[str]], wanted: str) -> str:
+    """ "all 3", "none of 3" or "2 of 3 (not: n4)": the nodes that hold image ``wanted``."""
+    if not wanted:
         return "?"
-    missing = sorted(name for name, digests in nodes.items() if pinned not in digests)
+    missing = sorted(name for name, ids in nodes.items() if wanted not in ids)
     if not missing:
         return f"all {len(nodes)}"
     if len(missing) == len(nodes):

@@ -103,10 +103,14 @@ def slurm_allocation(args: LaunchArgs) -> Allocation | None:
     return allocation.detect(os.environ, args.nproc_per_node)
 
 
+def _own_launcher(name: str) -> bool:
+    """The framework starts its ranks with its own launcher (mpirun), not our agents."""
+    return frameworks.get(name).supervisor != frameworks.get(frameworks.DEFAULT).supervisor
+
+
 def check_slurm_framework(name: str) -> None:
     """Refuse a framework whose gang does not start with one agent per node (mpirun's)."""
-    framework = frameworks.get(name)  # an unknown name: InvalidSpec naming --framework
-    if framework.supervisor != frameworks.get(frameworks.DEFAULT).supervisor:
+    if _own_launcher(name):  # an unknown name: InvalidSpec naming --framework
         raise InvalidSpec(
             f"{name} starts its ranks with its own launcher, which ringleader does not run "
             "inside a Slurm allocation; pass --no-slurm with -H/--hostfile, or start it "
@@ -118,17 +122,13 @@ def check_slurm_framework(name: str) -> None:
 def in_image(spec: LaunchSpec, args: LaunchArgs) -> LaunchSpec:
     """``spec`` with every rank in ``--image`` (``launch/containers.py``): the command
     as typed (``python`` is the image's own), the working directory mounted."""
-    import shutil
-
-    from ringleader.launch.containers import RUNTIMES
-
     image, policy = check_image(args)
-    if frameworks.get(spec.framework).supervisor != frameworks.get(frameworks.DEFAULT).supervisor:
+    if _own_launcher(spec.framework):
         raise InvalidSpec(f"{spec.framework} ranks in an image are not supported yet "
                           "(mpirun would need to reach the other ranks' containers)",
                           "--framework")  # fmt: skip
-    runtime = next((n for n in RUNTIMES if shutil.which(n)), RUNTIMES[0])
-    container = {"runtime": runtime, "image": image, "pull": policy, "entrypoint": True}
+    # No runtime named: each host's agent runs its own podman, else docker (ready_image).
+    container = {"image": image, "pull": policy, "entrypoint": True}
     return dataclasses.replace(spec, command=list(args.command), container=container)
 
 

@@ -133,20 +133,24 @@ class SSHBackend(LocalBackend):
     def reach(self, launch: LaunchFile, pod: LocalPod) -> tuple[str, ...]:
         """ssh to the SSH node of ``pod`` (an image pod's session is ``podman exec``
         there, over the server's ssh config); () for a pod here."""
-        remote = {h.name for h in launch.spec.hosts if not h.is_local}
-        host = _launch_host(launch, pod)
-        return tuple(ssh_argv(host, "", SSHOptions.from_env())[:-1]) if host in remote else ()
+        host = _remote_host(launch, pod)
+        return tuple(ssh_argv(host, "", SSHOptions.from_env())[:-1]) if host else ()
 
     def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
         """A process pod on an SSH node is out of exec's reach (an image pod is not: its
         container is found there): say what to do instead."""
-        remote = {h.name for h in launch.spec.hosts if not h.is_local}
-        if _launch_host(launch, pod) in remote and not launch.spec.container:
+        if _remote_host(launch, pod) and not launch.spec.container:
             raise Conflict(
                 f"pod {pod.name} runs on SSH node {pod.node}: exec into process pods on SSH "
                 f"nodes is not supported yet (image pods: yes); log in there (ssh {pod.node}) "
                 f"and cd {launch.spec.cwd}"
             )
+
+
+def _remote_host(launch: LaunchFile, pod: LocalPod) -> str:
+    """The SSH host that runs ``pod``'s first rank ("" when that is this machine)."""
+    host = _launch_host(launch, pod)
+    return host if host in {h.name for h in launch.spec.hosts if not h.is_local} else ""
 
 
 def _launch_host(launch: LaunchFile, pod: LocalPod) -> str:
