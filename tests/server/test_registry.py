@@ -224,3 +224,42 @@ def test_another_hosts_agent_gets_the_password_for_its_pull_only(tmp_path: Path)
         loop = registry_pull.for_host({**container, "image": image}, "node-1", local=False)
         assert "node-1 cannot reach" in loop["registry_refused"]
         assert "registry start --host" in loop["registry_refused"]
+
+
+def test_a_restart_never_shows_a_reader_a_registry_without_its_address_or_password(
+    tmp_path: Path,
+) -> None:
+    """While the registry restarts, the scheduler (``Reachability``) and the agents
+    (``registry_pull``) read its files: each read finds its address and password,
+    so an image in it is never taken for another registry's and pulled over HTTPS
+    without the password (a CI failure: the address was removed for the start)."""
+    import threading
+
+    from ringleader.launch import registry_pull
+    from ringleader.server import registry
+
+    require(shutil.which("docker-registry") is not None, "docker-registry (Debian package)")
+    home, port = tmp_path / "home", _free_port()
+    registry.start(home, port=port)
+    where = str(registry.directory(home))
+    misses: list[str] = []
+    done = threading.Event()
+
+    def read_all_the_time() -> None:
+        while not done.is_set():
+            if registry_pull._read(where) is None:
+                misses.append("registry_pull")
+            if not registry.Reachability(home).address:
+                misses.append("Reachability")
+
+    reader = threading.Thread(target=read_all_the_time)
+    reader.start()
+    try:
+        assert registry.stop(home)
+        restarted = registry.start(home, port=port)
+        assert restarted.address == f"127.0.0.1:{port}"
+    finally:
+        done.set()
+        reader.join()
+        registry.stop(home)
+    assert not misses, sorted(set(misses))

@@ -25,8 +25,9 @@ is in it stays Pending saying so, and runs once it is back (``Reachability``, as
 by the scheduler's placing loop): a missing registry is a wait, not a failure.
 
 Files, in ``HOME/registry/``: ``config.yml``, ``htpasswd``, ``auth.json``,
-``address`` (``HOST:PORT``, written once it answers and kept when it stops: images
-named after it are still its), ``registry.pid``, ``registry.log`` and ``data/``.
+``address`` (``HOST:PORT``, written once it answers, and kept when it stops and
+while it starts again: images named after it are still its), ``registry.pid``,
+``registry.log`` and ``data/``.
 """
 
 from __future__ import annotations
@@ -118,7 +119,6 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
     where = directory(home)
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     (where / "data").mkdir(mode=0o700, exist_ok=True)
-    (where / "address").unlink(missing_ok=True)
     password = secrets.token_urlsafe(24)
     _write_private(where / "htpasswd", f"{USER}:{_bcrypt(password)}\n")
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -135,7 +135,7 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
             start_new_session=True,  # not ended with this command's terminal
             cwd=str(where),
         )
-    (where / "registry.pid").write_text(f"{proc.pid}\n")
+    _write_private(where / "registry.pid", f"{proc.pid}\n")
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -144,7 +144,7 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
                 raise RingleaderError(f"the registry did not start on {address}: {last}")
             # Its own port: another listener there (a tenant's) is never taken for it.
             if owns_port(proc.pid, port) and _answers(address):
-                (where / "address").write_text(f"{address}\n")
+                _write_private(where / "address", f"{address}\n")
                 return Registry(address, str(where / "auth.json"), proc.pid)
             time.sleep(0.1)
         raise RingleaderError(f"the registry did not answer on {address} in {START_TIMEOUT_S:g} s")
@@ -263,11 +263,19 @@ def _bcrypt(password: str) -> str:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to a new file only its owner reads (never through a link)."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
+    """Put ``text`` in ``path``, a file only its owner reads, in one step: written to
+    a new file (never through a link) and renamed over the old one, so the scheduler
+    and agents reading it while the registry restarts find the old text or the new,
+    never none (none made an agent pull without the registry's password)."""
+    fresh = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(fresh, path)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
 
 
 def _last_line(log: Path) -> str:
