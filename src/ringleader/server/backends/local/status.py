@@ -117,11 +117,15 @@ def status_of(
 def pull_progress(state: dict[str, Any]) -> tuple[str, str]:
     """Kubernetes' words for an image on its way (``Pulling``, then ``Pulled`` once every
     host has it) and each host's latest line (the supervisor's ``progress``); ("", "")
-    when no host pulls.  The server records an event each time the reason changes."""
+    when no host pulls.  The server records an event each time the reason changes.
+
+    Pulled waits for the launch to leave ``Starting`` (every agent ready): a host
+    not heard from yet may still begin a pull, and one host done before another
+    starts would otherwise read Pulled, Pulling, Pulled (two Pulled events)."""
     progress = state.get("progress")
     if not isinstance(progress, dict) or not progress:
         return "", ""
-    lines, pulling = [], False
+    lines, pulling = [], state.get("phase") == "Starting"
     for host, info in sorted(progress.items()):
         if isinstance(info, dict):
             pulling = pulling or not info.get("done")
