@@ -3,7 +3,8 @@
 Every operation the document lists is called with generated requests, valid and
 invalid (schemathesis' positive and negative modes, plus its coverage phase of
 boundary values), carrying the admin's bearer token (negative cases may mangle
-it), on a fresh in-process app per operation, on SQLite and on PostgreSQL.
+it), on one in-process app per database (SQLite and PostgreSQL) whose state
+carries from operation to operation.
 Each response must pass:
 
 - ``not_a_server_error``: no 5xx (nor an exception out of the app), whatever the input;
@@ -21,8 +22,8 @@ Invariants:
   backend is exercised by ``test_api.py``.
 - Bounded and reproducible: at most ``MAX_EXAMPLES`` generated cases per
   operation (plus the coverage phase's), derandomized (a fixed seed per
-  operation), no example database; about 3 minutes for both databases on a
-  2-core machine (POST /token alone about 15 s each: a bcrypt check per case).
+  operation), no example database; secrets hashed with few rounds (the cost of
+  PBKDF2 is not what is fuzzed: ``cheap_secrets``).
 - Random values rarely hit what servers trip on, so dictionaries mix in edge
   values (NUL, integers past 64 bits, filter expressions, edge times), and
   generated ids almost never name anything, so about half the cases (one more
@@ -35,6 +36,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ringleader.errors import Conflict, HostUnreachable
+from ringleader.server import auth
 from ringleader.server.app import create_app
 from ringleader.server.backends.base import (
     Backend,
@@ -61,6 +64,8 @@ from ringleader.server.backends.base import (
     LogLine,
 )
 from ringleader.server.config import ServerConfig
+from tests.conftest import wait_until
+from tests.fixtures.postgres import migrated_database
 from tests.server.conftest import API
 
 MAX_EXAMPLES = 20
@@ -190,30 +195,79 @@ def _without_lifespan(app: FastAPI) -> Any:
     return asgi
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
-    home = tmp_path / "home"
-    url = request.getfixturevalue("pg_app_url") if request.param == "postgresql" else None
-    config = ServerConfig(data_dir=home, database_url=url, loop_interval_s=0.05, run_as="server")
-    app = create_app(config, backend=NullBackend())
-    app.state.probe_node = probe_answer
-    with TestClient(app) as client:
-        api = API(client, home)
-        submitted = api.submit("seed", "true", workers=1)
-        assert submitted.status_code == 202, submitted.text
-        project = api.post("/api/v1/org-unit/projects", json={"name": "fuzz"})
-        assert project.status_code == 201, project.text
-        yield Target(
-            app=_without_lifespan(app),
-            headers=api.headers,
-            workload_id=submitted.json()["workloadId"],
-            project="fuzz",
+@dataclass
+class Served:
+    """One app per database for the whole module, its lifespan running."""
+
+    app: FastAPI
+    client: TestClient
+    home: Path
+    api: API | None = None  # the admin's, made again once the cases revoke its token
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """The app every operation's cases call: made once per database, not once per
+    operation (a fresh app cost about 1 s, 3 minutes over the 200 operations);
+    what one operation's cases leave is input to the next.  Its secrets are
+    hashed with 1,000 PBKDF2 rounds: the subject is the HTTP layer, and at 120,000
+    each generated ``POST /token`` case cost about 0.1 s of CPU."""
+    home = tmp_path_factory.mktemp("fuzz") / "home"
+    with ExitStack() as stack:
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        patch.setattr(auth, "PBKDF2_ROUNDS", 1000)
+        auth.dummy_hash.cache_clear()
+        stack.callback(auth.dummy_hash.cache_clear)  # made again at full cost after
+        url = None
+        if request.param == "postgresql":
+            server = request.getfixturevalue("postgres_server")
+            url = stack.enter_context(contextmanager(migrated_database)(server))
+        config = ServerConfig(
+            data_dir=home, database_url=url, loop_interval_s=0.05, run_as="server"
         )
+        app = create_app(config, backend=NullBackend())
+        app.state.probe_node = probe_answer
+        client = stack.enter_context(TestClient(app))
+        yield Served(app, client, home)
+
+
+def _admin(served: Served) -> API | None:
+    try:
+        return API(served.client, served.home)
+    except AssertionError:  # 429: too many wrong secrets from this client just now
+        return None
+
+
+@pytest.fixture
+def target(served: Served) -> Target:
+    """Things each operation's cases aim at, made again for it (the cases before may
+    have deleted them), and a new admin token (they may have revoked it)."""
+    if served.api is None or served.api.get("/api/v1/me").status_code == 401:
+        # A new token; after the POST /token cases, once their wrong secrets' wait ends.
+        served.api = wait_until(lambda: _admin(served), 30, "a token for the admin")
+    api = served.api
+    submitted = api.submit("seed", "true", workers=1)
+    if submitted.status_code == 409:  # still there from an operation before
+        listed = api.get("/api/v1/workloads", params={"filterBy": "name==seed"})
+        workload_id = listed.json()["workloads"][0]["id"]
+    else:
+        assert submitted.status_code == 202, submitted.text
+        workload_id = submitted.json()["workloadId"]
+    project = api.post("/api/v1/org-unit/projects", json={"name": "fuzz"})
+    assert project.status_code in (201, 409), project.text
+    return Target(
+        app=_without_lifespan(served.app),
+        headers=api.headers,
+        workload_id=workload_id,
+        project="fuzz",
+    )
 
 
 @schema.parametrize()
 @schema.given(aim_at_existing=st.booleans())
-# One app per operation, shared by its cases: state left by one case is input to the next.
+# One app per database, shared by every case: state left by one case is input to the next.
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 def test_api_conforms_to_its_openapi(
     case: schemathesis.Case, aim_at_existing: bool, target: Target
