@@ -195,7 +195,8 @@ sys.exit(2)
 
 
 def test_rank_ignoring_sigterm_is_killed_after_grace(script) -> None:
-    started = time.monotonic()
+    # The launch's own limit (60 s) is far below the rank's 300 s sleep: it ends
+    # only because the rank was killed after the 1 s grace (no duration asserted).
     proc = launch(
         "-n",
         "2",
@@ -209,6 +210,5 @@ def test_rank_ignoring_sigterm_is_killed_after_grace(script) -> None:
         timeout=60,
     )
     assert proc.returncode == 2
-    assert "ignoring SIGTERM" in proc.stdout  # it got SIGTERM first ...
-    assert time.monotonic() - started < 10  # ... and SIGKILL after the 1 s grace, not 300 s
+    assert "ignoring SIGTERM" in proc.stdout  # it got SIGTERM first, then SIGKILL
     assert job_pids("rl-grace") == []
