@@ -116,8 +116,8 @@ class HomeLock:
     def publish(self, url: str) -> ServerRecord:
         """Write this server's record (replacing a stale one) for CLIs to find."""
         record = ServerRecord(pid=os.getpid(), url=url)
-        _write_atomically(self.home / RECORD_FILE, json.dumps(record.__dict__) + "\n")
-        _write_atomically(self.home / PID_FILE, f"{record.pid}\n")
+        write_private(self.home / RECORD_FILE, json.dumps(record.__dict__) + "\n")
+        write_private(self.home / PID_FILE, f"{record.pid}\n")
         return record
 
     def release(self) -> None:
@@ -143,13 +143,21 @@ def _holders_record(home: Path) -> ServerRecord | None:
         time.sleep(0.05)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the old content or the new, never half of it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+def write_private(path: Path, text: str) -> None:
+    """Put ``text`` in ``path``, a file of the home only its owner reads, in one step:
+    written to a new file (random name, created exclusively, never through a link)
+    and renamed over the old one.  Readers (the server's record; the registry's
+    address and password, read by the scheduler and agents while it restarts) see
+    the old content or the new, never half of it and never none."""
+    fresh = path.with_name(f".{path.name}.{os.urandom(4).hex()}")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(fresh, path)
+    except BaseException:
+        fresh.unlink(missing_ok=True)
+        raise
 
 
 def _alive(pid: int) -> bool:

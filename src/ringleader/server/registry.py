@@ -45,6 +45,7 @@ import httpx
 
 from ringleader.cluster.images import require_tool
 from ringleader.errors import RingleaderError
+from ringleader.home import write_private
 from ringleader.launch.listeners import owns_port, port_of
 from ringleader.launch.procs import terminate
 from ringleader.launch.registry_pull import MANIFESTS
@@ -120,12 +121,12 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     (where / "data").mkdir(mode=0o700, exist_ok=True)
     password = secrets.token_urlsafe(24)
-    _write_private(where / "htpasswd", f"{USER}:{_bcrypt(password)}\n")
+    write_private(where / "htpasswd", f"{USER}:{_bcrypt(password)}\n")
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     token = base64.b64encode(f"{USER}:{password}".encode()).decode()
-    _write_private(where / "auth.json", json.dumps({"auths": {address: {"auth": token}}}))
+    write_private(where / "auth.json", json.dumps({"auths": {address: {"auth": token}}}))
     config = CONFIG.format(data=where / "data", host=host, port=port, htpasswd=where / "htpasswd")
-    _write_private(where / "config.yml", config)
+    write_private(where / "config.yml", config)
     with open(where / "registry.log", "ab") as log:
         proc = subprocess.Popen(
             [binary, "serve", str(where / "config.yml")],
@@ -135,7 +136,7 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
             start_new_session=True,  # not ended with this command's terminal
             cwd=str(where),
         )
-    _write_private(where / "registry.pid", f"{proc.pid}\n")
+    write_private(where / "registry.pid", f"{proc.pid}\n")
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -144,7 +145,7 @@ def start(home: Path, host: str = "127.0.0.1", port: int = 5000) -> Registry:
                 raise RingleaderError(f"the registry did not start on {address}: {last}")
             # Its own port: another listener there (a tenant's) is never taken for it.
             if owns_port(proc.pid, port) and _answers(address):
-                _write_private(where / "address", f"{address}\n")
+                write_private(where / "address", f"{address}\n")
                 return Registry(address, str(where / "auth.json"), proc.pid)
             time.sleep(0.1)
         raise RingleaderError(f"the registry did not answer on {address} in {START_TIMEOUT_S:g} s")
@@ -260,22 +261,6 @@ def _bcrypt(password: str) -> str:
     import bcrypt
 
     return bcrypt.hashpw(password.encode(), bcrypt.gensalt()).decode()
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Put ``text`` in ``path``, a file only its owner reads, in one step: written to
-    a new file (never through a link) and renamed over the old one, so the scheduler
-    and agents reading it while the registry restarts find the old text or the new,
-    never none (none made an agent pull without the registry's password)."""
-    fresh = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(fresh, path)
-    except BaseException:
-        fresh.unlink(missing_ok=True)
-        raise
 
 
 def _last_line(log: Path) -> str:
