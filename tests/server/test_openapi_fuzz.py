@@ -23,7 +23,7 @@ Invariants:
 - Bounded and reproducible: at most ``MAX_EXAMPLES`` generated cases per
   operation (plus the coverage phase's), derandomized (a fixed seed per
   operation), no example database; secrets hashed with few rounds (the cost of
-  PBKDF2 is not what is fuzzed: ``cheap_secrets``).
+  PBKDF2 is not what is fuzzed: see ``served``).
 - Random values rarely hit what servers trip on, so dictionaries mix in edge
   values (NUL, integers past 64 bits, filter expressions, edge times), and
   generated ids almost never name anything, so about half the cases (one more
