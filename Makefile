@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
+#   TEST_WORKERS=N   pytest-xdist workers for `make test` (default 2: most tests wait on
+#                    servers, hosts and ranks, so two overlap well even on 2 cores)
+TEST_WORKERS ?= 2
 APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc catatonit mmdebstrap docker-registry
 STAMP := $(VENV)/.ringleader-installed
 PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
@@ -51,7 +54,7 @@ demo-stop:
 
 test: setup
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The tests that need a CUDA GPU (tests/gpu: NCCL, devices bound by the scheduler, the
 # memory cap of a fraction, nvidia-smi's facts); they skip, never fail, without one.

@@ -17,6 +17,14 @@ from pathlib import Path
 import pytest
 
 from ringleader.launch.procs import pids_with_marker
+from tests.helpers import workers
+
+# A width the test run did not choose is dropped at once: pytest-xdist's workers are
+# started with the COLUMNS/LINES that readline exported in the controller (80 x 24),
+# so every CLI a worker's test pipes would wrap its tables at 80 columns.  Tests that
+# want a width pass ``COLUMNS`` themselves.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 PYTHON = sys.executable
 RINGLEADER = [PYTHON, "-m", "ringleader"]
@@ -34,6 +42,19 @@ def _no_inherited_terminal_size() -> None:
     for name in ("COLUMNS", "LINES"):
         if name not in os.environ:
             os.unsetenv(name)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile``, with the host's shared things and the slow modules minded
+    (tests/helpers/workers.py)."""
+    return workers.make_scheduler(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow modules first (a stable sort: each module's own order is kept), so that
+    xdist's workers get them first (tests/helpers/workers.py)."""
+    items.sort(key=lambda item: workers.slow_first_key(item.nodeid))
 
 
 def require(condition: bool, what: str) -> None:

@@ -31,7 +31,9 @@ from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
-LIMIT_S = 420  # a hang fails the test instead of stalling the suite (all run at once)
+# A hang fails the test instead of stalling the suite.  All eight run at once, beside
+# another worker's tests: on 2 loaded cores the control plane's took over 300 s in CI.
+LIMIT_S = 600
 
 # (script, its arguments, the start of each table row it must print)
 BENCHMARKS = [
@@ -111,6 +113,7 @@ def runs(
                 run.proc.wait()
 
 
+@pytest.mark.timeout(LIMIT_S + 120)  # its own wait ends first, with the benchmark's output
 @pytest.mark.parametrize(("script", "extra", "table"), BENCHMARKS, ids=[b[0] for b in BENCHMARKS])
 def test_benchmark_runs_quick_and_prints_its_table(
     script: str,

@@ -30,7 +30,13 @@ import pytest
 
 from ringleader.launch import container_cgroups, container_mounts, containers
 from tests.conftest import wait_until
-from tests.fixtures.images import job_containers, need_podman, podman, python_image
+from tests.fixtures.images import (
+    job_containers,
+    need_podman,
+    podman,
+    python_image,
+    staged_mounts,
+)
 from tests.fixtures.tenants import Site, tenant_site
 from tests.fixtures.terminal import Terminal
 from tests.server.conftest import ServerProcess, running_server
@@ -225,7 +231,7 @@ def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothin
         assert len(peaks) == 2 and all(not p.startswith("0") for p in peaks), boxed_described
         wait_until(lambda: not job_containers(f"rl-{boxed}"), 60, "its containers removed")
         assert not _leftover_cgroups(boxed)
-        assert "mounts-rank" not in Path("/proc/self/mountinfo").read_text()
+        assert not staged_mounts(f"rl-{boxed}")
 
 
 HELPER_PYTHON = "/usr/bin/python3"  # the helper runs as the account: one it can run
@@ -479,7 +485,7 @@ def test_after_the_supervisor_and_agent_are_killed_the_server_removes_the_contai
         wait_until(lambda: not _leftover_cgroups(workload), 60, "its cgroups removed")
         marker = f"RINGLEADER_JOB_ID=rl-{workload}".encode()
         wait_until(lambda: not _carrying(marker), 60, "no process of the job left")
-        assert "mounts-rank" not in Path("/proc/self/mountinfo").read_text()
+        assert not staged_mounts(f"rl-{workload}")
 
 
 def test_under_per_user_accounts_the_container_runs_as_the_submitters_account(

@@ -17,7 +17,7 @@ import pytest
 from ringleader.cli.submit_options import SubmitOptions
 from ringleader.errors import InvalidSpec
 from tests.conftest import wait_until
-from tests.fixtures.images import job_containers, python_image
+from tests.fixtures.images import job_containers, python_image, staged_mounts
 from tests.server.conftest import ServerProcess, running_server
 
 __all__ = ["python_image"]  # the fixture, used by name
@@ -128,7 +128,7 @@ def test_volumes_mount_read_only_or_read_write_within_the_allow_list(
         workload = re.search(r"Id:\s+(\S+)", described)
         assert workload is not None
         assert not job_containers(f"rl-{workload.group(1)}")
-        assert "/mounts-rank" not in Path("/proc/self/mountinfo").read_text()
+        assert not staged_mounts(f"rl-{workload.group(1)}")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ pod's `RUNAI_MPI_NUM_WORKERS` and hostfile.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -251,4 +252,15 @@ def test_bash_in_the_launcher_of_a_users_workload_runs_mpirun_as_that_user(
         shell.type("id -u; exit\n")
         shell.expect(f"{uid}")
         assert shell.wait(timeout=30) == 0, shell.transcript
-    assert set(Path(tempfile.gettempdir()).glob("ringleader-bash-*.rc")) <= rc_files  # read, gone
+    # Read, then gone (only this account's: other tests' sessions may run meanwhile).
+    assert not {p for p in _rc_files_of(uid) if p not in rc_files}
+
+
+def _rc_files_of(uid: int) -> list[Path]:
+    """The prompt rc files ``ringleader bash`` left in the temporary directory for ``uid``."""
+    found = []
+    for path in Path(tempfile.gettempdir()).glob("ringleader-bash-*.rc"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_uid == uid:
+                found.append(path)
+    return found
