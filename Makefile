@@ -54,7 +54,7 @@ demo-stop:
 
 test: setup
 	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The tests that need a CUDA GPU (tests/gpu: NCCL, devices bound by the scheduler, the
 # memory cap of a fraction, nvidia-smi's facts); they skip, never fail, without one.
