@@ -7,12 +7,16 @@ the server reaches them with the test network's ssh config (host keys checked).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import job_pids, wait_until
+from tests.conftest import RINGLEADER, job_pids, wait_until
 from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
     TestHostNetwork,
     make_test_hosts_fixture,
@@ -133,8 +137,7 @@ def test_workload_runs_across_the_hosts_and_suspend_and_delete_stop_it_everywher
     assert job_pids(job)
     held = server.cli("nodes", "remove", pods[0]["node"])
     assert held.returncode != 0 and "runs workloads trio" in held.stderr, held.stderr
-    refused = server.cli("exec", "trio", "--pod", "trio-worker-0", "--", "true")
-    assert refused.returncode != 0 and "SSH node" in refused.stderr, refused.stderr
+    _exec_reaches_the_pod_on_its_node(server, pods, tmp_path)
 
     assert server.cli("suspend", "trio").returncode == 0
     server.wait_phase(wid, {"Stopped"}, timeout=60)
@@ -219,3 +222,62 @@ def test_spread_puts_a_gang_without_requests_on_every_host(
     assert done["actualPhase"] == "Completed", done
     pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
     assert sorted(p["node"] for p in pods) == sorted(h.address for h in net.hosts), pods
+
+
+def test_an_interactive_gang_on_ssh_nodes_holds_its_pods_for_exec_until_deleted(
+    cluster: tuple[Server, TestHostNetwork], tmp_path: Path
+) -> None:
+    """Interactive workloads run on SSH nodes (exec reaches their process pods): each
+    pod stays up after its command for a session on its own node; delete ends all."""
+    server, net = cluster
+    import_hosts(server, net, tmp_path)
+    wid = server.submit("held", tmp_path, "echo started", interactive=True)
+    server.wait_phase(wid, {"Running"})
+    pods = server.http.get(f"/api/v1/workloads/{wid}/pods").json()["pods"]
+    assert sorted(p["node"] for p in pods) == sorted(h.address for h in net.hosts), pods
+    wait_until(lambda: server.cli("logs", "held").stdout.count("started") == 3, 60, "3 starts")
+    for pod in pods:
+        done = server.cli("exec", "held", "--pod", pod["name"], "--", "ip", "-4", "-o", "addr")
+        assert done.returncode == 0 and f"inet {pod['node']}/" in done.stdout, (
+            pod,
+            done.stdout + done.stderr,
+        )
+    assert server.cli("delete", "held").returncode == 0
+    gone = lambda: server.http.get(f"/api/v1/workloads/{wid}").status_code == 404  # noqa: E731
+    wait_until(gone, 60, "the workload to be deleted")
+    wait_until(lambda: not job_pids(f"rl-{wid}"), 30, "every process of the workload to end")
+
+
+def _exec_reaches_the_pod_on_its_node(server: Server, pods: list[dict], cwd: Path) -> None:
+    """``exec`` into a process pod on an SSH node runs there, in the pod's directory and
+    environment; a session whose client goes leaves nothing running there."""
+    pod = next(p for p in pods if p["name"] == "trio-worker-0")
+    probe = 'echo "rank=$RANK job=$RINGLEADER_JOB_ID at=$(pwd)"; ip -4 -o addr show'
+    done = server.cli("exec", "trio", "--pod", "trio-worker-0", "--", "sh", "-c", probe)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"rank={pod['ranks'][0]} job=rl-" in done.stdout, done.stdout
+    assert f"at={cwd}" in done.stdout and f"inet {pod['node']}/" in done.stdout, done.stdout
+    seconds = f"{time.time_ns() % 10**9 + 10**9}"  # a sleep no other process has
+    client = subprocess.Popen(
+        [*RINGLEADER, "exec", "trio", "--pod", "trio-worker-0", "--", "sleep", seconds],
+        env=server.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _sleeping(seconds), 60, "the session's sleep on the node")
+    finally:
+        client.kill()
+        client.wait()
+    wait_until(lambda: not _sleeping(seconds), 60, "the session's sleep to end")
+
+
+def _sleeping(seconds: str) -> list[int]:
+    """Live ``sleep SECONDS`` processes (on the test hosts too: they share /proc)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if pid.isdigit() and Path(f"/proc/{pid}/cmdline").read_bytes() == (
+                f"sleep\0{seconds}\0".encode()
+            ):
+                found.append(int(pid))
+    return found

@@ -16,7 +16,9 @@ everything the server does as the account comes through here:
   through sudo there is no cgroup: found among the account's own processes by the
   agent's spawn record, ``SPAWNS`` as ``spawns_arg`` writes it, and the process
   tree below it, ``pod_process``); ``exec --check RUN_ID RANK SPAWNS`` only says
-  whether there is one;
+  whether there is one.  ``SPAWNS`` ``here``: the record this user's agents of the
+  run keep in their own run dirs on this host (an SSH node, where the server runs
+  this over ssh: ``records_here``);
 - ``sweep RUN_ID GRACE``: end every process of the run (by its marker and its
   agent's argv, the only record without a cgroup): the server cannot signal
   another account's processes; ``sweep --check RUN_ID``: is any left;
@@ -26,7 +28,7 @@ everything the server does as the account comes through here:
 Exit codes: 0 done, 2 bad usage, 3 nothing found (``exec``, ``sweep --check``),
 4 a working directory the account cannot enter, 127 a command that cannot run.
 
-Invariants: standard library and ``ringleader.launch`` only, imported where
+Invariants: standard library, ``ringleader.launch`` and ``ringleader.tenantfs`` only, imported where
 needed (the workload's interpreter needs nothing else, and links imports
 ``sudo_argv`` on the agent's path); ``-I`` keeps ``PYTHON*`` variables, the
 user's site directory and the working directory off ``sys.path``; argv lists
@@ -49,6 +51,8 @@ CANNOT_ENTER = 4
 #: What the account's own processes keep of sudo's environment: who they are.
 IDENTITY = ("HOME", "USER", "LOGNAME", "SHELL")
 MPIRUN_NAMES = ("mpirun", "mpiexec", "orterun", "prterun")
+#: ``exec``'s SPAWNS for "the records of this host's agents" (``records_here``).
+HERE = "here"
 
 
 def sudo_argv(sudo: str, account: str, python: str, *args: str) -> list[str]:
@@ -115,8 +119,11 @@ def spawns_arg(spawns: Mapping[int, tuple[int, int]]) -> str:
     return ",".join(f"{r}:{pid}:{ticks}" for r, (pid, ticks) in sorted(spawns.items())) or "-"
 
 
-def parse_spawns(text: str) -> dict[int, tuple[int, int]] | None:
-    """``spawns_arg``'s text back; None when it is not one."""
+def parse_spawns(text: str, run_id: str = "") -> dict[int, tuple[int, int]] | None:
+    """``spawns_arg``'s text back (``here``: ``records_here(run_id)``); None when it is
+    not one."""
+    if text == HERE:
+        return records_here(run_id)
     found: dict[int, tuple[int, int]] = {}
     for item in text.split(",") if text != "-" else []:
         fields = item.split(":")
@@ -124,6 +131,36 @@ def parse_spawns(text: str) -> dict[int, tuple[int, int]] | None:
             return None
         rank, pid, ticks = map(int, fields)
         found[rank] = (pid, ticks)
+    return found
+
+
+def records_here(run_id: str) -> dict[int, tuple[int, int]]:
+    """The spawn records of ``run_id``'s agents on this host that are this user's own:
+    in their run dirs (``ringleader-ID-node*`` in the temporary directory, each made
+    0700 by its agent), only those this user made and no one else can enter, never
+    through a link (anyone may name a directory so in /tmp).  Older run dirs first,
+    so a later agent's record of a rank (a restart) wins."""
+    import stat
+
+    from ringleader.launch.rank_process import run_dir_prefix, temp_dir
+    from ringleader.launch.spawned import SPAWNED_FILE, recorded
+
+    base, prefix = temp_dir(), run_dir_prefix(run_id)
+    dirs = []
+    with os.scandir(base) as entries:
+        for entry in entries:
+            if not entry.name.startswith(prefix):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            own = info.st_uid == os.getuid() and not info.st_mode & 0o077
+            if stat.S_ISDIR(info.st_mode) and own:
+                dirs.append((info.st_mtime_ns, entry.path))
+    found: dict[int, tuple[int, int]] = {}
+    for _, path in sorted(dirs):
+        found.update(recorded(os.path.join(path, SPAWNED_FILE)))
     return found
 
 
@@ -194,7 +231,7 @@ def _exec(args: list[str]) -> int:
     head = args[1:] if check else args
     run_id, rank, spawns, rest = head[0:1], head[1:2], head[2:3], head[3:]
     command = rest[1:] if rest[:1] == ["--"] else []
-    record = parse_spawns(spawns[0]) if spawns else None
+    record = parse_spawns(spawns[0], run_id[0] if run_id else "") if spawns else None
     if not (
         run_id
         and rank
@@ -281,7 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] not in VERBS:
         return _usage(f"{{{','.join(VERBS)}}} ...")
-    if os.getuid() == 0:  # the rule names an unprivileged account; root is a mistake
+    # Through sudo the rule names an unprivileged account: root is a mistake.  Over
+    # ssh to a node (``exec ... here``) it is whoever the server logs in as, root too.
+    over_ssh = args[0] == "exec" and HERE in args[1:5]
+    if os.getuid() == 0 and not over_ssh:
         print(f"{MODULE}: refusing to run as root", file=sys.stderr)
         return 2
     return VERBS[args[0]](args[1:])

@@ -49,7 +49,7 @@ from ringleader.launch.rank_process import (
     run_dir_prefix,
     temp_dir,
 )
-from ringleader.launch.spawned import RECORD_VAR, record
+from ringleader.launch.spawned import RECORD_VAR, SPAWNED_FILE, record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -210,7 +210,10 @@ class Agent:
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
             return
         pin(proc.pid, env.get(CPU_AFFINITY, ""))
-        record(os.environ.get(RECORD_VAR), rank, proc.pid)  # exec's kernel fact (spawned.py)
+        # exec's kernel fact (spawned.py): in the server's run dir, or, on an SSH node
+        # (no server there), in this agent's own, where ``account exec`` finds it.
+        own = os.path.join(self.rundir, SPAWNED_FILE) if self.rundir else None
+        record(os.environ.get(RECORD_VAR) or own, rank, proc.pid)
         if sampled:
             with self.lock:
                 sampler = self.podstats = self.podstats or podstats.Sampler()

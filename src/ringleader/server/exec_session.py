@@ -283,6 +283,8 @@ class ExecSession:
                 end_marked_remote(self.target.remote, *self.target.marked)
             else:
                 end_marked(*self.target.marked)
+        elif self.target.remote_marker:  # a process pod's, on its SSH node's host
+            end_marked_remote(self.target.remote, self.target.remote_marker, "self")
         if self._pty is not None:
             with contextlib.suppress(OSError):
                 os.close(self._pty)
@@ -322,9 +324,10 @@ END_MARKED_SH = (
 )
 
 
-def end_marked_remote(ssh: tuple[str, ...], marker: str, first: int) -> None:
+def end_marked_remote(ssh: tuple[str, ...], marker: str, first: int | str) -> None:
     """``end_marked`` on the SSH node ``ssh`` reaches: a session without a terminal
-    leaves its command running in the container when its ssh goes."""
+    leaves its command running (in a container, or in the node's host pid namespace:
+    ``first`` ``self``) when its ssh goes."""
     command = shlex.join(["sh", "-c", END_MARKED_SH, "end-marked", marker, str(first)])
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         subprocess.run([*ssh, command], stdin=subprocess.DEVNULL, capture_output=True,

@@ -184,6 +184,10 @@ class ExecTarget:
     #: The ssh argv to the pod's node (ending with the host) when the session runs
     #: there: the whole command (``prefix`` and the argv, shell-quoted) goes through it.
     remote: tuple[str, ...] = ()
+    #: A process pod's session there: the ``NAME=VALUE`` its processes carry, so what
+    #: it left running when its client went is ended on the node (its ssh going does
+    #: not end a command without a terminal).
+    remote_marker: str = ""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ringleader.errors import Conflict
 from ringleader.hosts import Host
 from ringleader.launch.containers import detected as detect_runtime
 from ringleader.launch.detached import LaunchFile
@@ -107,7 +106,7 @@ class SSHBackend(LocalBackend):
 
     name: ClassVar[str] = "ssh"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        multi_node=True, suspend=True, exec=False, restarts_in_place=False
+        multi_node=True, suspend=True, exec=True, restarts_in_place=False
     )
 
     def __init__(self, *, book: NodeBook | None = None, **options: Any) -> None:
@@ -135,16 +134,6 @@ class SSHBackend(LocalBackend):
         there, over the server's ssh config); () for a pod here."""
         host = _remote_host(launch, pod)
         return tuple(ssh_argv(host, "", SSHOptions.from_env())[:-1]) if host else ()
-
-    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
-        """A process pod on an SSH node is out of exec's reach (an image pod is not: its
-        container is found there): say what to do instead."""
-        if _remote_host(launch, pod) and not launch.spec.container:
-            raise Conflict(
-                f"pod {pod.name} runs on SSH node {pod.node}: exec into process pods on SSH "
-                f"nodes is not supported yet (image pods: yes); log in there (ssh {pod.node}) "
-                f"and cd {launch.spec.cwd}"
-            )
 
 
 def _remote_host(launch: LaunchFile, pod: LocalPod) -> str:

@@ -213,6 +213,8 @@ def shell_argv(place: ExecPlace, argv: list[str], tty: bool) -> tuple[list[str],
         return argv, None
     if place.target.tty_prefix is not None:  # in a container: its prompt names the pod
         return argv, None
+    if place.target.remote:  # on an SSH node: this host's file is not there
+        return argv, None
     fd, path = tempfile.mkstemp(prefix="ringleader-bash-", suffix=".rc")
     try:
         account = place.target.run_as

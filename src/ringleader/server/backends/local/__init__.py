@@ -409,11 +409,6 @@ class LocalBackend(Backend[LocalPlan]):
         (a hook: every local pod is here; the SSH backend's remote ones are not)."""
         return ()
 
-    def check_exec(self, launch: LaunchFile, pod: LocalPod) -> None:
-        """Refuse exec into ``pod`` where this backend cannot reach it (a hook: a local
-        pod, in an image or not, is always reachable; the SSH backend's remote ones
-        are not)."""
-
     # ----- helpers -------------------------------------------------------------------
     def _clean_once(self, run_dir: Path) -> None:
         """The first time a runs dir is seen (a server's first poll after a start,

@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING
 
 from ringleader.errors import Conflict, NotFound, RingleaderError
 from ringleader.launch import containers
-from ringleader.launch.account import NOT_FOUND, pod_process, spawns_arg, sudo_argv
+from ringleader.launch.account import (
+    HERE,
+    MODULE,
+    NOT_FOUND,
+    pod_process,
+    spawns_arg,
+    sudo_argv,
+)
 from ringleader.launch.detached import LaunchFile, load_launch
 from ringleader.launch.procs import start_ticks
 from ringleader.launch.spawned import SPAWNED_FILE, recorded
@@ -58,10 +65,12 @@ def exec_target(backend: LocalBackend, handle: str, pod: str) -> ExecTarget:
     pods = {p.name: p for p in pods_from_launch(launch)}
     if pod not in pods:
         raise NotFound("pod", pod)
-    backend.check_exec(launch, pods[pod])
     run_id, rank = launch.spec.run_id, pods[pod].ranks[0]
+    remote = backend.reach(launch, pods[pod])
     if launch.spec.container:
-        return _in_container(backend.node, launch, pod, rank, backend.reach(launch, pods[pod]))
+        return _in_container(backend.node, launch, pod, rank, remote)
+    if remote:
+        return _on_ssh_node(backend.node, launch, pod, rank, remote)
     run_as = account_run_as(launch)  # the session is the pod's account, as its ranks are
     if run_as is not None and run_as.sudo:  # only the account reads its /proc entries
         return _through_sudo(backend.node, launch, run_as, pod, rank, run_dir)
@@ -111,6 +120,35 @@ def _through_sudo(
         )
     prefix = sudo_argv(run_as.sudo, run_as.name, python, "exec", run_id, str(rank), spawns, "--")
     return ExecTarget(node=node, cwd="/", env={}, prefix=tuple(prefix))
+
+
+def _on_ssh_node(
+    node: str, launch: LaunchFile, pod: str, rank: int, remote: tuple[str, ...]
+) -> ExecTarget:
+    """The session on the pod's SSH node, as the user the server logs in as there (who
+    its agent and ranks run as): ``launch/account.py exec`` finds the pod's process by
+    the spawn record that node's agent keeps (``here``), enters its directory and
+    takes its environment.  Its processes carry a marker, so what the session left
+    there when its client went is ended (``ExecTarget.marked``, in the node's host
+    pid namespace: ``self``)."""
+    python, run_id = launch.spec.python, launch.spec.run_id
+    check = [python, "-I", "-m", MODULE, "exec", "--check", run_id, str(rank), HERE]
+    try:
+        found = subprocess.run(
+            [*remote, shlex.join(check)],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RingleaderError(f"cannot reach pod {pod}'s node: {exc}") from None
+    if found.returncode == NOT_FOUND:
+        raise Conflict(no_process(pod))
+    if found.returncode != 0:
+        why = found.stderr.strip()[-300:] or f"exit code {found.returncode}"
+        raise RingleaderError(f"cannot exec into pod {pod} on its node: {why}")
+    marker = f"{SESSION_VAR}={secrets.token_hex(8)}"
+    prefix = (python, "-I", "-m", MODULE, "exec", run_id, str(rank), HERE, "--", "env", marker)
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LANG": "C.UTF-8"}
+    return ExecTarget(node, "/", env, prefix=prefix, remote=remote, remote_marker=marker)
 
 
 #: What a session's processes in a container carry (ExecTarget.marked).
