@@ -73,6 +73,7 @@ class Agent:
         self.marker = f"RINGLEADER_JOB_ID={job_id}"
         self.ranks: dict[int, RankProcess] = {}
         self.rundir: str | None = None
+        self.bridge: Any = None  # mpi_bridge.Bridge: mpirun's way into its worker pods
         self.grace_s = 5.0
         self.last_message = time.monotonic()
         self.lock = threading.RLock()
@@ -155,6 +156,8 @@ class Agent:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as file:
                 file.write(text)
+        if msg.get("mpi_pods") and self.container and self.bridge is None:
+            self.bridge = self._mpi_bridge(msg["mpi_pods"], cwd)
         for spec in msg["ranks"]:
             os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
             env = dict(os.environ)
@@ -199,7 +202,10 @@ class Agent:
                 assert self.rundir is not None
                 staged = private_dir(self.rundir, f"mounts-rank{rank}-")
                 run = containers.RankRun(self.job_id, rank, self.rundir, staged)
-                proc = containers.popen_rank(self.container, run, argv, cwd, env, account)
+                container = self.container
+                if self.bridge is not None:  # mpirun itself: its argv, never the entrypoint's
+                    container = {**container, "entrypoint": True}
+                proc = containers.popen_rank(container, run, argv, cwd, env, account)
             else:
                 proc = self._popen(argv, cwd, env, account)
         except OSError as exc:
@@ -232,6 +238,27 @@ class Agent:
             thread.start()
             rp.readers.append(thread)
         threading.Thread(target=self._wait, args=(rp, error_file), daemon=True).start()
+
+    def _mpi_bridge(self, pods: dict[str, Any], cwd: str) -> Any:
+        """mpirun in the image reaches its worker pods through this agent (mpi_bridge):
+        each starts as a container of the image with that pod's environment."""
+        from ringleader.launch import containers, mpi_bridge
+
+        assert self.rundir is not None
+        rundir, account = self.rundir, run_as_ids(os.environ.get(RUN_AS_VAR, ""))
+        # The daemon's command replaces the image's entrypoint, and no keepalive holds it.
+        worker = {**self.container, "interactive": False, "entrypoint": True}
+
+        def start(pod: str, argv: list[str]) -> Popen[bytes]:
+            spec = pods[pod]
+            env = {k: v for k, v in os.environ.items() if k not in (RUN_AS_VAR, RECORD_VAR)}
+            env.update(spec["env"])
+            staged = private_dir(rundir, f"mounts-rank{int(spec['rank'])}-")
+            run = containers.RankRun(self.job_id, int(spec["rank"]), rundir, staged)
+            return containers.popen_rank(worker, run, argv, cwd, env, account)
+
+        uid = account[0] if account is not None else os.geteuid()
+        return mpi_bridge.Bridge(rundir, pods, uid, start)
 
     def _popen(
         self, argv: list[str], cwd: str, env: dict[str, str], account: tuple[int, int] | None
@@ -305,6 +332,8 @@ class Agent:
         self.stop(grace_s)
         if self.podstats is not None:
             self.podstats.close()
+        if self.bridge is not None:
+            self.bridge.close()
         if self.container:
             from ringleader.launch import container_mounts, containers
 

@@ -387,11 +387,11 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
     recorder.write()
     try:
         cls = frameworks.get(launch.spec.framework).load_supervisor()
+        supervisor = cls(launch.spec, recorder, observer=recorder)
     except InvalidSpec as exc:
         recorder.state.update(phase="Failed", exit_code=2, reason=str(exc), summary=str(exc))
         recorder.write()
         return 2
-    supervisor = cls(launch.spec, recorder, observer=recorder)
     for name in SUPERVISOR_ENV:  # read by the supervisor above; no agent or rank sees them
         os.environ.pop(name, None)
     # Who this host's agent starts ranks as: only launch.json (the server's) says so.

@@ -24,11 +24,19 @@ import re
 from collections import deque
 from typing import Any
 
+from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
+from ringleader.launch import mpi_bridge
 from ringleader.launch.frameworks import LAUNCHER_RANK
 from ringleader.launch.mpi_output import RankLine, TaggedStream
 from ringleader.launch.mpi_rank import EXIT_MARKER
-from ringleader.launch.mpirun import hostfile_text, merged_hosts, mpirun_argv
+from ringleader.launch.mpirun import (
+    hostfile_text,
+    merged_hosts,
+    mpirun_argv,
+    pods_hostfile_text,
+    worker_pods,
+)
 from ringleader.launch.observer import SupervisorObserver
 from ringleader.launch.output import OutputSink
 from ringleader.launch.plan import (
@@ -87,6 +95,14 @@ class MPISupervisor(Supervisor):
         ssh: SSHOptions | None = None,
         observer: SupervisorObserver | None = None,
     ) -> None:
+        if spec.container and any(not h.is_local for h in spec.hosts):
+            raise InvalidSpec(
+                f"MPI workloads in an image run on one node for now (their worker pods' "
+                f"containers start beside the launcher's), and this gang is on "
+                f"{', '.join(h.name for h in spec.hosts)}: leave the image out, or place "
+                "it on one node",
+                "spec.image",
+            )
         super().__init__(spec, sink, ssh, observer)
         self.agent_hosts = [Host("localhost", "127.0.0.1", 1)]
         self._exits: dict[int, dict[str, Any]] = {}
@@ -107,6 +123,7 @@ class MPISupervisor(Supervisor):
         rundir = facts[0].rundir
         hostfile_path = f"{rundir}/hostfile"
         master = self.spec.hosts[0].address if not self.spec.hosts[0].is_local else "127.0.0.1"
+        image = bool(self.spec.container)
         argv = mpirun_argv(
             self.spec,
             hostfile_path=hostfile_path,
@@ -116,6 +133,7 @@ class MPISupervisor(Supervisor):
             master_port=port,
             ssh=self.ssh,
             as_root=os.geteuid() == 0,
+            rsh_agent=mpi_bridge.rsh_agent(rundir) if image else "",
         )
         # The launcher pod is mpirun: it has the gang's environment and hostfile too, so
         # a shell in it (`ringleader bash`) can start the gang's ranks itself.
@@ -137,14 +155,25 @@ class MPISupervisor(Supervisor):
             env_defaults={},
             error_file=f"{attempt_dir(rundir, attempt)}/mpirun.error.json",
         )
+        node = NodePlan(0, self.agent_hosts[0], [launcher], hostfile_path)
+        hostfile = hostfile_text(self.spec.hosts)
+        if image:  # mpirun in the launcher's container, its daemons in the worker pods'
+            pods = worker_pods(self.spec)
+            hostfile = pods_hostfile_text(pods)
+            bridge = {f"{rundir}/{mpi_bridge.CLIENT_FILE}": mpi_bridge.CLIENT_SOURCE}
+            mpi_pods = {
+                pod: {"rank": ranks[0], "env": self.spec.rank_env.get(str(ranks[0]), {})}
+                for pod, ranks in pods.items()
+            }
+            node = NodePlan(0, node.host, node.ranks, hostfile_path, bridge, mpi_pods)
         return LaunchPlan(
             run_id=self.spec.run_id,
             attempt=attempt,
             world_size=self.spec.world_size,
             master_addr=master,
             master_port=port,
-            nodes=[NodePlan(0, self.agent_hosts[0], [launcher], hostfile_path)],
-            hostfile_text=hostfile_text(self.spec.hosts),
+            nodes=[node],
+            hostfile_text=hostfile,
         )
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:

@@ -58,13 +58,19 @@ def mpirun_argv(
     master_port: int,
     ssh: SSHOptions,
     as_root: bool,
+    rsh_agent: str = "",
 ) -> list[str]:
-    """The ``mpirun`` command line for one attempt of ``spec``."""
+    """The ``mpirun`` command line for one attempt of ``spec``.  ``rsh_agent``: how
+    mpirun reaches the hostfile's entries (in an image: its worker pods, through
+    ``mpi_bridge``); else ssh, to hosts other than this one."""
     argv = ["mpirun", "--hostfile", hostfile_path, "-np", str(spec.world_size)]
     argv += ["--map-by", "slot", "--tag-output"]
     if as_root:
         argv.append("--allow-run-as-root")
-    if any(not h.is_local for h in spec.hosts):
+    if rsh_agent:  # (not plm_rsh_no_tree_spawn: it makes each daemon --daemonize, and a
+        # daemon that leaves its pod's command is stopped with that pod's container)
+        argv += ["--mca", "plm_rsh_agent", rsh_agent]
+    elif any(not h.is_local for h in spec.hosts):
         rsh = ["ssh", *(["-F", ssh.config_file] if ssh.config_file else []), "-o", "BatchMode=yes"]
         argv += ["--mca", "plm_rsh_agent", shlex.join(rsh)]
     if spec.network_interface:
@@ -96,4 +102,28 @@ def mpirun_argv(
         exported[RANK_ENV] = json.dumps(ranks, separators=(",", ":"))
     for key, value in exported.items():
         argv += ["-x", f"{key}={value}"]
+    if rsh_agent:  # the image's own software runs the ranks: no ringleader there, and
+        # each worker pod's container is in its cgroup already (no join shim)
+        from ringleader.launch.containers import command_of
+
+        return [*argv, *command_of(spec.command)]
     return [*argv, spec.python, "-m", "ringleader.launch.mpi_rank", "--", *spec.command]
+
+
+def worker_pods(spec: LaunchSpec) -> dict[str, list[int]]:
+    """MPI in an image: its worker pods in rank order, each with its ranks (the
+    server's ``RINGLEADER_POD`` of each rank; a launch without a server: one pod per
+    host, ``node-I``)."""
+    pods: dict[str, list[int]] = {}
+    rank = 0
+    for index, (_, host) in enumerate(merged_hosts(spec.hosts)):
+        for _ in range(host.slots):
+            name = spec.rank_env.get(str(rank), {}).get("RINGLEADER_POD") or f"node-{index}"
+            pods.setdefault(name, []).append(rank)
+            rank += 1
+    return pods
+
+
+def pods_hostfile_text(pods: dict[str, list[int]]) -> str:
+    """The hostfile of an MPI gang in an image: one ``POD slots=N`` line per worker pod."""
+    return "".join(f"{pod} slots={len(ranks)}\n" for pod, ranks in pods.items())

@@ -106,6 +106,9 @@ class NodePlan:
     hostfile_path: str
     # Files the agent writes before it starts the ranks: path -> text.
     files: dict[str, str] = field(default_factory=dict)
+    # MPI in an image: the worker pods mpirun starts its daemons in, through this
+    # node's agent (mpi_bridge): pod -> {"rank": its first rank, "env": its own}.
+    mpi_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

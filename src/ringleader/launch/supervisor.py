@@ -214,6 +214,7 @@ class Supervisor:
                 hostfile=plan.hostfile_text,
                 hostfile_path=node.hostfile_path,
                 files=node.files,
+                **({"mpi_pods": node.mpi_pods} if node.mpi_pods else {}),
                 ranks=[
                     {
                         "rank": r.rank,

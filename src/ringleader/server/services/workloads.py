@@ -148,10 +148,12 @@ def submit(
     runtime = getattr(backend, "runtime", None) if backend is not None else None
     stand_in = resolve_image(body.master().image or body.spec.image, runtime=runtime)
     image = body.master().image or body.spec.image
-    if image and stand_in is None and body.framework.value == "MPI":
+    where = backend.name if backend is not None else "local"
+    if image and stand_in is None and body.framework.value == "MPI" and where != "local":
         raise InvalidSpec(
-            f"MPI workloads in an image ({image}) are not supported yet: mpirun would need "
-            "to reach the worker pods' containers; leave the image out",
+            f"MPI workloads in an image ({image}) run on this server's own node only for "
+            f"now, not on the {where} backend's nodes: submit to the local node pool, or "
+            "leave the image out",
             "spec.image",
         )
     if stand_in is not None and not body.spec.command:

@@ -1,0 +1,195 @@
+"""MPI in images: the launcher container's ``mpirun`` starts its daemons in the worker
+pods through ringleader, so an image needs no ssh client or sshd.
+
+Why: Kubeflow's MPIJob gives mpirun an rsh agent that runs ``kubectl exec POD -- sh
+-c "$*"``; here the agent is ``CLIENT`` (Python, as the image's ``python3`` runs
+it), a file this host's agent writes into its run dir, which every container of the
+run has mounted.  For each worker pod in the hostfile mpirun runs ``python3 CLIENT
+POD orted ...``; the client connects to the bridge's unix socket beside it, sends
+the pod and the command, and relays back what the command prints and its exit code.
+
+The bridge is this host's agent (root): it takes a request only from the pod's
+own account (``SO_PEERCRED``: another tenant's process on the host may find the
+socket) and only for a worker pod of this run, then starts that pod as a container
+of the image (``containers.popen_rank``: the pod's environment, mounts, cgroup,
+GPUs and account, named for its first rank, removed with the job) running the
+command under ``sh -c``, as mpirun quotes it for a remote shell.  When mpirun drops
+the connection (its daemons are done, or it was stopped), the container is stopped.
+
+Frames back to the client: one byte (``o`` stdout, ``e`` stderr, ``x`` exit), a
+4-byte big-endian length (for ``x``: the exit code), then the data.
+
+Standard library only (the agent imports it for an MPI gang in an image).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from subprocess import Popen, TimeoutExpired
+from typing import Any
+
+#: mpirun's rsh agent and the bridge's socket, in the launcher host's run dir.
+CLIENT_FILE, SOCKET_FILE = "mpi-rsh.py", "mpi-rsh.sock"
+MAX_REQUEST = 1 << 20  # an orted command line is a few KB
+CLIENT_SOURCE = '''\
+"""ringleader's rsh agent for mpirun in an image: POD COMMAND... runs in that pod."""
+import json, os, socket, struct, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+conn = socket.socket(socket.AF_UNIX)
+conn.connect(os.path.join(here, "mpi-rsh.sock"))
+conn.sendall(json.dumps({"pod": sys.argv[1], "argv": sys.argv[2:]}).encode() + b"\\n")
+frames = conn.makefile("rb")
+outs = {b"o": sys.stdout.buffer, b"e": sys.stderr.buffer}
+while True:
+    head = frames.read(5)
+    if len(head) < 5:
+        sys.exit(255)
+    kind, size = head[:1], struct.unpack(">I", head[1:])[0]
+    if kind == b"x":
+        sys.exit(size)
+    outs[kind].write(frames.read(size))
+    outs[kind].flush()
+'''
+
+#: (pod name, the command's argv) -> the pod's container, started.
+StartPod = Callable[[str, list[str]], Popen[bytes]]
+
+
+def rsh_agent(rundir: str) -> str:
+    """mpirun's ``plm_rsh_agent`` value: the image's python3 running the client."""
+    return f"python3 {os.path.join(rundir, CLIENT_FILE)}"
+
+
+class Bridge:
+    """The unix socket the launcher container's rsh agent reaches (see module doc)."""
+
+    def __init__(self, rundir: str, pods: dict[str, Any], uid: int, start: StartPod) -> None:
+        self.pods, self.uid, self.start = pods, uid, start
+        self.path = os.path.join(rundir, SOCKET_FILE)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(self.path)
+        os.chmod(self.path, 0o666)  # the account connects; SO_PEERCRED says who it is
+        self.server.listen(64)
+        self.procs: list[Popen[bytes]] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        """Stop taking requests and stop every pod started (the run is ending)."""
+        with contextlib.suppress(OSError):
+            self.server.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        with self._lock:
+            procs = list(self.procs)
+        for proc in procs:
+            _stop(proc)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _pid, uid, _gid = struct.unpack("3i", creds)
+            request = _read_request(conn)
+            pod = str(request.get("pod")) if request else ""
+            argv = request.get("argv") if request else None
+            if uid not in (self.uid, 0) or pod not in self.pods or not _words(argv):
+                why = f"ringleader: no worker pod {pod!r} of this run for uid {uid}\n"
+                _send(conn, b"e", why.encode())
+                _send_exit(conn, 255)
+                return
+            try:
+                proc = self.start(pod, ["/bin/sh", "-c", " ".join(argv)])
+            except OSError as exc:
+                _send(conn, b"e", f"ringleader: cannot start pod {pod}: {exc}\n".encode())
+                _send_exit(conn, 255)
+                return
+            with self._lock:
+                self.procs.append(proc)
+            self._relay(conn, proc)
+
+    def _relay(self, conn: socket.socket, proc: Popen[bytes]) -> None:
+        """The pod's output to the client until it exits; the client gone: stop it."""
+        lock = threading.Lock()
+
+        def pump(stream: Any, kind: bytes) -> None:
+            for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+                with lock, contextlib.suppress(OSError):
+                    _send(conn, kind, chunk)
+
+        pumps = [
+            threading.Thread(target=pump, args=(proc.stdout, b"o"), daemon=True),
+            threading.Thread(target=pump, args=(proc.stderr, b"e"), daemon=True),
+        ]
+        for thread in pumps:
+            thread.start()
+        watcher = threading.Thread(target=_stop_when_gone, args=(conn, proc), daemon=True)
+        watcher.start()
+        code = proc.wait()
+        for thread in pumps:
+            thread.join(timeout=2)
+        with lock, contextlib.suppress(OSError):
+            _send_exit(conn, code if code >= 0 else 128 - code)
+
+
+def _read_request(conn: socket.socket) -> dict[str, Any] | None:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        request = json.loads(data)
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _words(argv: object) -> bool:
+    return isinstance(argv, list) and bool(argv) and all(isinstance(w, str) for w in argv)
+
+
+def _send(conn: socket.socket, kind: bytes, data: bytes) -> None:
+    conn.sendall(kind + struct.pack(">I", len(data)) + data)
+
+
+def _send_exit(conn: socket.socket, code: int) -> None:
+    conn.sendall(b"x" + struct.pack(">I", code & 0xFF))
+
+
+def _stop_when_gone(conn: socket.socket, proc: Popen[bytes]) -> None:
+    """The client closed its end (mpirun ended it): the pod's command goes too."""
+    with contextlib.suppress(OSError):
+        while conn.recv(4096):
+            pass
+    if proc.poll() is None:
+        _stop(proc)
+
+
+def _stop(proc: Popen[bytes]) -> None:
+    """SIGTERM to the container's runtime (it passes it on), SIGKILL if it stays."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
