@@ -9,6 +9,7 @@ Real parts: rootful podman, Debian's OpenMPI and mpi4py in an image made here
 from __future__ import annotations
 
 import glob
+import pwd
 import re
 import subprocess
 from pathlib import Path
@@ -85,7 +86,10 @@ import json, socket, struct, sys
 conn = socket.socket(socket.AF_UNIX)
 conn.connect(sys.argv[1])
 print("CONNECTED", flush=True)
-conn.sendall(json.dumps({"pod": sys.argv[2], "argv": ["id"]}).encode() + b"\\n")
+try:
+    conn.sendall(json.dumps({"pod": sys.argv[2], "argv": ["id"]}).encode() + b"\\n")
+except OSError:
+    pass  # refused before it asked: what it was told is still there to read
 frames = conn.makefile("rb")
 while True:
     head = frames.read(5)
@@ -124,8 +128,16 @@ def test_another_account_reaching_the_bridge_starts_nothing_in_the_gangs_pods(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert "CONNECTED" in attack.stdout, attack.stdout + attack.stderr  # it got that far
-    assert "no worker pod 'held-worker-0' of this run for uid" in attack.stdout, attack.stdout
+    uid = pwd.getpwnam(other).pw_uid
+    assert f"ringleader: uid {uid} may start no pod of this run" in attack.stdout, attack.stdout
     assert "EXIT 255" in attack.stdout and "uid=" not in attack.stdout, attack.stdout
+    # The pod's own account may ask only for its run's worker pods.
+    own = subprocess.run(
+        ["runuser", "-u", f"{site.prefix}-alice", "--", "/usr/bin/python3", "-c", ATTACK,
+         sockets[0], "someone-elses-pod"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "no worker pod 'someone-elses-pod' in this run" in own.stdout, own.stdout + own.stderr
     assert sorted(job_containers(f"rl-{workload}")) == before
     assert site.as_user(alice, "delete", "held").returncode == 0
     wait_until(lambda: not job_containers(f"rl-{workload}"), 60, "its containers removed")

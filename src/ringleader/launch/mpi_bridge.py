@@ -38,6 +38,7 @@ from typing import Any
 #: mpirun's rsh agent and the bridge's socket, in the launcher host's run dir.
 CLIENT_FILE, SOCKET_FILE = "mpi-rsh.py", "mpi-rsh.sock"
 MAX_REQUEST = 1 << 20  # an orted command line is a few KB
+REQUEST_TIMEOUT_S = 30.0  # the client sends its request at once
 CLIENT_SOURCE = '''\
 """ringleader's rsh agent for mpirun in an image: POD COMMAND... runs in that pod."""
 import json, os, socket, struct, sys
@@ -107,19 +108,24 @@ class Bridge:
         with conn:
             creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
             _pid, uid, _gid = struct.unpack("3i", creds)
-            request = _read_request(conn)
+            if uid not in (self.uid, 0):  # before reading a byte: no one else holds a thread
+                _refuse(conn, f"uid {uid} may start no pod of this run")
+                return
+            conn.settimeout(REQUEST_TIMEOUT_S)
+            try:
+                request = _read_request(conn)
+            except OSError:  # timed out, or gone
+                return
+            conn.settimeout(None)
             pod = str(request.get("pod")) if request else ""
             argv = request.get("argv") if request else None
-            if uid not in (self.uid, 0) or pod not in self.pods or not _words(argv):
-                why = f"ringleader: no worker pod {pod!r} of this run for uid {uid}\n"
-                _send(conn, b"e", why.encode())
-                _send_exit(conn, 255)
+            if pod not in self.pods or not _words(argv):
+                _refuse(conn, f"no worker pod {pod!r} in this run")
                 return
             try:
                 proc = self.start(pod, ["/bin/sh", "-c", " ".join(argv)])
             except OSError as exc:
-                _send(conn, b"e", f"ringleader: cannot start pod {pod}: {exc}\n".encode())
-                _send_exit(conn, 255)
+                _refuse(conn, f"cannot start pod {pod}: {exc}")
                 return
             with self._lock:
                 self.procs.append(proc)
@@ -161,6 +167,12 @@ def _read_request(conn: socket.socket) -> dict[str, Any] | None:
     except ValueError:
         return None
     return request if isinstance(request, dict) else None
+
+
+def _refuse(conn: socket.socket, why: str) -> None:
+    with contextlib.suppress(OSError):
+        _send(conn, b"e", f"ringleader: {why}\n".encode())
+        _send_exit(conn, 255)
 
 
 def _words(argv: object) -> bool:
