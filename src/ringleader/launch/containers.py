@@ -45,6 +45,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from typing import Any
 
 from ringleader.launch import container_mounts, image_pin, image_pull
@@ -59,6 +60,9 @@ JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not im
 #: The host's own software paths: an image brings its own.
 HOST_ONLY = frozenset({"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME"})
 RUNTIMES = ("podman", "docker")
+#: ``detect``: how often a runtime that is there is asked, how long each answer may
+#: take, and the pause before the next ask (growing).
+DETECT_TRIES, DETECT_TIMEOUT_S, DETECT_PAUSE_S = 3, 30.0, 2.0
 #: An image reference: [registry[:port]/]path[:tag][@digest], lower-case path parts; a
 #: first part is a registry only with a dot, a port or as localhost (Docker's rule).
 REFERENCE = re.compile(
@@ -88,25 +92,34 @@ def bad_reference(image: str) -> str:
     return ""
 
 
-def detect() -> dict[str, str] | None:
+def detect(tries: int = DETECT_TRIES) -> dict[str, str] | None:
     """This host's container runtime: ``{"name", "path", "version"}``, or None.  podman
-    first (Debian's, daemonless), then docker; one whose ``version`` fails is none."""
+    first (Debian's, daemonless), then docker; one whose ``version`` fails is none.
+
+    A runtime that is there but does not answer (a loaded host, a store busy with a
+    build) is asked again, ``tries`` times in all: a server decides this once, at start,
+    and one slow answer would leave it refusing every image until restarted."""
     for name in RUNTIMES:
         path = shutil.which(name)
         if path is None:
             continue
-        try:
-            done = subprocess.run(
-                [path, "version", "--format", "{{.Client.Version}}"],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if done.returncode == 0 and done.stdout.strip():
-            return {"name": name, "path": path, "version": done.stdout.strip()}
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(DETECT_PAUSE_S * attempt)
+            try:
+                done = subprocess.run(
+                    [path, "version", "--format", "{{.Client.Version}}"],
+                    capture_output=True,
+                    text=True,
+                    timeout=DETECT_TIMEOUT_S,
+                    check=False,
+                )
+            except OSError:
+                break  # not runnable: no retry helps
+            except subprocess.TimeoutExpired:
+                continue
+            if done.returncode == 0 and done.stdout.strip():
+                return {"name": name, "path": path, "version": done.stdout.strip()}
     return None
 
 
