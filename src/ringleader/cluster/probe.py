@@ -29,6 +29,9 @@ import sys
 import threading
 import time
 
+#: How long ``podman version`` may take, and what a node says when it took longer.
+RUNTIME_TIMEOUT_S = 20.0
+RUNTIME_BUSY = "no answer in time (busy?)"
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".ruff_cache"}
 
 
@@ -111,10 +114,13 @@ def container_runtime() -> tuple[str, str]:
                 [path, "version", "--format", "{{.Client.Version}}"],
                 capture_output=True,
                 text=True,
-                timeout=20,
+                timeout=RUNTIME_TIMEOUT_S,
                 check=False,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except subprocess.TimeoutExpired:
+            broken = broken or f"{name} version: {RUNTIME_BUSY}"
+            continue
+        except OSError as exc:
             broken = broken or f"{name} version: {exc}"
             continue
         if done.returncode == 0 and done.stdout.strip():
@@ -261,12 +267,16 @@ def memory_bytes() -> int:
     return int(pages * size)
 
 
-def node() -> dict[str, object]:
-    """What a node offers the scheduler, and what it runs, for ``nodes add``."""
+def node(known_runtime: tuple[str, str] | None = None) -> dict[str, object]:
+    """What a node offers the scheduler, and what it runs, for ``nodes add``.
+    ``known_runtime``: a heartbeat's last answer, kept when the runtime is too busy
+    to answer now (a slow answer is not a broken runtime)."""
     import platform
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     runtime, runtime_error = container_runtime()
+    if known_runtime and not runtime and runtime_error.endswith(RUNTIME_BUSY):
+        runtime, runtime_error = known_runtime
     return {
         "hostname": socket.gethostname(),
         "cpu_cores": cores or 1,
@@ -283,13 +293,42 @@ def node() -> dict[str, object]:
 
 
 def heartbeat(every_s: float, reprobe: int) -> None:
-    """The node line, then ``beat`` lines until the pipe breaks (the watcher left)."""
+    """The node line, then ``beat`` lines until the pipe breaks (the watcher left).
+
+    Beats never wait for a probe: the node line again (every ``reprobe`` beats) is
+    found by a thread of its own, since its ``podman version`` can take seconds on a
+    host busy pulling an image, and a late beat makes the node NotReady (its gangs
+    fail).  A runtime that does not answer in time keeps the last answer it gave."""
+    lock = threading.Lock()
+    probing = threading.Event()
+    last_runtime: list[tuple[str, str]] = []
+
+    def say(text: str) -> None:
+        with lock:
+            print(text, flush=True)
+
+    def node_line() -> None:
+        try:
+            found = node(last_runtime[0] if last_runtime else None)
+            if found["containerRuntime"]:
+                last_runtime[:] = [(str(found["containerRuntime"]), "")]
+            say(json.dumps(found))
+        except (BrokenPipeError, OSError):
+            return  # the watcher left; the next beat ends the loop
+        finally:
+            probing.clear()
+
     try:
-        beats = 0
+        say(json.dumps(node()))
+        beats = 1
         while True:
-            print(json.dumps(node()) if beats % reprobe == 0 else "beat", flush=True)
-            beats += 1
             time.sleep(every_s)
+            if beats % reprobe == 0 and not probing.is_set():
+                probing.set()
+                threading.Thread(target=node_line, daemon=True).start()
+            else:
+                say("beat")
+            beats += 1
     except (BrokenPipeError, OSError):
         return
 
