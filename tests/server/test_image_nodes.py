@@ -165,9 +165,13 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
     pulled = [e["message"] for e in events if e.get("reason") == "Pulled"]
     # Once, when every host has it (not once per host done: see pull_progress).
     assert len(pulled) == 1, events
-    for host in net.hosts:
-        line = rf"^{re.escape(host.address)}: pulled image \S+@sha256:\w+ in [0-9.]+ s \(\d+ MB\)$"
-        assert re.search(line, pulled[0], re.M), pulled[0]
+    line = r"^(\S+): pulled image \S+@sha256:\w+ in [0-9.]+ s \(\d+ MB\)$"
+    named = set(re.findall(line, pulled[0], re.M))
+    # A node that missed its heartbeats (a loaded machine) gets the gang started again:
+    # then only the hosts still without the image pulled in the launch that ran.
+    relaunched = any(e.get("reason") == "NodeLost" for e in events)
+    everyone = {h.address for h in net.hosts}
+    assert named == everyone or (relaunched and named and named < everyone), events
     held = _image_ls(server, net)
     assert re.search(r"debian-python\s+bookworm\s+yes\s+all 3", held), held
 
