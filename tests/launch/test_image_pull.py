@@ -119,3 +119,72 @@ def test_one_host_done_while_the_gang_starts_is_not_yet_pulled() -> None:
     assert (
         status.pulled == "a: pulled image i in 2.0 s (310 MB)\nb: pulled image i in 3.0 s (310 MB)"
     )
+
+
+def test_an_agent_pulling_longer_than_its_heartbeat_timeout_still_hears_the_heartbeat(
+    tmp_path: Path,
+) -> None:
+    """The agent pulls while it acts on ``setup``; the supervisor's pings go on arriving
+    meanwhile, and a pull longer than the heartbeat timeout must not read as a silent
+    supervisor (CI saw a host's agent stop itself mid-pull, and the gang start again)."""
+    import json
+    import selectors
+    import subprocess
+    import sys
+    import threading
+
+    gate = tmp_path / "gate"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # `image exists`: not here; `pull`: until the test opens the gate; `inspect`: a size.
+    body = ('case "$1" in\n'
+            "image) exit 1 ;;\n"
+            f"pull) while [ ! -e {gate} ]; do sleep 0.1; done ;;\n"
+            "inspect) echo 1000000 ;;\n"
+            "esac\n")  # fmt: skip
+    runtime = _runtime(bin_dir, body)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "ringleader.launch.agent", "--job-id", "rl-pull",
+         "--heartbeat-timeout", "1"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0,  # select sees all
+    )  # fmt: skip
+    assert agent.stdin is not None and agent.stdout is not None
+    stop = threading.Event()
+
+    def send(op: str, **fields: object) -> None:
+        agent.stdin.write((json.dumps({"op": op, **fields}) + "\n").encode())  # type: ignore[union-attr]
+        agent.stdin.flush()  # type: ignore[union-attr]
+
+    def ping() -> None:  # the supervisor's heartbeat, as it sends it
+        while not stop.wait(0.2):
+            try:
+                send("ping")
+            except (BrokenPipeError, ValueError):
+                return
+
+    try:
+        container = {"image": "reg.example:5000/i:1", "runtime": runtime, "pull_timeout": 120}
+        send("setup", cwd=str(tmp_path), tmpdir=str(tmp_path), container=container)
+        threading.Thread(target=ping, daemon=True).start()
+        seen: list[dict[str, object]] = []
+        with selectors.DefaultSelector() as sel:
+            sel.register(agent.stdout, selectors.EVENT_READ)
+            # Well past the timeout (pings heard), the pull still going: then let it end.
+            while not any(m.get("op") == "progress" for m in seen) or len(seen) < 3:
+                assert sel.select(60), seen
+                line = agent.stdout.readline()
+                assert line, f"the agent ended mid-pull: {seen}"
+                seen.append(json.loads(line))
+            assert agent.poll() is None, seen
+            gate.touch()
+            while not any(m.get("op") in ("ready", "fatal") for m in seen):
+                assert sel.select(60), seen
+                line = agent.stdout.readline()
+                assert line, f"the agent ended: {seen}"
+                seen.append(json.loads(line))
+        assert seen[-1]["op"] == "ready", seen
+    finally:
+        stop.set()
+        agent.kill()
+        agent.wait()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import signal
 import sys
 import threading
@@ -373,11 +374,23 @@ class Agent:
                 os._exit(3)
 
     def serve(self, stdin: IO[bytes], heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S) -> int:
+        """Act on the supervisor's messages until ``bye`` or EOF.  A thread of its own
+        reads them, so the heartbeat is heard while a message takes long to act on
+        (``setup`` pulling a big image): the watchdog ends only a silent link."""
         threading.Thread(target=self.watchdog, args=(heartbeat_timeout_s,), daemon=True).start()
-        for raw in stdin:
-            self.last_message = time.monotonic()
-            if not raw.strip():
-                continue
+        inbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+        def read() -> None:
+            try:
+                for raw in stdin:
+                    self.last_message = time.monotonic()
+                    if raw.strip():
+                        inbox.put(raw)
+            finally:
+                inbox.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        while (raw := inbox.get()) is not None:
             if not self.handle(decode(raw)):
                 self.close(self.grace_s)
                 return 0
