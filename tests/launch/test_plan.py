@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ringleader.hosts import Host
-from ringleader.launch.mpirun import mpirun_argv
+from ringleader.launch.mpirun import launcher_defaults, mpirun_argv
 from ringleader.launch.plan import LaunchSpec, NodeFacts, build_plan
 from ringleader.launch.ssh import SSHOptions
 
@@ -133,3 +133,18 @@ def test_mpirun_argv_is_quoted_and_complete() -> None:
     assert "ssh -F '/cfg dir/ssh_config' -o BatchMode=yes" in argv
     assert "MASTER_PORT=999" in argv and "K=v w" in argv and "RINGLEADER_JOB_ID=rl-test" in argv
     assert argv[-5:] == ["-m", "ringleader.launch.mpi_rank", "--", "/venv/bin/python", "train.py"]
+
+
+def test_a_shell_in_the_launcher_gets_the_gangs_hostfile_and_remote_shell_as_defaults() -> None:
+    """A plain ``mpirun`` typed in the launcher pod finds the gang's hosts and reaches
+    them as the launch's own mpirun does (OpenMPI's ``OMPI_MCA_`` defaults)."""
+    ssh = SSHOptions(config_file="/cfg/ssh_config")
+    remote = launcher_defaults(spec(), ssh, "/tmp/r/hostfile")
+    assert remote == {
+        "OMPI_MCA_orte_default_hostfile": "/tmp/r/hostfile",
+        "OMPI_MCA_plm_rsh_agent": "ssh -F /cfg/ssh_config -o BatchMode=yes",
+    }
+    here = spec(hosts=[Host("localhost", "127.0.0.1", 2)])
+    assert launcher_defaults(here, ssh, "/h") == {"OMPI_MCA_orte_default_hostfile": "/h"}
+    image = launcher_defaults(here, ssh, "/h", rsh_agent="python3 /r/mpi-rsh.py")
+    assert image["OMPI_MCA_plm_rsh_agent"] == "python3 /r/mpi-rsh.py"

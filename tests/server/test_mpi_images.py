@@ -8,19 +8,24 @@ Real parts: rootful podman, Debian's OpenMPI and mpi4py in an image made here
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import os
 import pwd
 import re
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from ringleader.server.backends.local.cgroup_versions import detect
 from tests.conftest import wait_until
 from tests.fixtures.images import job_containers, podman
 from tests.fixtures.images import mpi_image as mpi_image  # the fixture
 from tests.fixtures.tenants import Site
 from tests.fixtures.tenants import tenant_site as tenant_site  # the fixture: site
+from tests.helpers.cgroups import processes_with_arg, unique_seconds
 from tests.server.conftest import ServerProcess, running_server
 
 PROBE = (
@@ -79,6 +84,54 @@ def test_mpirun_in_the_launcher_pod_runs_each_rank_in_its_worker_pod(
         assert "Status: Failed" in described, described
         assert re.search(r"rank 1\b", described), described
         wait_until(lambda: not job_containers(f"rl-{failing}"), 60, "its containers removed")
+
+
+def test_a_plain_mpirun_in_an_interactive_launcher_reaches_the_worker_pods(
+    mpi_image: str, tmp_path: Path, work: Path
+) -> None:
+    """Seed 001's interactive MPI workload, in an image: a shell in the launcher runs
+    ``mpirun`` with no hostfile or rsh flag (OpenMPI's defaults point at the gang's, as
+    in Kubeflow's launcher), while the gang's own ranks still run in the same pods."""
+    with running_server(tmp_path / "home") as server:
+        done = server.cli("submit-mpi", "dint", "--processes=2", "-i", mpi_image,
+                          "--command=sh", "--args=-c", "--args=sleep infinity", "--interactive",
+                          cwd=str(work))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        workload = re.search(r"\(id (\w+),", done.stdout).group(1)  # type: ignore[union-attr]
+        wait_until(lambda: len(job_containers(f"rl-{workload}")) == 3, 180, "its 3 pods up")
+        ran = server.cli("exec", "dint", "--pod", "dint-launcher", "--", "mpirun", "-np", "2",
+                         "python3", "-c", PROBE)  # fmt: skip
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        for rank in (0, 1):
+            assert f"RANK {rank} OF 2 SUM 3 IN dint-worker-{rank}" in ran.stdout, ran.stdout
+        # Its containers ended with it: the gang's own three are what is left.
+        wait_until(lambda: len(job_containers(f"rl-{workload}")) == 3, 60, "the extra ones gone")
+        assert server.cli("delete", "dint").returncode == 0
+        wait_until(lambda: not job_containers(f"rl-{workload}"), 60, "its containers removed")
+
+
+def test_killing_the_supervisor_of_an_mpi_gang_in_an_image_leaves_no_container(
+    mpi_image: str, tmp_path: Path, work: Path
+) -> None:
+    """kill -9 of the run's supervisor, agent and podman clients (its supervisor cgroup)
+    while mpirun's daemons hold the worker pods: the server fails the run and removes
+    every container, the bridge's worker pods' too, and nothing of it runs on."""
+    hierarchy = detect()
+    assert hierarchy is not None
+    seconds = unique_seconds()
+    hold = ("python3 -c \"from mpi4py import MPI; MPI.COMM_WORLD.Barrier(); print('up', "
+            f"flush=True)\" && exec sleep {seconds}")  # fmt: skip
+    with running_server(tmp_path / "home") as server:
+        workload = _submit(server, "gone", mpi_image, work, "sh", "-c", hold)
+        wait_until(lambda: server.cli("logs", "gone").stdout.count("up") >= 2, 180, "2 ranks up")
+        wait_until(lambda: len(processes_with_arg(seconds)) >= 2, 60, "both ranks holding")
+        assert len(job_containers(f"rl-{workload}")) == 3  # the launcher, two worker pods
+        for pid in hierarchy.pids(f"rl-{workload}/supervisor"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert "Status: Failed" in _ended(server, "gone")
+        wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
+        wait_until(lambda: not processes_with_arg(seconds), 60, "no rank of it left")
 
 
 ATTACK = """

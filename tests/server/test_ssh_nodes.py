@@ -246,12 +246,6 @@ def test_an_interactive_gang_on_ssh_nodes_holds_its_pods_for_exec_until_deleted(
     gone = lambda: server.http.get(f"/api/v1/workloads/{wid}").status_code == 404  # noqa: E731
     wait_until(gone, 60, "the workload to be deleted")
     wait_until(lambda: not job_pids(f"rl-{wid}"), 30, "every process of the workload to end")
-    # MPI in an image runs on one node for now: across SSH nodes it fails at once, saying so.
-    mpi = server.cli("submit-mpi", "boxed", "--processes", "2", "-i", "debian:12",
-                     "--command", "--", "true", cwd=str(tmp_path))  # fmt: skip
-    assert mpi.returncode == 0, mpi.stderr
-    boxed = server.wait_phase(mpi.stdout.split("(id ")[1].split(",")[0], {"Failed"})
-    assert "MPI workloads in an image run on one node for now" in str(boxed), boxed
 
 
 def _exec_reaches_the_pod_on_its_node(server: Server, pods: list[dict], cwd: Path) -> None:

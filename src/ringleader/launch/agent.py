@@ -158,7 +158,7 @@ class Agent:
             with open(path, "w") as file:
                 file.write(text)
         if msg.get("mpi_pods") and self.container and self.bridge is None:
-            self.bridge = self._mpi_bridge(msg["mpi_pods"], cwd)
+            self.bridge = self._mpi_bridge(msg["mpi_pods"], cwd, int(msg.get("mpi_node") or 0))
         for spec in msg["ranks"]:
             os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
             env = dict(os.environ)
@@ -198,15 +198,10 @@ class Agent:
             if account is not None:
                 hand_over(os.path.dirname(error_file), *account)
             if self.container:
-                from ringleader.launch import containers
-
-                assert self.rundir is not None
-                staged = private_dir(self.rundir, f"mounts-rank{rank}-")
-                run = containers.RankRun(self.job_id, rank, self.rundir, staged)
                 container = self.container
                 if self.bridge is not None:  # mpirun itself: its argv, never the entrypoint's
                     container = {**container, "entrypoint": True}
-                proc = containers.popen_rank(container, run, argv, cwd, env, account)
+                proc = self._in_container(container, rank, argv, cwd, env, account)
             else:
                 proc = self._popen(argv, cwd, env, account)
         except OSError as exc:
@@ -240,26 +235,50 @@ class Agent:
             rp.readers.append(thread)
         threading.Thread(target=self._wait, args=(rp, error_file), daemon=True).start()
 
-    def _mpi_bridge(self, pods: dict[str, Any], cwd: str) -> Any:
+    def _mpi_bridge(self, pods: dict[str, Any], cwd: str, node: int) -> Any:
         """mpirun in the image reaches its worker pods through this agent (mpi_bridge):
-        each starts as a container of the image with that pod's environment."""
-        from ringleader.launch import containers, mpi_bridge
+        each starts as a container of the image with that pod's environment (node 0,
+        mpirun's, listens; another node's starts its pods when node 0's asks)."""
+        from ringleader.launch import mpi_bridge
 
         assert self.rundir is not None
-        rundir, account = self.rundir, run_as_ids(os.environ.get(RUN_AS_VAR, ""))
+        account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
         # The daemon's command replaces the image's entrypoint, and no keepalive holds it.
         worker = {**self.container, "interactive": False, "entrypoint": True}
+
+        started, counting = dict[str, int](), threading.Lock()
 
         def start(pod: str, argv: list[str]) -> Popen[bytes]:
             spec = pods[pod]
             env = {k: v for k, v in os.environ.items() if k not in (RUN_AS_VAR, RECORD_VAR)}
             env.update(spec["env"])
-            staged = private_dir(rundir, f"mounts-rank{int(spec['rank'])}-")
-            run = containers.RankRun(self.job_id, int(spec["rank"]), rundir, staged)
-            return containers.popen_rank(worker, run, argv, cwd, env, account)
+            with counting:  # a later mpirun's container of the pod: a name of its own
+                again = started[pod] = started.get(pod, -1) + 1
+            rank = int(spec["rank"])
+            return self._in_container(worker, rank, argv, cwd, env, account, again)
 
         uid = account[0] if account is not None else os.geteuid()
-        return mpi_bridge.Bridge(rundir, pods, uid, start)
+        send = self.writer.send
+        return mpi_bridge.Bridge(self.rundir, pods, uid, start, send, node=node, listen=node == 0)
+
+    def _in_container(
+        self,
+        container: dict[str, Any],
+        rank: int,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str],
+        account: tuple[int, int] | None,
+        again: int = 0,
+    ) -> Popen[bytes]:
+        """A container of the image for ``rank``'s pod, its mounts staged in a directory
+        of root's alone (``again``: the pod's how-many-th, see ``containers.RankRun``)."""
+        from ringleader.launch import containers
+
+        assert self.rundir is not None
+        staged = private_dir(self.rundir, f"mounts-rank{rank}-")
+        run = containers.RankRun(self.job_id, rank, self.rundir, staged, again)
+        return containers.popen_rank(container, run, argv, cwd, env, account)
 
     def _popen(
         self, argv: list[str], cwd: str, env: dict[str, str], account: tuple[int, int] | None
@@ -362,6 +381,8 @@ class Agent:
             self.writer.send("port", port=port, ring_ports=ring)
         elif op == "bye":
             return False
+        elif op.startswith("pod_") and self.bridge is not None:  # MPI in an image
+            self.bridge.relayed(msg)
         return True
 
     def watchdog(self, timeout_s: float) -> None:

@@ -294,10 +294,18 @@ class RankRun:
     """Where one rank of a job runs on this host: the agent's run dir, and a directory
     of root's alone for the mounts staged for it."""
 
-    __slots__ = ("job_id", "rank", "rundir", "staged")
+    __slots__ = ("again", "job_id", "rank", "rundir", "staged")
 
-    def __init__(self, job_id: str, rank: int, rundir: str, staged: str) -> None:
+    def __init__(self, job_id: str, rank: int, rundir: str, staged: str, again: int = 0) -> None:
         self.job_id, self.rank, self.rundir, self.staged = job_id, rank, rundir, staged
+        # The pod's how-many-th container beside its first (a second mpirun by hand in
+        # an interactive MPI gang): a name of its own, ``...-rankN-K``.
+        self.again = again
+
+    @property
+    def name(self) -> str:
+        first = container_name(self.job_id, self.rank)
+        return f"{first}-{self.again}" if self.again else first
 
 
 def popen_rank(
@@ -331,7 +339,7 @@ def popen_rank(
         command = image_keepalive_argv(container.get("image_default"), command)
     podman = run_argv(
         container,
-        name=container_name(run.job_id, run.rank),
+        name=run.name,
         job_id=run.job_id,
         rank=run.rank,
         argv=command,

@@ -24,7 +24,6 @@ import re
 from collections import deque
 from typing import Any
 
-from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch import mpi_bridge
 from ringleader.launch.frameworks import LAUNCHER_RANK
@@ -32,9 +31,11 @@ from ringleader.launch.mpi_output import RankLine, TaggedStream
 from ringleader.launch.mpi_rank import EXIT_MARKER
 from ringleader.launch.mpirun import (
     hostfile_text,
+    launcher_defaults,
     merged_hosts,
     mpirun_argv,
     pods_hostfile_text,
+    worker_pod_hosts,
     worker_pods,
 )
 from ringleader.launch.observer import SupervisorObserver
@@ -95,16 +96,16 @@ class MPISupervisor(Supervisor):
         ssh: SSHOptions | None = None,
         observer: SupervisorObserver | None = None,
     ) -> None:
-        if spec.container and any(not h.is_local for h in spec.hosts):
-            raise InvalidSpec(
-                f"MPI workloads in an image run on one node for now (their worker pods' "
-                f"containers start beside the launcher's), and this gang is on "
-                f"{', '.join(h.name for h in spec.hosts)}: leave the image out, or place "
-                "it on one node",
-                "spec.image",
-            )
         super().__init__(spec, sink, ssh, observer)
         self.agent_hosts = [Host("localhost", "127.0.0.1", 1)]
+        # In an image, worker pods on other hosts are started by an agent there.
+        self._pod_nodes: dict[str, int] = {}
+        if spec.container:
+            for pod, host in worker_pod_hosts(spec).items():
+                if not host.is_local and host not in self.agent_hosts:
+                    self.agent_hosts.append(host)
+                self._pod_nodes[pod] = 0 if host.is_local else self.agent_hosts.index(host)
+        self._relays: dict[int, int] = {}  # a relayed pod start's id -> its node
         self._exits: dict[int, dict[str, Any]] = {}
         # mpirun numbers ranks in its hostfile's order, one line per machine.
         self._rank_hosts = [h for _, h in merged_hosts(spec.hosts) for _ in range(h.slots)]
@@ -124,6 +125,7 @@ class MPISupervisor(Supervisor):
         hostfile_path = f"{rundir}/hostfile"
         master = self.spec.hosts[0].address if not self.spec.hosts[0].is_local else "127.0.0.1"
         image = bool(self.spec.container)
+        rsh_agent = mpi_bridge.rsh_agent(rundir) if image else ""
         argv = mpirun_argv(
             self.spec,
             hostfile_path=hostfile_path,
@@ -133,11 +135,12 @@ class MPISupervisor(Supervisor):
             master_port=port,
             ssh=self.ssh,
             as_root=os.geteuid() == 0,
-            rsh_agent=mpi_bridge.rsh_agent(rundir) if image else "",
+            rsh_agent=rsh_agent,
         )
         # The launcher pod is mpirun: it has the gang's environment and hostfile too, so
         # a shell in it (`ringleader bash`) can start the gang's ranks itself.
         env = {
+            **launcher_defaults(self.spec, self.ssh, hostfile_path, rsh_agent),
             **self.spec.env,
             **self.spec.rank_env.get(str(MPIRUN), {}),
             "RINGLEADER_JOB_ID": self.spec.run_id,
@@ -162,19 +165,45 @@ class MPISupervisor(Supervisor):
             hostfile = pods_hostfile_text(pods)
             bridge = {f"{rundir}/{mpi_bridge.CLIENT_FILE}": mpi_bridge.CLIENT_SOURCE}
             mpi_pods = {
-                pod: {"rank": ranks[0], "env": self.spec.rank_env.get(str(ranks[0]), {})}
+                pod: {
+                    "rank": ranks[0],
+                    "env": self.spec.rank_env.get(str(ranks[0]), {}),
+                    "node": self._pod_nodes[pod],
+                }
                 for pod, ranks in pods.items()
             }
             node = NodePlan(0, node.host, node.ranks, hostfile_path, bridge, mpi_pods)
+        nodes = [node]
+        for index, host in enumerate(self.agent_hosts[1:], 1):  # their pods' starters
+            theirs = {p: v for p, v in node.mpi_pods.items() if v["node"] == index}
+            nodes.append(NodePlan(index, host, [], "", {}, theirs))
+        self._relays.clear()
         return LaunchPlan(
             run_id=self.spec.run_id,
             attempt=attempt,
             world_size=self.spec.world_size,
             master_addr=master,
             master_port=port,
-            nodes=[node],
+            nodes=nodes,
             hostfile_text=hostfile,
         )
+
+    def _relay(self, node: int, msg: dict[str, Any]) -> None:
+        """MPI in an image across hosts: a pod start (and stop) from mpirun's host to
+        the pod's, its output and exit back (mpi_bridge)."""
+        op, fields = msg.get("op"), {k: v for k, v in msg.items() if k != "op"}
+        rid = msg.get("id")
+        if op == "pod_start" and node == 0 and isinstance(rid, int):
+            target = self._pod_nodes.get(str(msg.get("pod")))
+            if target:
+                self._relays[rid] = target
+                self.links[target].send(op, **fields)
+            else:  # not a pod of another host: its bridge says so
+                self.links[0].send("pod_exit", id=rid, code=255)
+        elif op == "pod_stop" and node == 0 and rid in self._relays:
+            self.links[self._relays[rid]].send(op, **fields)
+        elif op in ("pod_out", "pod_exit") and node > 0 and self._relays.get(rid) == node:
+            self.links[0].send(op, **fields)
 
     def _emit(self, plan: LaunchPlan, msg: dict[str, Any], tails: dict[int, deque[str]]) -> None:
         stream = "stderr" if msg.get("stream") == "stderr" else "stdout"

@@ -16,6 +16,12 @@ GPUs and account, named for its first rank, removed with the job) running the
 command under ``sh -c``, as mpirun quotes it for a remote shell.  When mpirun drops
 the connection (its daemons are done, or it was stopped), the container is stopped.
 
+A worker pod on another host (an SSH node): the launcher host's bridge relays the
+request through the supervisor to that host's agent (``pod_start``, and ``pod_stop``
+when the client goes), whose bridge starts the pod's container there and sends its
+output and exit back the same way (``pod_out``, base64, and ``pod_exit``): only the
+launcher host's bridge listens on a socket.
+
 Frames back to the client: one byte (``o`` stdout, ``e`` stderr, ``x`` exit), a
 4-byte big-endian length (for ``x``: the exit code), then the data.
 
@@ -24,7 +30,9 @@ Standard library only (the agent imports it for an MPI gang in an image).
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -62,6 +70,10 @@ while True:
 
 #: (pod name, the command's argv) -> the pod's container, started.
 StartPod = Callable[[str, list[str]], Popen[bytes]]
+#: A message to the supervisor (the agent's writer): (op, **fields).
+Send = Callable[..., object]
+#: The messages between bridges of one run, relayed by the supervisor.
+RELAYED = frozenset({"pod_start", "pod_stop", "pod_out", "pod_exit"})
 
 
 def rsh_agent(rundir: str) -> str:
@@ -70,36 +82,108 @@ def rsh_agent(rundir: str) -> str:
 
 
 class Bridge:
-    """The unix socket the launcher container's rsh agent reaches (see module doc)."""
+    """The unix socket the launcher container's rsh agent reaches (see module doc), or
+    on another host of the run (``listen`` false) the starter of its worker pods."""
 
-    def __init__(self, rundir: str, pods: dict[str, Any], uid: int, start: StartPod) -> None:
-        self.pods, self.uid, self.start = pods, uid, start
+    def __init__(
+        self,
+        rundir: str,
+        pods: dict[str, Any],
+        uid: int,
+        start: StartPod,
+        send: Send,
+        *,
+        node: int = 0,
+        listen: bool = True,
+    ) -> None:
+        self.pods, self.uid, self.start, self.send, self.node = pods, uid, start, send, node
         self.path = os.path.join(rundir, SOCKET_FILE)
+        self.procs: list[Popen[bytes]] = []
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._remote: dict[int, _Remote] = {}  # requests another host serves, by id
+        self._begun: dict[int, Popen[bytes]] = {}  # what this host serves for another's
+        self.server: socket.socket | None = None
+        if not listen:
+            return
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(self.path)
         os.chmod(self.path, 0o666)  # the account connects; SO_PEERCRED says who it is
         self.server.listen(64)
-        self.procs: list[Popen[bytes]] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        threading.Thread(target=self._accept, args=(self.server,), daemon=True).start()
 
     def close(self) -> None:
         """Stop taking requests and stop every pod started (the run is ending)."""
-        with contextlib.suppress(OSError):
-            self.server.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        if self.server is not None:
+            with contextlib.suppress(OSError):
+                self.server.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
         with self._lock:
-            procs = list(self.procs)
+            procs, remote = list(self.procs), list(self._remote.values())
         for proc in procs:
             _stop(proc)
+        for pending in remote:  # its host's agent is going too: the client hears so
+            pending.finish(255)
 
-    def _accept(self) -> None:
+    def relayed(self, msg: dict[str, Any]) -> None:
+        """A message another host's bridge sent this one through the supervisor."""
+        op, rid = msg.get("op"), msg.get("id")
+        if not isinstance(rid, int):
+            return
+        if op == "pod_start":
+            self._begin(rid, str(msg.get("pod")), msg.get("argv"))
+        elif op == "pod_stop":
+            with self._lock:
+                proc = self._begun.get(rid)
+            if proc is not None and proc.poll() is None:
+                threading.Thread(target=_stop, args=(proc,), daemon=True).start()
+        elif op == "pod_out":
+            pending = self._remote.get(rid)
+            kind = b"e" if msg.get("stream") == "e" else b"o"
+            with contextlib.suppress(ValueError, TypeError):
+                if pending is not None:
+                    pending.emit(kind, base64.b64decode(str(msg.get("data", ""))))
+        elif op == "pod_exit":
+            pending = self._remote.get(rid)
+            if pending is not None:
+                pending.finish(int(msg.get("code") or 0))
+
+    def _begin(self, rid: int, pod: str, argv: object) -> None:
+        """Start a pod of this host for another host's mpirun; its output goes back."""
+
+        def emit(kind: bytes, data: bytes) -> None:
+            self.send("pod_out", id=rid, stream=kind.decode(), data=base64.b64encode(data).decode())
+
+        if self.pods.get(pod, {}).get("node", self.node) != self.node or not _words(argv):
+            emit(b"e", f"ringleader: no worker pod {pod!r} on this host\n".encode())
+            self.send("pod_exit", id=rid, code=255)
+            return
+        assert isinstance(argv, list)
+        try:
+            proc = self.start(pod, ["/bin/sh", "-c", " ".join(argv)])
+        except OSError as exc:
+            emit(b"e", f"ringleader: cannot start pod {pod}: {exc}\n".encode())
+            self.send("pod_exit", id=rid, code=255)
+            return
+        with self._lock:
+            self.procs.append(proc)
+            self._begun[rid] = proc
+
+        def serve() -> None:
+            code = _pump(proc, emit)
+            with self._lock:
+                self._begun.pop(rid, None)
+            self.send("pod_exit", id=rid, code=code)
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def _accept(self, server: socket.socket) -> None:
         while True:
             try:
-                conn, _ = self.server.accept()
+                conn, _ = server.accept()
             except OSError:
                 return  # closed
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
@@ -122,6 +206,9 @@ class Bridge:
             if pod not in self.pods or not _words(argv):
                 _refuse(conn, f"no worker pod {pod!r} in this run")
                 return
+            if self.pods[pod].get("node", self.node) != self.node:
+                self._forward(conn, pod, argv)
+                return
             try:
                 proc = self.start(pod, ["/bin/sh", "-c", " ".join(argv)])
             except OSError as exc:
@@ -135,24 +222,72 @@ class Bridge:
         """The pod's output to the client until it exits; the client gone: stop it."""
         lock = threading.Lock()
 
-        def pump(stream: Any, kind: bytes) -> None:
-            for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
-                with lock, contextlib.suppress(OSError):
-                    _send(conn, kind, chunk)
+        def emit(kind: bytes, data: bytes) -> None:
+            with lock, contextlib.suppress(OSError):
+                _send(conn, kind, data)
 
-        pumps = [
-            threading.Thread(target=pump, args=(proc.stdout, b"o"), daemon=True),
-            threading.Thread(target=pump, args=(proc.stderr, b"e"), daemon=True),
-        ]
-        for thread in pumps:
-            thread.start()
         watcher = threading.Thread(target=_stop_when_gone, args=(conn, proc), daemon=True)
         watcher.start()
-        code = proc.wait()
-        for thread in pumps:
-            thread.join(timeout=2)
+        code = _pump(proc, emit)
         with lock, contextlib.suppress(OSError):
-            _send_exit(conn, code if code >= 0 else 128 - code)
+            _send_exit(conn, code)
+
+    def _forward(self, conn: socket.socket, pod: str, argv: list[str]) -> None:
+        """A worker pod on another host: its agent starts it (through the supervisor);
+        this relays what comes back, and the client's going (mpirun ended it)."""
+        rid = next(self._ids)
+        pending = _Remote(conn)
+        with self._lock:
+            self._remote[rid] = pending
+        try:
+            self.send("pod_start", id=rid, pod=pod, argv=argv)
+            with contextlib.suppress(OSError):
+                while conn.recv(4096):
+                    pass
+            if not pending.done.is_set():
+                self.send("pod_stop", id=rid)
+                pending.done.wait(timeout=30)  # its exit, for the pod's container to go
+        finally:
+            with self._lock:
+                self._remote.pop(rid, None)
+
+
+class _Remote:
+    """A client whose pod another host runs: frames to it, once ended no more."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.lock, self.done = conn, threading.Lock(), threading.Event()
+
+    def emit(self, kind: bytes, data: bytes) -> None:
+        with self.lock, contextlib.suppress(OSError):
+            if not self.done.is_set():
+                _send(self.conn, kind, data)
+
+    def finish(self, code: int) -> None:
+        with self.lock, contextlib.suppress(OSError):
+            if not self.done.is_set():
+                self.done.set()
+                _send_exit(self.conn, code)
+
+
+def _pump(proc: Popen[bytes], emit: Callable[[bytes, bytes], None]) -> int:
+    """``proc``'s stdout (``o``) and stderr (``e``) through ``emit`` until it exits; its
+    exit code as a shell reports it (128 + the signal)."""
+
+    def pump(stream: Any, kind: bytes) -> None:
+        for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
+            emit(kind, chunk)
+
+    pumps = [
+        threading.Thread(target=pump, args=(proc.stdout, b"o"), daemon=True),
+        threading.Thread(target=pump, args=(proc.stderr, b"e"), daemon=True),
+    ]
+    for thread in pumps:
+        thread.start()
+    code = proc.wait()
+    for thread in pumps:
+        thread.join(timeout=2)
+    return code if code >= 0 else 128 - code
 
 
 def _read_request(conn: socket.socket) -> dict[str, Any] | None:

@@ -67,12 +67,11 @@ def mpirun_argv(
     argv += ["--map-by", "slot", "--tag-output"]
     if as_root:
         argv.append("--allow-run-as-root")
-    if rsh_agent:  # (not plm_rsh_no_tree_spawn: it makes each daemon --daemonize, and a
-        # daemon that leaves its pod's command is stopped with that pod's container)
-        argv += ["--mca", "plm_rsh_agent", rsh_agent]
-    elif any(not h.is_local for h in spec.hosts):
-        rsh = ["ssh", *(["-F", ssh.config_file] if ssh.config_file else []), "-o", "BatchMode=yes"]
-        argv += ["--mca", "plm_rsh_agent", shlex.join(rsh)]
+    # (not plm_rsh_no_tree_spawn with the bridge: it makes each daemon --daemonize, and
+    # a daemon that leaves its pod's command is stopped with that pod's container)
+    agent = remote_shell(spec, ssh, rsh_agent)
+    if agent:
+        argv += ["--mca", "plm_rsh_agent", agent]
     if spec.network_interface:
         argv += ["--mca", "btl_tcp_if_include", spec.network_interface]
         argv += ["--mca", "oob_tcp_if_include", spec.network_interface]
@@ -110,18 +109,55 @@ def mpirun_argv(
     return [*argv, spec.python, "-m", "ringleader.launch.mpi_rank", "--", *spec.command]
 
 
+def remote_shell(spec: LaunchSpec, ssh: SSHOptions, rsh_agent: str = "") -> str:
+    """How mpirun reaches the hostfile's entries: ``rsh_agent`` (in an image: the
+    bridge to its worker pods), else ssh with the launch's options when a host is
+    another machine; "" when every rank is on this one."""
+    if rsh_agent:
+        return rsh_agent
+    if any(not h.is_local for h in spec.hosts):
+        rsh = ["ssh", *(["-F", ssh.config_file] if ssh.config_file else []), "-o", "BatchMode=yes"]
+        return shlex.join(rsh)
+    return ""
+
+
+def launcher_defaults(
+    spec: LaunchSpec, ssh: SSHOptions, hostfile_path: str, rsh_agent: str = ""
+) -> dict[str, str]:
+    """What a shell in the launcher pod needs for a plain ``mpirun`` to start the gang's
+    ranks where they belong, as in Kubeflow's MPIJob launcher: the gang's hostfile
+    and the remote shell as OpenMPI's defaults (its ``OMPI_MCA_`` variables)."""
+    env = {"OMPI_MCA_orte_default_hostfile": hostfile_path}
+    agent = remote_shell(spec, ssh, rsh_agent)
+    if agent:
+        env["OMPI_MCA_plm_rsh_agent"] = agent
+    return env
+
+
 def worker_pods(spec: LaunchSpec) -> dict[str, list[int]]:
     """MPI in an image: its worker pods in rank order, each with its ranks (the
     server's ``RINGLEADER_POD`` of each rank; a launch without a server: one pod per
     host, ``node-I``)."""
     pods: dict[str, list[int]] = {}
-    rank = 0
+    for pod, rank, _ in _pod_slots(spec):
+        pods.setdefault(pod, []).append(rank)
+    return pods
+
+
+def worker_pod_hosts(spec: LaunchSpec) -> dict[str, Host]:
+    """Where each worker pod of ``worker_pods`` runs (its ranks' host)."""
+    return {pod: host for pod, _, host in _pod_slots(spec)}
+
+
+def _pod_slots(spec: LaunchSpec) -> list[tuple[str, int, Host]]:
+    """(pod, rank, host) for each rank, in mpirun's order (its hostfile's)."""
+    slots, rank = [], 0
     for index, (_, host) in enumerate(merged_hosts(spec.hosts)):
         for _ in range(host.slots):
             name = spec.rank_env.get(str(rank), {}).get("RINGLEADER_POD") or f"node-{index}"
-            pods.setdefault(name, []).append(rank)
+            slots.append((name, rank, host))
             rank += 1
-    return pods
+    return slots
 
 
 def pods_hostfile_text(pods: dict[str, list[int]]) -> str:

@@ -214,7 +214,9 @@ class Supervisor:
                 hostfile=plan.hostfile_text,
                 hostfile_path=node.hostfile_path,
                 files=node.files,
-                **({"mpi_pods": node.mpi_pods} if node.mpi_pods else {}),
+                **(
+                    {"mpi_pods": node.mpi_pods, "mpi_node": node.node_rank} if node.mpi_pods else {}
+                ),
                 ranks=[
                     {
                         "rank": r.rank,
@@ -280,12 +282,17 @@ class Supervisor:
                         stderr_tail=msg.get("stderr", "").splitlines()[-5:],
                     )
                     stop_deadline = self._stop_gang()
+            else:
+                self._relay(node_idx, msg)
         if stop_deadline is None:
             self._stop_gang()  # success: still sweep grandchildren left behind
         self._await_stopped(plan, tails)
         outcome.ended = time.time()
         self.observer.on_attempt_ended(outcome)
         return outcome
+
+    def _relay(self, node: int, msg: dict[str, Any]) -> None:
+        """A message between agents, for a framework whose agents talk (MPI in an image)."""
 
     def _rank0_succeeded(self, still_running: int) -> bool:
         """Rank 0 exited 0 with others running: True when that ends the job."""

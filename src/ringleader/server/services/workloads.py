@@ -151,9 +151,9 @@ def submit(
     where = backend.name if backend is not None else "local"
     if image and stand_in is None and body.framework.value == "MPI" and where != "local":
         raise InvalidSpec(
-            f"MPI workloads in an image ({image}) run on this server's own node only for "
-            f"now, not on the {where} backend's nodes: submit to the local node pool, or "
-            "leave the image out",
+            f"MPI workloads in an image ({image}) do not run on the {where} backend's "
+            "nodes yet: submit to a pool of this server's own or SSH nodes, or leave the "
+            "image out",
             "spec.image",
         )
     if stand_in is not None and not body.spec.command:
