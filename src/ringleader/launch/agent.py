@@ -334,10 +334,13 @@ class Agent:
             ranks = list(self.ranks.values())
             self.ranks = {}
         grace = self.grace_s if grace_s is None else grace_s
+        # In an image the sweep is the runtime's: podman run passes its TERM on to the
+        # container, and signalling the container's processes too gave each a second
+        # TERM (a trap ran twice); close() removes the containers whatever is left.
         procs.terminate(
             [rp.proc.pid for rp in ranks],
             grace,
-            marker=self.marker,
+            marker=None if self.container else self.marker,
             is_done=lambda: all(rp.proc.poll() is not None for rp in ranks),
         )
         for rp in ranks:
