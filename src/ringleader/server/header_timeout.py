@@ -1,14 +1,17 @@
 """A header timeout for uvicorn's HTTP/1.1 protocol (h11), which has none of its own.
 
 Nomenclature: a connection is *waiting for a header* from the moment it opens, or
-its last response ended, until h11 has parsed a whole request header (the request
-line and every header line, up to the blank line).
+from the first byte of a later request, until h11 has parsed a whole request header
+(the request line and every header line, up to the blank line).
 
 Invariant: a connection that waits for a header longer than ``header_timeout_s``
 is closed.  Without this a client that sends half a request header (or nothing)
 holds its connection forever: uvicorn's keep-alive timer runs only after a
-response, and is cancelled by the first byte of the next request.  A request
-whose header arrived is never cut by this: a long body upload or a long
+response, and is cancelled by the first byte of the next request.  Between
+requests an idle connection is that keep-alive timer's (uvicorn's 5 s): a client
+busy elsewhere for a moment keeps its connection (a 1 s timer armed at each
+response's end closed flood clients' connections under CI's load as they sent).
+A request whose header arrived is never cut by this: a long body upload or a long
 ``logs?follow`` answer is another matter (``limits.BodyLimit``, the follow cap).
 
 One timer per connection, armed when it starts waiting and cancelled when the
@@ -35,8 +38,13 @@ class HeaderTimeoutH11(H11Protocol):
         self._arm_header_timer()
 
     def on_response_complete(self) -> None:
+        self._cancel_header_timer()  # idle until the next request: uvicorn's keep-alive
         super().on_response_complete()
-        self._arm_header_timer()  # the next request's header: within the timeout too
+
+    def data_received(self, data: bytes) -> None:
+        if self._header_timer is None and self._between_requests():
+            self._arm_header_timer()  # a later request's first byte: its header is due
+        super().data_received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
@@ -52,12 +60,16 @@ class HeaderTimeoutH11(H11Protocol):
             self._header_timer.cancel()
             self._header_timer = None
 
-    def _header_late(self) -> None:
-        """Close the connection if it still waits for a header: h11 stays IDLE on
-        its side until a whole header was parsed, and no request is being served."""
-        self._header_timer = None
+    def _between_requests(self) -> bool:
+        """No request is being served and h11 has no whole header (it stays IDLE on
+        its side until it parsed one)."""
         serving = self.cycle is not None and not self.cycle.response_complete
-        if self.transport.is_closing() or serving or self.conn.their_state is not h11.IDLE:
+        return not serving and self.conn.their_state is h11.IDLE
+
+    def _header_late(self) -> None:
+        """Close the connection if it still waits for a header."""
+        self._header_timer = None
+        if self.transport.is_closing() or not self._between_requests():
             return
         self.logger.debug("closing a connection that sent no whole request header in time")
         self.transport.close()
