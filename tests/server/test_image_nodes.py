@@ -170,17 +170,22 @@ def test_a_gang_on_three_hosts_pulls_its_image_from_the_registry_on_each(
     logs = server.cli("logs", "reg").stdout
     ran_on = set(re.findall(r"rank \d on (\S+) in debian", logs))
     assert ran_on == {h.address for h in net.hosts}, logs  # spread: one pod a host
+    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
+    repository = target.rsplit(":", 1)[0]
     for host in net.hosts:  # each host pulled it by digest, and left no container
-        pulled = net.ssh(host, "podman", "images", "--digests", "--format", "{{.Digest}}",
-                         target.rsplit(":", 1)[0])  # fmt: skip
-        assert "sha256:" in pulled.stdout, pulled
+        held = net.ssh(host, "podman", "images", "--all", "--digests", "--format",
+                       "{{.Repository}}:{{.Tag}}@{{.Digest}}")  # fmt: skip
+        assert re.search(rf"^{re.escape(repository)}:\S+@sha256:", held.stdout, re.M), (
+            host.address,
+            held,
+            [(e["type"], e.get("message")) for e in events],
+        )
         left = net.ssh(host, "podman", "ps", "-a", "--filter", f"label=ringleader.job=rl-{wid}",
                        "--format", "{{.Names}}")  # fmt: skip
         assert left.returncode == 0 and left.stdout.strip() == "", left
     assert podman("image", "exists", target).returncode == 1  # the head did not pull it
     assert job_containers(f"rl-{wid}") == []
     # Its history has Kubernetes' Pulled: each host's pull, with its time and size.
-    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
     pulled = [e["message"] for e in events if e.get("reason") == "Pulled"]
     # Once, when every host has it (not once per host done: see pull_progress).
     assert len(pulled) == 1, events
