@@ -116,19 +116,14 @@ class Agent:
             return
         self.grace_s = float(msg.get("grace", self.grace_s))
         if msg.get("container"):
-            from ringleader.launch import containers
+            from ringleader.launch import agent_images
 
-            self.container, problem = containers.ready_image(
-                msg["container"], self.rundir, self._pull_progress
+            account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
+            self.container, stage, problem = agent_images.ready(
+                msg["container"], self.rundir, account, self._pull_progress
             )
             if problem:  # not a crash: no rank starts, and no restart would help
-                self.writer.send("fatal", stage="image", detail=problem)
-                return
-            from ringleader.launch.container_mounts import check_volumes
-
-            problem = check_volumes(self.container, run_as_ids(os.environ.get(RUN_AS_VAR, "")))
-            if problem:
-                self.writer.send("fatal", stage="volume", detail=problem)
+                self.writer.send("fatal", stage=stage, detail=problem)
                 return
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         port, ring = _pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
@@ -158,7 +153,15 @@ class Agent:
             with open(path, "w") as file:
                 file.write(text)
         if msg.get("mpi_pods") and self.container and self.bridge is None:
-            self.bridge = self._mpi_bridge(msg["mpi_pods"], cwd, int(msg.get("mpi_node") or 0))
+            from ringleader.launch import agent_images
+
+            assert self.rundir is not None
+            account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
+            ours = {k: v for k, v in os.environ.items() if k not in (RUN_AS_VAR, RECORD_VAR)}
+            self.bridge = agent_images.mpi_bridge(
+                self.container, self.job_id, self.rundir, msg["mpi_pods"], cwd,
+                int(msg.get("mpi_node") or 0), account, ours, self.writer.send,
+            )  # fmt: skip
         for spec in msg["ranks"]:
             os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
             env = dict(os.environ)
@@ -235,32 +238,6 @@ class Agent:
             rp.readers.append(thread)
         threading.Thread(target=self._wait, args=(rp, error_file), daemon=True).start()
 
-    def _mpi_bridge(self, pods: dict[str, Any], cwd: str, node: int) -> Any:
-        """mpirun in the image reaches its worker pods through this agent (mpi_bridge):
-        each starts as a container of the image with that pod's environment (node 0,
-        mpirun's, listens; another node's starts its pods when node 0's asks)."""
-        from ringleader.launch import mpi_bridge
-
-        assert self.rundir is not None
-        account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
-        # The daemon's command replaces the image's entrypoint, and no keepalive holds it.
-        worker = {**self.container, "interactive": False, "entrypoint": True}
-
-        started, counting = dict[str, int](), threading.Lock()
-
-        def start(pod: str, argv: list[str]) -> Popen[bytes]:
-            spec = pods[pod]
-            env = {k: v for k, v in os.environ.items() if k not in (RUN_AS_VAR, RECORD_VAR)}
-            env.update(spec["env"])
-            with counting:  # a later mpirun's container of the pod: a name of its own
-                again = started[pod] = started.get(pod, -1) + 1
-            rank = int(spec["rank"])
-            return self._in_container(worker, rank, argv, cwd, env, account, again)
-
-        uid = account[0] if account is not None else os.geteuid()
-        send = self.writer.send
-        return mpi_bridge.Bridge(self.rundir, pods, uid, start, send, node=node, listen=node == 0)
-
     def _in_container(
         self,
         container: dict[str, Any],
@@ -269,16 +246,12 @@ class Agent:
         cwd: str,
         env: dict[str, str],
         account: tuple[int, int] | None,
-        again: int = 0,
     ) -> Popen[bytes]:
-        """A container of the image for ``rank``'s pod, its mounts staged in a directory
-        of root's alone (``again``: the pod's how-many-th, see ``containers.RankRun``)."""
-        from ringleader.launch import containers
+        from ringleader.launch import agent_images
 
         assert self.rundir is not None
-        staged = private_dir(self.rundir, f"mounts-rank{rank}-")
-        run = containers.RankRun(self.job_id, rank, self.rundir, staged, again)
-        return containers.popen_rank(container, run, argv, cwd, env, account)
+        return agent_images.popen(container, self.job_id, self.rundir, rank, argv, cwd, env,
+                                  account)  # fmt: skip
 
     def _popen(
         self, argv: list[str], cwd: str, env: dict[str, str], account: tuple[int, int] | None
@@ -358,11 +331,9 @@ class Agent:
         if self.bridge is not None:
             self.bridge.close()
         if self.container:
-            from ringleader.launch import container_mounts, containers
+            from ringleader.launch import agent_images
 
-            containers.remove_job(str(self.container["runtime"]), self.job_id)
-            if self.rundir is not None:
-                container_mounts.unstage_all(self.rundir)
+            agent_images.close(self.container, self.job_id, self.rundir)
         if self.rundir is not None:
             import shutil
 
