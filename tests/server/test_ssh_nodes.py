@@ -210,6 +210,26 @@ def test_a_crashing_gang_on_ssh_nodes_is_restarted_by_the_scheduler_until_backof
     wait_until(lambda: not job_pids(f"rl-{wid}"), 30, "no process left")
 
 
+def test_an_image_no_node_can_pull_fails_the_gang_once_without_restarts(
+    cluster: tuple[Server, TestHostNetwork], tmp_path: Path
+) -> None:
+    """Every host's pull is refused (nothing listens where the image's registry would
+    be): the workload fails on its first attempt with the runtime's own words, as on
+    the local backend; restarting it on other nodes would meet the same."""
+    server, net = cluster
+    import_hosts(server, net, tmp_path)
+    image = "127.0.0.1:9/nowhere/such:1"
+    wid = server.submit("nopull", tmp_path, "true", workers=1, backoffLimit=3, image=image)
+    done = server.wait_phase(wid, {"Completed", "Failed"}, timeout=240)
+    assert done["actualPhase"] == "Failed" and done["attempt"] == 0, done
+    message = done["phaseMessage"]
+    assert f"cannot pull image {image}" in message, message
+    assert "not restarted: a restart would meet the same" in message, message
+    events = server.http.get(f"/api/v1/workloads/{wid}/events").json()["events"]
+    assert not [e for e in events if e["type"] == "PodRestarted"], events
+    wait_until(lambda: not job_pids(f"rl-{wid}"), 30, "no process left")
+
+
 def test_spread_puts_a_gang_without_requests_on_every_host(
     cluster: tuple[Server, TestHostNetwork], tmp_path: Path
 ) -> None:

@@ -131,3 +131,25 @@ def test_a_pull_no_poll_saw_is_still_recorded_as_pulled_before_it_runs(
         # Once recorded (or once it runs), a poll says it no more.
         assert not status_diff(workload, status, True).pulled_late
         session.rollback()
+
+
+@pytest.mark.parametrize("lasting", [False, True])
+def test_a_gang_whose_image_cannot_be_had_fails_at_once_not_restarted(
+    engine: Engine, lasting: bool
+) -> None:
+    """A gang the server placed failed before any rank: restarted on the nodes that
+    answer, unless the backend says a restart would meet the same (its image cannot be
+    pulled on any node), which fails the workload at once with that said."""
+    why = "no rank was started: host n1: image: cannot pull image x: manifest unknown"
+    with db.session_factory(engine)() as session:
+        workload = _case(session, "Initializing", "Pending")
+        ps = PodStatus("train-master-0", "master", 0, "Failed", "n1", ranks=(0,), exit_code=1)
+        status = BackendStatus("Failed", why, pods=[ps], lasting=lasting)
+        apply_diff(session, workload, status, status_diff(workload, status, False))
+        session.flush()
+        if lasting:
+            assert (workload.phase, workload.attempt) == ("Failed", 0)
+            assert workload.phase_message == f"{why}; not restarted: a restart would meet the same"
+        else:
+            assert (workload.phase, workload.attempt) == ("Pending", 1)
+            assert "restarting on the nodes that answer" in workload.phase_message

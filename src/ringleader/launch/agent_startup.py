@@ -97,6 +97,12 @@ def start_agents(
         )
 
 
+#: An agent's ``fatal`` stages that a restart would meet again, on any node: its image
+#: cannot be had (the registry's refusal, a pull past its time limit), or a volume the
+#: pod's account may not mount. Not a crash: the workload fails without restarts.
+LASTING_STAGES = frozenset({"image", "volume"})
+
+
 def await_ready(
     hosts: list[Host],
     next_event: NextEvent,
@@ -104,8 +110,10 @@ def await_ready(
     deadline: float,
     setup_errors: list[str],
     on_progress: Callable[[str, dict[str, Any]], None] | None = None,
+    lasting: list[str] | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """Every host's ``ready`` message by node; what went wrong goes into ``setup_errors``;
+    """Every host's ``ready`` message by node; what went wrong goes into ``setup_errors``
+    (and into ``lasting`` too where no restart would help, ``LASTING_STAGES``);
     ``on_progress(host, message)`` hears a host's ``progress`` (its image pull) meanwhile."""
     ready: dict[int, dict[str, Any]] = {}
     pending = set(range(len(hosts)))
@@ -125,6 +133,8 @@ def await_ready(
             on_progress(host, msg)
         elif msg["op"] == "fatal":
             setup_errors.append(f"host {host}: {msg['stage']}: {msg['detail']}")
+            if lasting is not None and msg["stage"] in LASTING_STAGES:
+                lasting.append(setup_errors[-1])
             pending.discard(node)
         elif msg["op"] == "eof":
             stage, detail, fix = classify_failure(host, msg.get("stderr", ""))

@@ -354,6 +354,8 @@ class Recorder:
                 reason = f"stopped by {signal_name(stopped_by or signal.SIGTERM)}"
             elif result.setup_errors:
                 reason = "no rank was started: " + "; ".join(result.setup_errors)
+                # The server restarts a gang it placed unless a restart would meet this again.
+                self.state["lasting"] = bool(result.lasting_errors)
             else:
                 reason = cause.describe() if cause else f"exit code {result.exit_code}"
             self.state["reason"] = reason

@@ -57,6 +57,8 @@ class LaunchResult:
     exit_code: int
     attempts: list[AttemptResult] = field(default_factory=list)
     setup_errors: list[str] = field(default_factory=list)
+    # Those of setup_errors that a restart would meet again (agent_startup.LASTING_STAGES).
+    lasting_errors: list[str] = field(default_factory=list)
 
     @property
     def root_cause(self) -> RankFailure | None:

@@ -154,6 +154,7 @@ class Supervisor:
             deadline,
             result.setup_errors,
             self._progress,
+            result.lasting_errors,
         )
         if (
             result.setup_errors

@@ -390,13 +390,23 @@ def count_attempts(workload: Workload, attempt: int) -> None:
 
 
 def end_attempt(
-    session: Session, workload: Workload, reason: str, cause: str, backoff_limit: int
+    session: Session,
+    workload: Workload,
+    reason: str,
+    cause: str,
+    backoff_limit: int,
+    *,
+    restart: bool = True,
 ) -> None:
     """An attempt ended whose restart is the server's (the scheduler places the gang
     again): back to Pending with the next attempt, or Failed once ``backoff_limit``
-    restarts are spent.  ``reason``: one line, then the root-cause text."""
+    restarts are spent, or at once where a restart would meet the same (``restart``
+    False: its image cannot be pulled).  ``reason``: one line, then the root-cause text."""
     first, _, rest = reason.partition("\n")
-    if workload.attempt < backoff_limit:
+    if not restart:
+        message = f"{first}; not restarted: a restart would meet the same" + (rest and f"\n{rest}")
+        transition(session, workload, "Failed", reason=cause, message=message)
+    elif workload.attempt < backoff_limit:
         workload.attempt += 1
         message = (
             f"{first}; restarting on the nodes that answer "

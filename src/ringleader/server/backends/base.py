@@ -146,6 +146,9 @@ class BackendStatus:
     # Each host's last word on its image pull once every host has the image (Kubernetes'
     # Pulled event): recorded even when no poll saw the pull going on.
     pulled: str = ""
+    # A Failed run that a restart would meet again (its image cannot be pulled): a server
+    # that restarts gangs itself fails the workload at once instead.
+    lasting: bool = False
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,8 @@ def apply_diff(s: Session, w: Workload, status: BackendStatus, diff: StatusDiff)
                 ended = "Failed" if change.status.phase == "Failed" else "Stopped"
                 phases.transition_pod(s, pod, ended, exit_code=change.status.exit_code)
         limit = WorkloadSpec.from_stored(w.spec).spec.backoff_limit
-        phases.end_attempt(s, w, status.message or "the gang failed", "Failed", limit)
+        why = status.message or "the gang failed"
+        phases.end_attempt(s, w, why, "Failed", limit, restart=not status.lasting)
         return
     ended = ended_time(status)
     for change in diff.pods:

@@ -111,6 +111,7 @@ def status_of(
         ended_at=ended_at(state),
         reason=reason,
         pulled=pulls if pull == "Pulled" else "",
+        lasting=bool(state.get("lasting")),
     )
 
 
