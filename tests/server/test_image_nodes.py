@@ -90,8 +90,10 @@ def _cluster_with_registry(
     started = _cli(home, "registry", "start", "--host", at, "--port", str(port))
     assert started.returncode == 0, started.stderr
     target = f"{at}:{port}/{image.split('/', 1)[1]}"
+    # Three hosts pulling a 227 MB image at once from one registry on 2 loaded cores took
+    # past the default 45 s in CI: the pull's time limit is not what these tests are about.
     server = Server(home, "--no-local-node", "--placement", "spread", "--ssh-config",
-                    str(net.ssh_config))  # fmt: skip
+                    str(net.ssh_config), "--image-pull-timeout", "600")  # fmt: skip
     try:
         pushed = _cli(home, "image", "push", image)
         assert pushed.returncode == 0 and f"pushed: {target}" in pushed.stdout, pushed.stderr
