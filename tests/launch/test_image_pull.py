@@ -6,12 +6,18 @@ registry, is in tests/server/test_registry.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import selectors
 import stat
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 from ringleader.launch import image_pull
 from ringleader.server.backends.local.status import pull_progress, status_of
+from tests.conftest import wait_until
 
 
 def _runtime(tmp_path: Path, body: str) -> str:
@@ -127,12 +133,6 @@ def test_an_agent_pulling_longer_than_its_heartbeat_timeout_still_hears_the_hear
     """The agent pulls while it acts on ``setup``; the supervisor's pings go on arriving
     meanwhile, and a pull longer than the heartbeat timeout must not read as a silent
     supervisor (CI saw a host's agent stop itself mid-pull, and the gang start again)."""
-    import json
-    import selectors
-    import subprocess
-    import sys
-    import threading
-
     gate = tmp_path / "gate"
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -188,3 +188,47 @@ def test_an_agent_pulling_longer_than_its_heartbeat_timeout_still_hears_the_hear
         stop.set()
         agent.kill()
         agent.wait()
+
+
+def test_an_agent_whose_supervisor_goes_mid_pull_leaves_no_pull_running(
+    tmp_path: Path,
+) -> None:
+    """The supervisor goes (its pipe closes) while this host's agent pulls: the agent
+    stops on its watchdog and ends the pull with it, not leaving it to run on."""
+    pid_file = tmp_path / "pull.pid"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # `image exists`: not here; `pull`: says its pid, then hangs (one process: exec).
+    runtime = _runtime(bin_dir, f'case "$1" in\nimage) exit 1 ;;\n'
+                       f"pull) echo $$ > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}"
+                       " && exec sleep 3600 ;;\nesac\n")  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "ringleader.launch.agent", "--job-id", "rl-gone",
+         "--heartbeat-timeout", "1"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert agent.stdin is not None
+    try:
+        container = {"image": "reg.example:5000/i:1", "runtime": runtime, "pull_timeout": 600}
+        setup = {"op": "setup", "cwd": str(tmp_path), "tmpdir": str(tmp_path),
+                 "container": container}  # fmt: skip
+        agent.stdin.write((json.dumps(setup) + "\n").encode())
+        agent.stdin.close()  # the supervisor is gone
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text(), 60, "a pull"))
+        assert agent.wait(timeout=60) != 0
+        wait_until(lambda: not _alive(pid), 30, "the pull to end with its agent")
+    finally:
+        agent.kill()
+        agent.wait()
+        if pid_file.exists() and _alive(pulled := int(pid_file.read_text())):
+            os.kill(pulled, 9)  # what the test started, should it have been left
+
+
+def _alive(pid: int) -> bool:
+    """A process that has not ended (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

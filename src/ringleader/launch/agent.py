@@ -325,6 +325,9 @@ class Agent:
             if self.closing:
                 return
             self.closing = True
+        pulls = sys.modules.get("ringleader.launch.image_pull")  # loaded for an image only
+        if pulls is not None:
+            pulls.cancel_all()  # a setup still pulling when the link went: no pull outlives us
         self.stop(grace_s)
         if self.podstats is not None:
             self.podstats.close()

@@ -15,10 +15,15 @@ from __future__ import annotations
 import os
 import select
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 
 from ringleader.launch.image_pin import inspect_image
+
+#: The pulls this process has going (``cancel_all`` ends them when its agent closes).
+_GOING: set[subprocess.Popen[bytes]] = set()
+_GOING_LOCK = threading.Lock()
 
 #: A line at least this often while a pull goes on, so a slow layer still shows time passing.
 PROGRESS_EVERY_S = 5.0
@@ -47,7 +52,13 @@ def pull(
         stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
-    lines = _read_until_exit(proc, start + limit, image, start, tell)
+    with _GOING_LOCK:
+        _GOING.add(proc)
+    try:
+        lines = _read_until_exit(proc, start + limit, image, start, tell)
+    finally:
+        with _GOING_LOCK:
+            _GOING.discard(proc)
     if lines is None:
         return (
             f"pulling image {image} did not finish in {limit:g} s "
@@ -124,3 +135,14 @@ def image_size(runtime: str, image: str) -> str:
     except (ValueError, IndexError):
         return ""
     return f"{size / 1e6:.0f} MB" if size >= 1e6 else f"{size} bytes"
+
+
+def cancel_all() -> None:
+    """Kill and reap every pull of this process: its agent is closing (the supervisor
+    gone silent, or the agent stopped), and a pull must not outlive it."""
+    with _GOING_LOCK:
+        going = list(_GOING)
+    for proc in going:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
