@@ -52,9 +52,32 @@ def described(server: ServerProcess, name: str) -> dict[str, Any] | None:
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
+def slurm_said(server: ServerProcess, workload: dict[str, Any] | None) -> str:
+    """Where a workload stayed, with its pods and Slurm's own record of its job: what a
+    failure under CI's load needs to be explained after the cluster is gone."""
+    said = stayed(workload)
+    if not workload:
+        return said
+    pods = [(p.get("name"), p.get("status"), p.get("exitCode")) for p in workload.get("pods", [])]
+    said += f"\npods: {pods}\nbackend: {workload.get('backendRef')}"
+    match = re.fullmatch(r"Slurm job (\d+)", workload.get("backendRef") or "")
+    if match:
+        shown = subprocess.run(
+            ["scontrol", "show", "job", match.group(1)],
+            env=server.env, capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        said += f"\nscontrol show job: {shown.stdout}{shown.stderr}"
+    return said
+
+
 def wait_phase(server: ServerProcess, name: str, *phases: str) -> dict[str, Any]:
     found = phases_helper.wait_phase(
-        lambda: described(server, name), actual_phase, phases, TIMEOUT_S, stayed, every_s=0.5
+        lambda: described(server, name),
+        actual_phase,
+        phases,
+        TIMEOUT_S,
+        lambda last: slurm_said(server, last),
+        every_s=0.5,
     )
     assert found is not None
     return found
