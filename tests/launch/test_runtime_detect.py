@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.launch import containers
+from ringleader.launch import container_runtime as containers
 
 
 def _fake(bin_dir: Path, name: str, body: str) -> None:
@@ -51,3 +51,17 @@ def test_a_runtime_that_hangs_is_asked_again_then_the_next_is_tried(
 def test_no_runtime_that_answers_is_none(bin_dir: Path) -> None:
     _fake(bin_dir, "podman", "echo broken >&2; exit 125")
     assert containers.detect() is None
+
+
+def test_a_host_with_both_runs_the_one_its_setting_names(
+    bin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake(bin_dir, "podman", "echo 4.3.1")
+    _fake(bin_dir, "docker", "echo 28.2.2")
+    assert containers.detect() == {"name": "podman", "path": str(bin_dir / "podman"),
+                                   "version": "4.3.1"}  # fmt: skip
+    monkeypatch.setenv(containers.RUNTIME_VAR, "docker")
+    assert containers.detect() == {"name": "docker", "path": str(bin_dir / "docker"),
+                                   "version": "28.2.2"}  # fmt: skip
+    monkeypatch.setenv(containers.RUNTIME_VAR, "rkt")  # not one: the usual order
+    assert containers.runtime_names() == ("podman", "docker")

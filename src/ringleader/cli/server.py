@@ -26,6 +26,7 @@ import typer
 from ringleader.cli.server_options import (
     BackendOption,
     BodyTimeoutOption,
+    ContainerRuntimeOption,
     DataDirOption,
     HeaderTimeoutOption,
     HostOption,
@@ -71,6 +72,7 @@ def server(
     workload_python: WorkloadPythonOption = None,
     host_path_allow: HostPathAllowOption = None,
     image_pull_timeout: ImagePullTimeoutOption = 45.0,
+    container_runtime: ContainerRuntimeOption = None,
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -105,6 +107,7 @@ def server(
         body_timeout=body_timeout, max_log_bytes=max_log_bytes, run_as=run_as,
         run_as_template=run_as_template, workload_python=workload_python,
         host_path_allow=host_path_allow, image_pull_timeout=image_pull_timeout,
+        container_runtime=container_runtime,
     ))  # fmt: skip
 
 
@@ -129,6 +132,7 @@ def checked_config(
     workload_python: str | None,
     host_path_allow: list[str] | None = None,
     image_pull_timeout: float = 45.0,
+    container_runtime: str | None = None,
 ) -> ServerConfig:
     """``server``'s options checked (exit 2 naming the option on a bad one) and made
     into the ``ServerConfig`` it runs; the data directory made the server's alone."""
@@ -154,6 +158,8 @@ def checked_config(
         raise typer.Exit(2) from None
     if ssh_config:  # the workloads' supervisors read it from their environment
         os.environ["RINGLEADER_SSH_CONFIG"] = os.path.abspath(ssh_config)
+    if container_runtime is not None:  # read where the backends detect theirs
+        _prefer_runtime(container_runtime)
     return ServerConfig(
         local_node=local_node,
         data_dir=data,
@@ -174,6 +180,17 @@ def checked_config(
         host_path_allow=allowed,
         image_pull_timeout_s=image_pull_timeout,
     )
+
+
+def _prefer_runtime(name: str) -> None:
+    """``--container-runtime``: podman or docker, first where a node has both."""
+    from ringleader.launch.container_runtime import RUNTIME_VAR, RUNTIMES
+
+    if name not in RUNTIMES:
+        typer.echo(f"error: --container-runtime: {name!r} is not {' or '.join(RUNTIMES)}",
+                   err=True)  # fmt: skip
+        raise typer.Exit(2)
+    os.environ[RUNTIME_VAR] = name
 
 
 def _host_path_allow(given: list[str] | None) -> tuple[str, ...] | None:

@@ -223,6 +223,16 @@ HostPathAllowOption = Annotated[
         show_default=False,
     ),
 ]
+ContainerRuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--container-runtime",
+        metavar="NAME",
+        help="podman or docker: what runs image pods where a node has both (default:"
+        " podman, else docker; also $RINGLEADER_CONTAINER_RUNTIME).",
+        show_default=False,
+    ),
+]
 ImagePullTimeoutOption = Annotated[
     float,
     typer.Option(

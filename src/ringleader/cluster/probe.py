@@ -103,7 +103,7 @@ def version(package: str) -> str | None:
 def container_runtime() -> tuple[str, str]:
     """("podman 4.3.1" (or docker's), "") for what runs a node's image pods; ("", why)
     when one is installed but broken (its ``version`` fails); ("", "") for none.  The
-    same order and test as ``launch/containers.detect``, which this must not import."""
+    same order and test as ``launch/container_runtime.detect``, which this must not import."""
     broken = ""
     for name in ("podman", "docker"):
         path = shutil.which(name)

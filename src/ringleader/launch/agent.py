@@ -36,6 +36,7 @@ import time
 from subprocess import DEVNULL, PIPE, Popen
 
 from ringleader.launch import netif, podns, procs, teardown
+from ringleader.launch.container_runtime import drop_agent_only
 from ringleader.launch.lines import forward_lines
 from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
 from ringleader.launch.rank_process import (
@@ -166,6 +167,7 @@ class Agent:
             os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
             env = dict(os.environ)
             env.pop(teardown.ENDED_FILE, None)  # armed by this launch's plan only
+            drop_agent_only(env)  # a server's docker socket and credentials: not a pod's
             for key, value in spec["env_defaults"].items():
                 env.setdefault(key, value)
             env.update(spec["env"])

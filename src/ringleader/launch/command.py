@@ -129,6 +129,8 @@ def in_image(spec: LaunchSpec, args: LaunchArgs) -> LaunchSpec:
                           "--framework")  # fmt: skip
     # No runtime named: each host's agent runs its own podman, else docker (ready_image).
     container = {"image": image, "pull": policy, "entrypoint": True}
+    if args.container_runtime:
+        container["runtime"] = args.container_runtime
     return dataclasses.replace(spec, command=list(args.command), container=container)
 
 
@@ -158,7 +160,7 @@ def run(args: LaunchArgs) -> int:
             run_id=args.run_id or prestart.run_id(),
             allocation=allocation,
         )
-        if args.image or args.image_pull_policy:
+        if args.image or args.image_pull_policy or args.container_runtime:
             spec = in_image(spec, args)
         supervisor_cls = frameworks.get(spec.framework).load_supervisor()
     except RingleaderError as exc:

@@ -39,17 +39,22 @@ Standard library only: the agent imports this module (lazily, for image pods).
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import re
 import shutil
 import subprocess
-import time
 from typing import Any
 
 from ringleader.launch import container_mounts, image_pin, image_pull
 from ringleader.launch.container_cgroups import cgroup_parent, v1_cpu_flags
+from ringleader.launch.container_runtime import (
+    AGENT_ONLY_VAR,
+    RUNTIME_ENV,
+    RUNTIMES,
+    is_docker,
+    runtime_names,
+)
 from ringleader.launch.keepalive import image_keepalive_argv
 from ringleader.launch.rank_process import CPU_AFFINITY
 from ringleader.launch.registry_pull import registry_flags
@@ -58,11 +63,11 @@ LABEL = "ringleader.job"
 GPUS_VAR = "CUDA_VISIBLE_DEVICES"
 JOIN_VAR = "RINGLEADER_CGROUP"  # server/backends/local/cgroups.JOIN_VAR (not imported here)
 #: The host's own software paths: an image brings its own.
-HOST_ONLY = frozenset({"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME"})
-RUNTIMES = ("podman", "docker")
-#: ``detect``: how often a runtime that is there is asked, how long each answer may
-#: take, and the pause before the next ask (growing).
-DETECT_TRIES, DETECT_TIMEOUT_S, DETECT_PAUSE_S = 3, 30.0, 2.0
+#: And the runtime's own settings (its daemon, credentials): the host's, never a pod's.
+HOST_ONLY = frozenset(
+    {"PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHOME", AGENT_ONLY_VAR}
+    | RUNTIME_ENV
+)
 #: An image reference: [registry[:port]/]path[:tag][@digest], lower-case path parts; a
 #: first part is a registry only with a dot, a port or as localhost (Docker's rule).
 REFERENCE = re.compile(
@@ -92,43 +97,6 @@ def bad_reference(image: str) -> str:
     return ""
 
 
-def detect(tries: int = DETECT_TRIES) -> dict[str, str] | None:
-    """This host's container runtime: ``{"name", "path", "version"}``, or None.  podman
-    first (Debian's, daemonless), then docker; one whose ``version`` fails is none.
-
-    A runtime that is there but does not answer (a loaded host, a store busy with a
-    build) is asked again, ``tries`` times in all: a server decides this once, at start,
-    and one slow answer would leave it refusing every image until restarted."""
-    for name in RUNTIMES:
-        path = shutil.which(name)
-        if path is None:
-            continue
-        for attempt in range(tries):
-            if attempt:
-                time.sleep(DETECT_PAUSE_S * attempt)
-            try:
-                done = subprocess.run(
-                    [path, "version", "--format", "{{.Client.Version}}"],
-                    capture_output=True,
-                    text=True,
-                    timeout=DETECT_TIMEOUT_S,
-                    check=False,
-                )
-            except OSError:
-                break  # not runnable: no retry helps
-            except subprocess.TimeoutExpired:
-                continue
-            if done.returncode == 0 and done.stdout.strip():
-                return {"name": name, "path": path, "version": done.stdout.strip()}
-    return None
-
-
-@functools.cache
-def detected() -> dict[str, str] | None:
-    """``detect()`` once per process (a server asks for every backend it makes)."""
-    return detect()
-
-
 def ready_image(
     container: dict[str, Any], scratch: str, progress: image_pull.Progress | None = None
 ) -> tuple[dict[str, Any], str]:
@@ -150,9 +118,9 @@ def _pulled(
     container: dict[str, Any], scratch: str, progress: image_pull.Progress | None
 ) -> tuple[dict[str, Any], str]:
     """``ready_image`` but the image's default."""
-    name = str(container.get("runtime") or "podman")
+    name = str(container.get("runtime") or runtime_names()[0])
     # The head's choice, else this host's own (an SSH node may have docker only).
-    runtime = shutil.which(name) or next(filter(None, map(shutil.which, RUNTIMES)), None)
+    runtime = shutil.which(name) or next(filter(None, map(shutil.which, runtime_names())), None)
     image = str(container["image"])
     if runtime is None:
         return container, f"this host has no {' or '.join(RUNTIMES)} to run image {image}"
@@ -196,14 +164,9 @@ def image_config(runtime: str, image: str) -> tuple[list[str], list[str]]:
 
 
 def image_present(runtime: str, image: str) -> bool:
-    """The image is in this host's store (``podman image exists``)."""
-    try:
-        done = subprocess.run(
-            [runtime, "image", "exists", "--", image], capture_output=True, timeout=20, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+    """The image is in this host's store (``image inspect``: podman's ``image exists``
+    is not docker's)."""
+    return bool(image_pin.image_id(runtime, image))
 
 
 def container_name(job_id: str, rank: int) -> str:
@@ -256,7 +219,8 @@ def run_argv(
         if key not in HOST_ONLY:
             out += ["--env", key]
     if (container.get("entrypoint") or container.get("interactive")) and argv:
-        out += ["--entrypoint", json.dumps(argv[:1])]
+        # podman reads a JSON list (a plain word could be split); docker takes one string.
+        out += ["--entrypoint", argv[0] if is_docker(runtime) else json.dumps(argv[:1])]
         argv = argv[1:]
     return [*out, "--", str(container["image"]), *argv]
 
@@ -268,7 +232,7 @@ def gpu_flags(runtime: str, visible: str | None) -> list[str]:
     indices = [i for i in (visible or "").split(",") if i.strip().isdigit()]
     if not indices:
         return []
-    if os.path.basename(runtime) == "docker":
+    if is_docker(runtime):
         return ["--gpus", f"device={','.join(indices)}"]
     return [arg for i in indices for arg in ("--device", f"nvidia.com/gpu={i}")]
 
@@ -323,6 +287,8 @@ def popen_rank(
     # children (cgroup v2 allows no process beside child cgroups that have controllers).
     join = env.pop(JOIN_VAR, "")
     podman_env = dict(env)
+    # The runtime's own settings (its daemon, credentials): the agent's, kept from ranks.
+    podman_env |= {name: os.environ[name] for name in RUNTIME_ENV if name in os.environ}
     inside = gpus_inside(env.get(GPUS_VAR))
     if inside is not None:  # what --env passes by name: the container's own numbering
         podman_env[GPUS_VAR] = inside
@@ -362,24 +328,32 @@ def popen_rank(
 
 
 def remove_job(runtime: str, job_id: str, timeout_s: float = 60) -> list[str]:
-    """Force-remove every container of ``job_id`` (stopped or not); their names."""
+    """Force-remove every container of ``job_id`` (stopped or not); their IDs."""
     try:
         listed = subprocess.run(
-            [runtime, "ps", "-a", "--filter", f"label={LABEL}={job_id}", "--format", "json"],
+            [
+                runtime,
+                "ps",
+                "--all",
+                "--quiet",
+                "--no-trunc",
+                "--filter",
+                f"label={LABEL}={job_id}",
+            ],
             capture_output=True,
             text=True,
             timeout=timeout_s,
             check=False,
         )
-        found = json.loads(listed.stdout or "[]") if listed.returncode == 0 else []
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+    except (OSError, subprocess.TimeoutExpired):
         return []
-    ids = [str(c.get("Id") or c.get("ID") or "") for c in found if isinstance(c, dict)]
-    ids = [i for i in ids if i]
+    ids = listed.stdout.split() if listed.returncode == 0 else []
     if ids:
+        # podman's ``rm --force`` waits the container's stop timeout first; docker's kills.
+        now = [] if is_docker(runtime) else ["--time", "0"]
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             subprocess.run(
-                [runtime, "rm", "--force", "--time", "0", *ids],
+                [runtime, "rm", "--force", *now, *ids],
                 capture_output=True,
                 timeout=timeout_s,
                 check=False,

@@ -80,6 +80,7 @@ from typing import IO, Any
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host
 from ringleader.launch import frameworks
+from ringleader.launch.container_runtime import RUNTIME_ENV, agent_only
 from ringleader.launch.mpi import MPIRUN, MPIRUN_NOTICE
 from ringleader.launch.plan import LaunchPlan, LaunchSpec
 from ringleader.launch.procs import job_processes, process_argv
@@ -130,7 +131,10 @@ def scoped_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return {
         k: v
         for k, v in environ.items()
-        if k in POD_ENV_NAMES or k in SUPERVISOR_ENV or k.startswith(POD_ENV_PREFIXES)
+        if k in POD_ENV_NAMES
+        or k in SUPERVISOR_ENV
+        or k in RUNTIME_ENV  # for its agents' podman/docker; no pod sees them
+        or k.startswith(POD_ENV_PREFIXES)
     }
 
 
@@ -396,6 +400,7 @@ def run(run_dir: Path, *, clock: Callable[[], float] = time.time) -> int:
         return 2
     for name in SUPERVISOR_ENV:  # read by the supervisor above; no agent or rank sees them
         os.environ.pop(name, None)
+    agent_only(os.environ)  # the container runtime's settings: its agents', not its ranks'
     # Who this host's agent starts ranks as: only launch.json (the server's) says so.
     os.environ.pop(RUN_AS_VAR, None)
     if launch.run_as and not launch.run_as.get("sudo"):  # through sudo: the agent is it

@@ -39,8 +39,9 @@ def inspect_image(runtime: str, image: str, form: str) -> str | None:
 
 
 def image_id(runtime: str, image: str) -> str:
-    """This host's ID of ``image``, or "" when it has none (or cannot say)."""
-    return inspect_image(runtime, image, "{{.Id}}") or ""
+    """This host's ID of ``image``, or "" when it has none (or cannot say); without
+    docker's ``sha256:`` in front, so podman's and docker's IDs of one image match."""
+    return (inspect_image(runtime, image, "{{.Id}}") or "").removeprefix("sha256:")
 
 
 def pinned_here(container: dict[str, Any], remote_hosts: bool) -> dict[str, Any]:

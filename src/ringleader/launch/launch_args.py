@@ -97,6 +97,11 @@ class LaunchArgs:
         "str", "--image-pull-policy", metavar="POLICY",
         help="When each host pulls the image: Always, IfNotPresent (default) or Never.",
     )  # fmt: skip
+    container_runtime: str | None = option(
+        "str", "--container-runtime", metavar="NAME",
+        help="podman or docker: the runtime each host runs the image with where it has"
+        " it (default: podman, else docker).",
+    )  # fmt: skip
     ssh_config: str | None = option(
         "str", "--ssh-config", metavar="FILE",
         help="ssh config file (default: ~/.ssh/config, or $RINGLEADER_SSH_CONFIG).",

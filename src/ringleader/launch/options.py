@@ -147,11 +147,15 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
 
 def check_image(args: LaunchArgs) -> tuple[str, str]:
-    """``--image`` and its pull policy, checked: (image, policy)."""
-    from ringleader.launch.containers import bad_reference
+    """``--image``, its pull policy and runtime, checked: (image, policy)."""
+    from ringleader.launch.containers import RUNTIMES, bad_reference
 
     if not args.image:
-        raise InvalidSpec("needs --image IMAGE", "--image-pull-policy")
+        flag = "--image-pull-policy" if args.image_pull_policy else "--container-runtime"
+        raise InvalidSpec("needs --image IMAGE", flag)
+    if args.container_runtime and args.container_runtime not in RUNTIMES:
+        raise InvalidSpec(f"{args.container_runtime!r} is not {' or '.join(RUNTIMES)}",
+                          "--container-runtime")  # fmt: skip
     if problem := bad_reference(args.image):
         raise InvalidSpec(f"{args.image!r} is not an image reference: {problem}", "--image")
     policy = args.image_pull_policy or "IfNotPresent"

@@ -149,7 +149,7 @@ def _check_inner_launch(args: LaunchArgs) -> None:
     if args.grace < 0:
         raise InvalidSpec("must be 0 or more seconds", "--grace")
     parse_env(args.env)
-    if args.image or args.image_pull_policy:
+    if args.image or args.image_pull_policy or args.container_runtime:
         from ringleader.launch.options import check_image
 
         check_image(args)
@@ -173,7 +173,8 @@ def _inner_options(args: LaunchArgs, per_node: int, run_id: str) -> list[str]:
     for flag, value in (("--network-interface", args.network_interface),
                         ("--log-dir", args.log_dir), ("--ranks", args.ranks),
                         ("--image", args.image),
-                        ("--image-pull-policy", args.image_pull_policy)):  # fmt: skip
+                        ("--image-pull-policy", args.image_pull_policy),
+                        ("--container-runtime", args.container_runtime)):  # fmt: skip
         if value:
             options += [flag, value]
     if args.no_prefix:

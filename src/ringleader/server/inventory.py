@@ -227,7 +227,7 @@ def local_node(name: str, stand_in_gpus: int = STAND_IN_GPUS) -> NodeDecl:
             for i in range(stand_in_gpus)
         ]
         message = f"no GPU found: {stand_in_gpus} simulated GPUs stand in (pods run on the CPU)"
-    from ringleader.launch.containers import detected
+    from ringleader.launch.container_runtime import detected
 
     runtime = detected()
     return NodeDecl(

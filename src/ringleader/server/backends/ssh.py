@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ringleader.hosts import Host
-from ringleader.launch.containers import detected as detect_runtime
+from ringleader.launch.container_runtime import detected as detect_runtime
 from ringleader.launch.detached import LaunchFile
 from ringleader.launch.ssh import SSHOptions, ssh_argv
 from ringleader.server import node_kinds

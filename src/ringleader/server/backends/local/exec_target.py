@@ -38,6 +38,7 @@ from ringleader.launch.account import (
     spawns_arg,
     sudo_argv,
 )
+from ringleader.launch.container_runtime import RUNTIME_ENV
 from ringleader.launch.detached import LaunchFile, load_launch
 from ringleader.launch.procs import start_ticks
 from ringleader.launch.spawned import SPAWNED_FILE, recorded
@@ -189,6 +190,8 @@ def _in_container(
     head += ["--env", marker]
     tail = ["--workdir", launch.spec.cwd, name]
     env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LANG": "C.UTF-8"}
+    if not remote:  # the runtime's daemon (DOCKER_HOST ...) as the server reaches it
+        env |= {key: os.environ[key] for key in RUNTIME_ENV if key in os.environ}
     return ExecTarget(
         node,
         "/",

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ringleader.errors import InvalidSpec, RingleaderError
-from ringleader.launch.containers import detected as detect_runtime
+from ringleader.launch.container_runtime import detected as detect_runtime
 from ringleader.launch.detached import (
     LAUNCH_FILE,
     STATE_FILE,

@@ -1,0 +1,215 @@
+"""Pods in an image run by docker instead of podman (issue 24: "docker where present"):
+a real private ``dockerd`` (tests/fixtures/docker.py) reached through ``DOCKER_HOST``,
+the same test image as podman's.
+
+What is checked: the command a rank becomes in docker's words (golden); ``launch
+--container-runtime docker`` runs every rank in docker with the gang's environment, a
+failing rank's code is the launch's, and neither its end nor the launcher's kill -9
+leaves a container; a server started with ``--container-runtime docker`` runs an image
+workload there, says so, keeps its daemon's address from every pod (in an image or
+not), and its delete leaves no container.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ringleader.launch import container_runtime, containers, detached
+from tests.conftest import wait_until
+from tests.fixtures.docker import Docker, docker_daemon, docker_image, python_image
+from tests.server.conftest import ServerProcess, stop_workloads
+
+__all__ = ["docker_daemon", "docker_image", "python_image"]  # the fixtures, used by name
+RL = [sys.executable, "-m", "ringleader"]
+IN_DOCKER = 'test -e /.dockerenv && echo "in-docker rank $RANK/$WORLD_SIZE as $(id -u)"'
+
+
+# ----- the command and the environment (pure) ---------------------------------------
+def test_a_rank_becomes_docker_run_in_dockers_words() -> None:
+    argv = containers.run_argv(
+        {"runtime": "/usr/bin/docker", "image": "i", "interactive": True},
+        name="n", job_id="j", rank=0, argv=["/bin/sh", "-c", "x"],
+        env={"RANK": "0", "DOCKER_HOST": "unix:///srv.sock", container_runtime.AGENT_ONLY_VAR:
+             "DOCKER_HOST"}, cwd="/", account=None, mounts=[], cgroup="",
+    )  # fmt: skip
+    pairs = list(itertools.pairwise(argv))
+    # docker takes the entrypoint as one word (podman a JSON list).
+    assert ("--entrypoint", "/bin/sh") in pairs and argv[-3:] == ["i", "-c", "x"]
+    assert ("--env", "RANK") in pairs
+    assert ("--env", "DOCKER_HOST") not in pairs  # the host's daemon: never a pod's
+    assert ("--env", container_runtime.AGENT_ONLY_VAR) not in pairs
+
+
+def test_removing_a_jobs_containers_speaks_each_runtimes_cli(monkeypatch) -> None:
+    ran: list[list[str]] = []
+
+    def run(argv: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, 0, "c1\nc2\n", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert containers.remove_job("/usr/bin/docker", "rl-x") == ["c1", "c2"]
+    assert ran[0][1:3] == ["ps", "--all"] and "label=ringleader.job=rl-x" in ran[0]
+    assert ran[1] == ["/usr/bin/docker", "rm", "--force", "c1", "c2"]  # docker's rm: no --time
+    ran.clear()
+    containers.remove_job("/usr/bin/podman", "rl-x")
+    assert ran[1] == ["/usr/bin/podman", "rm", "--force", "--time", "0", "c1", "c2"]
+
+
+def test_a_servers_runtime_settings_reach_its_agents_but_no_rank(monkeypatch) -> None:
+    server = {"PATH": "/bin", "DOCKER_HOST": "unix:///s.sock", "DOCKER_CONFIG": "/root/.d",
+              "RINGLEADER_HOME": "/srv/home", "AWS_SECRET_ACCESS_KEY": "k"}  # fmt: skip
+    supervisor = detached.scoped_environ(server)
+    assert supervisor == {"PATH": "/bin", "DOCKER_HOST": "unix:///s.sock",
+                          "DOCKER_CONFIG": "/root/.d"}  # fmt: skip
+    container_runtime.agent_only(supervisor)  # as the supervisor does before its agents
+    rank = dict(supervisor)  # what an agent copies for a rank
+    container_runtime.drop_agent_only(rank)
+    assert rank == {"PATH": "/bin"}
+    # A launch without a server marks nothing: the user's own ranks keep their shell's.
+    own = {"PATH": "/bin", "DOCKER_HOST": "unix:///mine.sock"}
+    container_runtime.drop_agent_only(own)
+    assert own == {"PATH": "/bin", "DOCKER_HOST": "unix:///mine.sock"}
+
+
+# ----- launch ------------------------------------------------------------------------
+@pytest.fixture
+def via_docker(docker_daemon: Docker, monkeypatch: pytest.MonkeyPatch) -> Docker:
+    """This test's processes (the CLI, a server and its cleanup) reach the private daemon."""
+    monkeypatch.setenv("DOCKER_HOST", docker_daemon.host)
+    return docker_daemon
+
+
+def _launch(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*RL, "launch", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+
+
+def test_launch_runs_every_rank_in_docker_and_a_failure_leaves_no_container(
+    via_docker: Docker, docker_image: str, tmp_path: Path
+) -> None:
+    done = _launch("-n", "2", "--run-id", "rl-dk-env", "--image", docker_image,
+                   "--container-runtime", "docker", "--", "sh", "-c", IN_DOCKER, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for rank in (0, 1):
+        assert f"in-docker rank {rank}/2 as {os.getuid()}" in done.stdout, done.stdout
+    assert via_docker.job_containers("rl-dk-env") == []
+    failed = _launch("-n", "2", "--run-id", "rl-dk-fail", "--image", docker_image,
+                     "--container-runtime", "docker", "--", "python3", "-c",
+                     "import os, sys; sys.exit(3 if os.environ['RANK'] == '1' else 0)",
+                     cwd=tmp_path)  # fmt: skip
+    assert failed.returncode == 3, failed.stdout + failed.stderr
+    assert re.search(r"rank +: 1\n.*exit code : 3", failed.stderr), failed.stderr
+    assert via_docker.job_containers("rl-dk-fail") == []
+
+
+def test_a_launcher_killed_with_9_leaves_no_docker_container(
+    via_docker: Docker, docker_image: str, tmp_path: Path
+) -> None:
+    launcher = subprocess.Popen(
+        [*RL, "launch", "-n", "2", "--run-id", "rl-dk-kill", "--image", docker_image,
+         "--container-runtime", "docker", "--", "sh", "-c", "echo up; exec sleep 600"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: len(via_docker.job_containers("rl-dk-kill", running=True)) == 2,
+                   180, "both ranks' containers running")  # fmt: skip
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        wait_until(lambda: via_docker.job_containers("rl-dk-kill") == [], 120,
+                   "its containers removed")  # fmt: skip
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        containers.remove_job("docker", "rl-dk-kill")
+
+
+def test_a_bad_runtime_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    done = _launch("-n", "1", "--image", "x", "--container-runtime", "lxc", "--", "true",
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "--container-runtime" in done.stderr, done.stderr
+    assert "'lxc'" in done.stderr and "podman" in done.stderr, done.stderr
+    done = _launch("-n", "1", "--container-runtime", "docker", "--", "true", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "--container-runtime: needs --image IMAGE" in done.stderr, done.stderr
+
+
+# ----- a server ----------------------------------------------------------------------
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """A working directory every account can enter."""
+    made = Path(tempfile.mkdtemp(prefix="rl-dk-", dir="/var/tmp"))
+    made.chmod(0o755)
+    yield made
+    subprocess.run(["rm", "-rf", str(made)], check=False)
+
+
+def _submit(server: ServerProcess, name: str, cwd: Path, *flags: str, command: str) -> str:
+    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", *flags, "--command",
+                      "--", "sh", "-c", command, cwd=str(cwd))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"\(id (\w+),", done.stdout)
+    assert found, done.stdout
+    return found.group(1)
+
+
+def _status(server: ServerProcess, name: str, want: set[str], timeout: float = 240) -> str:
+    def status() -> str | None:
+        text = server.cli("describe", name).stdout
+        found = re.search(r"Status:\s+(\w+)", text)
+        return text if found and found.group(1) in want else None
+
+    return str(wait_until(status, timeout, f"{name} in {want}"))
+
+
+ENV_PROBE = IN_DOCKER + '; echo "daemon:${DOCKER_HOST:-none}:${RINGLEADER_AGENT_ONLY_ENV:-none}"'
+PLAIN_PROBE = 'echo "daemon:${DOCKER_HOST:-none}:${RINGLEADER_AGENT_ONLY_ENV:-none}"'
+
+
+def test_a_server_with_docker_runs_image_pods_there_and_keeps_its_socket_from_them(
+    via_docker: Docker, docker_image: str, tmp_path: Path, work: Path
+) -> None:
+    server = ServerProcess(tmp_path / "home", "--container-runtime", "docker")
+    server.start()
+    try:
+        version = via_docker("version", "--format", "{{.Client.Version}}").stdout.strip()
+        nodes = server.cli("nodes", "list").stdout
+        assert f": image pods run with docker {version}" in nodes, nodes
+        boxed = _submit(server, "boxed", work, "-i", docker_image, command=ENV_PROBE)
+        _submit(server, "plain", work, command=PLAIN_PROBE)
+        for name in ("boxed", "plain"):
+            described = _status(server, name, {"Completed", "Failed"})
+            assert "Status: Completed" in described, described
+        boxed_logs = server.cli("logs", "boxed").stdout
+        for rank, pod in enumerate(("boxed-master-0", "boxed-worker-0")):
+            assert f"[{pod}] in-docker rank {rank}/2" in boxed_logs, boxed_logs
+            assert f"[{pod}] daemon:none:none" in boxed_logs, boxed_logs
+        plain_logs = server.cli("logs", "plain").stdout
+        assert plain_logs.count("daemon:none:none") == 2, plain_logs
+        assert "+docker" in server.cli("describe", "boxed").stdout  # its ISOLATION
+        wait_until(lambda: via_docker.job_containers(f"rl-{boxed}") == [], 60, "none left")
+        # A running one: exec is docker exec into its container; delete leaves nothing.
+        sleeper = _submit(server, "sleeper", work, "-i", docker_image,
+                          command="echo up; exec sleep 600")  # fmt: skip
+        wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 180, "running")
+        assert len(via_docker.job_containers(f"rl-{sleeper}")) == 2
+        inside = server.cli("exec", "sleeper", "--pod", "worker-0", "--", "sh", "-c",
+                            'test -e /.dockerenv && echo in-docker $RANK "$PWD"')  # fmt: skip
+        assert (inside.returncode, inside.stdout) == (0, f"in-docker 1 {work}\n"), inside.stderr
+        assert server.cli("delete", "sleeper").returncode == 0
+        wait_until(lambda: via_docker.job_containers(f"rl-{sleeper}") == [], 120, "none left")
+    finally:
+        server.kill()
+        stop_workloads(server.home)
