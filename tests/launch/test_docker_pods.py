@@ -156,24 +156,6 @@ def work() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(made)], check=False)
 
 
-def _submit(server: ServerProcess, name: str, cwd: Path, *flags: str, command: str) -> str:
-    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", *flags, "--command",
-                      "--", "sh", "-c", command, cwd=str(cwd))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    found = re.search(r"\(id (\w+),", done.stdout)
-    assert found, done.stdout
-    return found.group(1)
-
-
-def _status(server: ServerProcess, name: str, want: set[str], timeout: float = 240) -> str:
-    def status() -> str | None:
-        text = server.cli("describe", name).stdout
-        found = re.search(r"Status:\s+(\w+)", text)
-        return text if found and found.group(1) in want else None
-
-    return str(wait_until(status, timeout, f"{name} in {want}"))
-
-
 ENV_PROBE = IN_DOCKER + '; echo "daemon:${DOCKER_HOST:-none}:${RINGLEADER_AGENT_ONLY_ENV:-none}"'
 PLAIN_PROBE = 'echo "daemon:${DOCKER_HOST:-none}:${RINGLEADER_AGENT_ONLY_ENV:-none}"'
 
@@ -187,10 +169,10 @@ def test_a_server_with_docker_runs_image_pods_there_and_keeps_its_socket_from_th
         version = via_docker("version", "--format", "{{.Client.Version}}").stdout.strip()
         nodes = server.cli("nodes", "list").stdout
         assert f": image pods run with docker {version}" in nodes, nodes
-        boxed = _submit(server, "boxed", work, "-i", docker_image, command=ENV_PROBE)
-        _submit(server, "plain", work, command=PLAIN_PROBE)
+        boxed = server.submit_dist("boxed", work, "-i", docker_image, command=ENV_PROBE)
+        server.submit_dist("plain", work, command=PLAIN_PROBE)
         for name in ("boxed", "plain"):
-            described = _status(server, name, {"Completed", "Failed"})
+            described = server.wait_status(name, {"Completed", "Failed"})
             assert "Status: Completed" in described, described
         boxed_logs = server.cli("logs", "boxed").stdout
         for rank, pod in enumerate(("boxed-master-0", "boxed-worker-0")):
@@ -201,7 +183,7 @@ def test_a_server_with_docker_runs_image_pods_there_and_keeps_its_socket_from_th
         assert "+docker" in server.cli("describe", "boxed").stdout  # its ISOLATION
         wait_until(lambda: via_docker.job_containers(f"rl-{boxed}") == [], 60, "none left")
         # A running one: exec is docker exec into its container; delete leaves nothing.
-        sleeper = _submit(server, "sleeper", work, "-i", docker_image,
+        sleeper = server.submit_dist("sleeper", work, "-i", docker_image,
                           command="echo up; exec sleep 600")  # fmt: skip
         wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 180, "running")
         assert len(via_docker.job_containers(f"rl-{sleeper}")) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from ringleader.connection import wait_healthy
 from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
 from ringleader.server.inventory import simulated_nodes
+from tests.conftest import wait_until
 from tests.fixtures.postgres import pg_app_url, pg_url, postgres_server  # noqa: F401
 from tests.helpers import phases as phases_helper
 from tests.helpers.autostart import fresh  # noqa: F401 (the fixture: a fresh home)
@@ -204,6 +206,26 @@ class ServerProcess:
             timeout=timeout,
             cwd=cwd,
         )
+
+    def submit_dist(self, name: str, cwd: Path, *flags: str, command: str) -> str:
+        """``submit-dist pytorch NAME --workers 1 FLAGS --command -- sh -c COMMAND`` from
+        ``cwd`` (1 master, 1 worker); the workload's id."""
+        done = self.cli("submit-dist", "pytorch", name, "--workers", "1", *flags, "--command",
+                        "--", "sh", "-c", command, cwd=str(cwd))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        found = re.search(r"\(id (\w+),", done.stdout)
+        assert found, done.stdout
+        return found.group(1)
+
+    def wait_status(self, name: str, want: set[str], timeout: float = 180) -> str:
+        """``describe NAME`` once its Status is one of ``want``."""
+
+        def status() -> str | None:
+            text = self.cli("describe", name).stdout
+            found = re.search(r"Status:\s+(\w+)", text)
+            return text if found and found.group(1) in want else None
+
+        return str(wait_until(status, timeout, f"{name} in {want}"))
 
 
 def stop_workloads(home: Path) -> None:

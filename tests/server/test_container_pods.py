@@ -39,7 +39,7 @@ from tests.fixtures.images import (
 )
 from tests.fixtures.tenants import Site, tenant_site
 from tests.fixtures.terminal import Terminal
-from tests.server.conftest import ServerProcess, running_server
+from tests.server.conftest import running_server
 
 __all__ = ["python_image", "tenant_site"]  # the fixtures, used by name
 
@@ -154,24 +154,6 @@ def work() -> Iterator[Path]:
     shutil.rmtree(made, ignore_errors=True)
 
 
-def _submit(server: ServerProcess, name: str, cwd: Path, *flags: str, command: str) -> str:
-    done = server.cli("submit-dist", "pytorch", name, "--workers", "1", *flags, "--command",
-                      "--", "sh", "-c", command, cwd=str(cwd))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    found = re.search(r"\(id (\w+),", done.stdout)
-    assert found, done.stdout
-    return found.group(1)
-
-
-def _status(server: ServerProcess, name: str, want: set[str], timeout: float = 180) -> str:
-    def status() -> str | None:
-        text = server.cli("describe", name).stdout
-        found = re.search(r"Status:\s+(\w+)", text)
-        return text if found and found.group(1) in want else None
-
-    return str(wait_until(status, timeout, f"{name} in {want}"))
-
-
 def _rank_env(logs: str, pod: str, name: str, workload_id: str) -> dict[str, str]:
     """A pod's ``env`` from the logs, its workload's name and id (and the random part
     of its run directory) made the same for every workload, so two compare."""
@@ -192,10 +174,10 @@ def test_a_gang_in_an_image_gets_the_process_gangs_environment_and_leaves_nothin
         version = podman("version", "--format", "{{.Client.Version}}").stdout.strip()
         nodes = server.cli("nodes", "list").stdout
         assert f": image pods run with podman {version}" in nodes, nodes
-        boxed = _submit(server, "boxed", work, "-i", python_image, command=ENV_PROBE)
-        plain = _submit(server, "plain", work, command=ENV_PROBE)
+        boxed = server.submit_dist("boxed", work, "-i", python_image, command=ENV_PROBE)
+        plain = server.submit_dist("plain", work, command=ENV_PROBE)
         for name in ("boxed", "plain"):
-            described = _status(server, name, {"Completed", "Failed"})
+            described = server.wait_status(name, {"Completed", "Failed"})
             assert "Status: Completed" in described, described
         boxed_logs, plain_logs = (server.cli("logs", n).stdout for n in ("boxed", "plain"))
         for pod in ("master-0", "worker-0"):
@@ -255,7 +237,7 @@ def test_an_image_workload_outlives_a_server_kill_9_and_delete_leaves_nothing(
     python_image: str, tmp_path: Path, work: Path
 ) -> None:
     with running_server(tmp_path / "home") as server:
-        workload = _submit(server, "sleeper", work, "-i", python_image,
+        workload = server.submit_dist("sleeper", work, "-i", python_image,
                            command="echo up; exec sleep 600")  # fmt: skip
         wait_until(lambda: "up" in server.cli("logs", "sleeper").stdout, 120, "running")
         assert len(job_containers(f"rl-{workload}")) == 2
@@ -310,7 +292,7 @@ def test_an_interactive_image_pod_holds_for_exec_and_bash_in_the_image(
     server's Python); exec and a terminal bash run in the container, as its user; a
     suspend stops it by SIGTERM (the rank is not PID 1: podman's init passes it on)."""
     with running_server(tmp_path / "home") as server:
-        workload = _submit(server, "dev", work, "-i", python_image, "--interactive",
+        workload = server.submit_dist("dev", work, "-i", python_image, "--interactive",
                            command="trap 'echo got-term; sleep 1; exit 0' TERM; echo trained; "
                            "sleep 600 & wait")  # fmt: skip
         wait_until(lambda: server.cli("logs", "dev").stdout.count("trained") == 2, 120, "up")
@@ -389,17 +371,17 @@ def test_an_image_that_cannot_be_pulled_fails_at_once_with_the_registrys_reason(
     need_podman()
     image = "registry.invalid/no/such:1"  # .invalid never resolves (RFC 2606)
     with running_server(tmp_path / "home") as server:
-        workload = _submit(server, "nopull", work, "-i", image, command="true")
-        described = _status(server, "nopull", {"Failed", "Completed"})
+        workload = server.submit_dist("nopull", work, "-i", image, command="true")
+        described = server.wait_status("nopull", {"Failed", "Completed"})
         assert "Status: Failed" in described, described
         assert f"cannot pull image {image}" in described and "registry.invalid" in described
         assert "Restart" not in described, described  # backoffLimit untouched
         assert not job_containers(f"rl-{workload}")
         # Never: an image not in the store is not pulled; the gang fails saying so.
         never = "localhost/not/here:1"
-        _submit(server, "never", work, "-i", never, "--image-pull-policy", "Never",
+        server.submit_dist("never", work, "-i", never, "--image-pull-policy", "Never",
                 command="true")  # fmt: skip
-        described = _status(server, "never", {"Failed", "Completed"})
+        described = server.wait_status("never", {"Failed", "Completed"})
         assert f"image {never} is not on this host and its pull policy is Never" in described
 
 
@@ -425,8 +407,8 @@ def test_a_pull_that_hangs_fails_the_gang_after_the_servers_timeout_leaving_noth
         image = f"127.0.0.1:{listener.getsockname()[1]}/hangs/here:1"
         try:
             with running_server(tmp_path / "home", "--image-pull-timeout", "3") as server:
-                workload = _submit(server, "hang", work, "-i", image, command="true")
-                described = _status(server, "hang", {"Failed", "Completed"}, timeout=120)
+                workload = server.submit_dist("hang", work, "-i", image, command="true")
+                described = server.wait_status("hang", {"Failed", "Completed"}, timeout=120)
                 assert "Status: Failed" in described, described
                 assert f"pulling image {image} did not finish in 3 s" in described, described
                 assert "Restart" not in described
@@ -474,13 +456,13 @@ def test_after_the_supervisor_and_agent_are_killed_the_server_removes_the_contai
     hierarchy = detect()
     assert hierarchy is not None
     with running_server(tmp_path / "home") as server:
-        workload = _submit(server, "orphan", work, "-i", python_image,
+        workload = server.submit_dist("orphan", work, "-i", python_image,
                            command="echo up; exec sleep 600")  # fmt: skip
         wait_until(lambda: "up" in server.cli("logs", "orphan").stdout, 120, "running")
         for pid in hierarchy.pids(f"rl-{workload}/supervisor"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        described = _status(server, "orphan", {"Failed"}, timeout=120)
+        described = server.wait_status("orphan", {"Failed"}, timeout=120)
         assert "Status: Failed" in described
         wait_until(lambda: not job_containers(f"rl-{workload}"), 120, "its containers removed")
         wait_until(lambda: not _leftover_cgroups(workload), 60, "its cgroups removed")
@@ -552,7 +534,7 @@ def test_python_is_the_images_and_args_alone_go_to_its_entrypoint(
                               "--interactive", "--", "hello", cwd=str(work))  # fmt: skip
             assert held.returncode == 0, held.stderr
             for name in ("own", "args", "bare"):
-                assert "Status: Completed" in _status(server, name, {"Completed", "Failed"})
+                assert "Status: Completed" in server.wait_status(name, {"Completed", "Failed"})
             # Interactive: the entrypoint with the arguments, then the pod holds.
             wait_until(
                 lambda: server.cli("logs", "held").stdout.count("stays up") == 2, 120, "held"
