@@ -97,17 +97,11 @@ class Agent:
         if not os.path.isdir(cwd):
             self.writer.send("fatal", stage="working directory", detail=f"{cwd} does not exist")
             return
-        iface = msg.get("network_interface")
-        address = None
-        if iface:
-            if not netif.interface_exists(iface):
-                self.writer.send(
-                    "fatal", stage="network interface", detail=f"no interface {iface!r}"
-                )
-                return
-            address = next((a for a, n in netif.local_addresses().items() if n == iface), None)
-        elif msg.get("master_addr"):
-            iface, address = netif.interface_toward(msg["master_addr"])
+        try:
+            iface, address = netif.for_gang(msg.get("network_interface"), msg.get("master_addr"))
+        except LookupError as exc:
+            self.writer.send("fatal", stage="network interface", detail=str(exc))
+            return
         base = msg.get("tmpdir") or temp_dir()
         try:
             prefix = f"{run_dir_prefix(self.job_id)}{msg.get('node_rank', 0)}-"
@@ -127,7 +121,7 @@ class Agent:
                 self.writer.send("fatal", stage=stage, detail=problem)
                 return
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        port, ring = _pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
+        port, ring = netif.pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
         self.writer.send(
             "ready",
             hostname=os.uname().nodename,
@@ -356,7 +350,7 @@ class Agent:
             self.stop(msg.get("grace"))
             self.writer.send("stopped")
         elif op == "port":
-            port, ring = _pick_ports(True, msg.get("ring_ports", 0))
+            port, ring = netif.pick_ports(True, msg.get("ring_ports", 0))
             self.writer.send("port", port=port, ring_ports=ring)
         elif op == "bye":
             return False
@@ -397,13 +391,6 @@ class Agent:
         # EOF: the supervisor is gone (killed, or its SSH connection dropped).
         self.close(LINK_LOST_GRACE_S)
         return 3
-
-
-def _pick_ports(master: bool, ring_count: int) -> tuple[int | None, list[int]]:
-    """A master port (when asked) and ``ring_count`` ports for MLX's ring, from one
-    ``netif.free_ports`` call, so the master port is never handed out as a ring port."""
-    ports = netif.free_ports(int(ring_count or 0) + (1 if master else 0))
-    return (ports[0], ports[1:]) if master else (None, ports)
 
 
 USAGE = "usage: python -m ringleader.launch.agent --job-id ID [--heartbeat-timeout SECONDS]"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import subprocess
 import time
 
@@ -49,6 +48,8 @@ def detect(tries: int = DETECT_TRIES) -> dict[str, str] | None:
     A runtime that is there but does not answer (a loaded host, a store busy with a
     build) is asked again, ``tries`` times in all: a server decides this once, at start,
     and one slow answer would leave it refusing every image until restarted."""
+    import shutil  # here: the agent imports this module, and starts without shutil
+
     for name in runtime_names():
         path = shutil.which(name)
         if path is None:

@@ -113,3 +113,23 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def pick_ports(master: bool, ring_count: int) -> tuple[int | None, list[int]]:
+    """A master port (when asked) and ``ring_count`` ports for MLX's ring, from one
+    ``free_ports`` call, so the master port is never handed out as a ring port."""
+    ports = free_ports(int(ring_count or 0) + (1 if master else 0))
+    return (ports[0], ports[1:]) if master else (None, ports)
+
+
+def for_gang(named: str | None, master_addr: str | None) -> tuple[str | None, str | None]:
+    """The interface an agent's ranks talk on and its address: the one the launch
+    names (LookupError when this host has none of that name), else the one routing
+    toward the master, else (None, None)."""
+    if named:
+        if not interface_exists(named):
+            raise LookupError(f"no interface {named!r}")
+        return named, next((a for a, n in local_addresses().items() if n == named), None)
+    if master_addr:
+        return interface_toward(master_addr)
+    return None, None
