@@ -229,7 +229,7 @@ ContainerRuntimeOption = Annotated[
         "--container-runtime",
         metavar="NAME",
         help="podman or docker: what runs image pods where a node has both (default:"
-        " podman, else docker; also $RINGLEADER_CONTAINER_RUNTIME).",
+        " podman, else docker; the environment variable is named in the README).",
         show_default=False,
     ),
 ]
