@@ -13,9 +13,12 @@ not), and its delete leaves no container.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -25,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from ringleader.launch import container_runtime, containers, detached
-from tests.conftest import wait_until
+from tests.conftest import require, wait_until
 from tests.fixtures.docker import Docker, docker_daemon, docker_image, python_image
 from tests.server.conftest import ServerProcess, stop_workloads
 
@@ -80,6 +83,29 @@ def test_a_servers_runtime_settings_reach_its_agents_but_no_rank(monkeypatch) ->
     own = {"PATH": "/bin", "DOCKER_HOST": "unix:///mine.sock"}
     container_runtime.drop_agent_only(own)
     assert own == {"PATH": "/bin", "DOCKER_HOST": "unix:///mine.sock"}
+
+
+# ----- a node's probe ----------------------------------------------------------------
+def test_a_node_with_both_runtimes_names_the_one_its_server_prefers(
+    via_docker: Docker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's command line (what ssh runs on a node, here by ``sh -c`` as sshd
+    would) carries a ``--container-runtime docker`` server's choice, so ``nodes list``
+    names the runtime the node's image pods will run with, not merely the first."""
+    from ringleader.server.ssh_nodes import probe_command
+
+    def probed() -> str:
+        done = subprocess.run(["sh", "-c", probe_command(sys.executable, "node")],
+                              capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+        return str(json.loads(done.stdout)["containerRuntime"])
+
+    monkeypatch.delenv(container_runtime.RUNTIME_VAR, raising=False)
+    assert probed().startswith("podman ")
+    monkeypatch.setenv(container_runtime.RUNTIME_VAR, "docker")
+    version = via_docker("version", "--format", "{{.Client.Version}}").stdout.strip()
+    assert probed() == f"docker {version}"
+    monkeypatch.setenv(container_runtime.RUNTIME_VAR, "docker; touch /tmp/rl-x")  # not sent
+    assert probe_command("python3", "node").startswith("python3 -c ")
 
 
 # ----- launch ------------------------------------------------------------------------
@@ -195,3 +221,48 @@ def test_a_server_with_docker_runs_image_pods_there_and_keeps_its_socket_from_th
     finally:
         server.kill()
         stop_workloads(server.home)
+
+
+def test_docker_pulls_an_image_only_the_cluster_registry_has_with_its_password(
+    via_docker: Docker, python_image: str, tmp_path: Path, work: Path
+) -> None:
+    """The registry's password reaches docker its way (a private ``--config``
+    directory, not podman's ``--authfile``), and only for the pull."""
+    require(shutil.which("docker-registry") is not None, "docker-registry (Debian package)")
+    home = tmp_path / "home"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = subprocess.run([*RL, "registry", "start", "--port", str(port), "--data-dir",
+                              str(home)], capture_output=True, text=True, timeout=120,
+                             check=False)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    target = f"127.0.0.1:{port}/ringleader-test/debian-python:bookworm"
+    server = ServerProcess(home, "--container-runtime", "docker")
+    try:
+        pushed = server.cli("image", "push", python_image)
+        assert pushed.returncode == 0 and f"pushed: {target}" in pushed.stdout, pushed.stderr
+        assert via_docker("image", "inspect", target).returncode != 0  # docker lacks it
+        anonymous = via_docker("pull", target)
+        assert anonymous.returncode != 0 and "no basic auth credentials" in anonymous.stderr
+        server.start()
+        server.submit_dist("pulled", work, "-i", target,
+                           command=IN_DOCKER)  # fmt: skip
+        described = server.wait_status("pulled", {"Completed", "Failed"})
+        assert "Status: Completed" in described, described
+        assert re.search(r"Pulled\s.*pulled image \S+ in [0-9.]+ s", described), described
+        assert "in-docker rank 0/2" in server.cli("logs", "pulled").stdout
+        held = via_docker("images", "--format", "{{.Repository}}").stdout.split()
+        assert target.rsplit(":", 1)[0] in held, held  # by the digest the tag named
+        assert not list(home.rglob("config.json")), "the password's file outlived the pull"
+    finally:
+        server.kill()
+        stop_workloads(home)
+        subprocess.run([*RL, "registry", "stop", "--data-dir", str(home)], capture_output=True,
+                       timeout=120, check=False)  # fmt: skip
+        # By its names (an ID would untag the session's image of the same layers too).
+        for image in via_docker(
+            "images", "--digests", "--format", "{{.Repository}}@{{.Digest}}"
+        ).stdout.split():
+            if image.startswith(target.rsplit(":", 1)[0] + "@"):
+                via_docker("rmi", image)

@@ -20,8 +20,8 @@ from ringleader.server.backends.local.status import pull_progress, status_of
 from tests.conftest import wait_until
 
 
-def _runtime(tmp_path: Path, body: str) -> str:
-    path = tmp_path / "podman"
+def _runtime(tmp_path: Path, body: str, name: str = "podman") -> str:
+    path = tmp_path / name
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
@@ -51,6 +51,33 @@ def test_a_pull_tells_each_layer_then_the_time_and_size(tmp_path: Path) -> None:
         " s (310 MB)"
     )
     assert [d for _, d in told] == [False] * (len(told) - 1) + [True]
+
+
+DOCKER_PULL = """test "$1 $3 $4" = "--config pull --" || { echo "unknown flag: $*" >&2; exit 125; }
+case "$3" in
+pull) echo "bookworm: Pulling from ringleader-test/debian-python"
+      echo "52d32e69cb63: Pulling fs layer"
+      echo "6036fbc135cc: Pulling fs layer"
+      echo "52d32e69cb63: Pull complete"
+      echo "Status: Downloaded newer image for reg:5000/i:1" ;;
+esac
+case "$1" in image) echo 310000000 ;; esac
+"""
+
+
+def test_dockers_pull_takes_its_config_before_the_verb_and_tells_its_layers(
+    tmp_path: Path,
+) -> None:
+    """docker's progress is on its stdout, each layer a ``D: Pulling fs layer``; the
+    registry's password comes as its global ``--config DIR``."""
+    told: list[str] = []
+    docker = _runtime(tmp_path, DOCKER_PULL, "docker")
+    problem = image_pull.pull(docker, "reg:5000/i:1", ["--config", str(tmp_path)], 30,
+                              lambda t, _d: told.append(t))  # fmt: skip
+    assert problem == ""
+    assert told[1].startswith("pulling image reg:5000/i:1: layer 1 (52d32e69cb63), ")
+    assert told[2].startswith("pulling image reg:5000/i:1: layer 2 (6036fbc135cc), ")
+    assert told[-1].startswith("pulled image reg:5000/i:1 in "), told
 
 
 def test_a_failed_pull_gives_the_registrys_last_words(tmp_path: Path) -> None:

@@ -217,6 +217,14 @@ def test_another_hosts_agent_gets_the_password_for_its_pull_only(tmp_path: Path)
             assert authfile.parent == scratch and authfile.stat().st_mode & 0o777 == 0o600
             assert "c2VjcmV0" in authfile.read_text()
         assert not authfile.exists()
+        # docker's words: a private --config directory whose config.json it is.
+        with registry_pull.registry_flags(remote, image, str(scratch), docker=True) as given:
+            (flags, refused), folder = given, Path(given[0][1])
+            assert refused == "" and flags == ["--config", str(folder)]
+            assert folder.parent == scratch and folder.stat().st_mode & 0o777 == 0o700
+            assert (folder / "config.json").stat().st_mode & 0o777 == 0o600
+            assert "c2VjcmV0" in (folder / "config.json").read_text()
+        assert not folder.exists()
         with registry_pull.registry_flags(remote, "quay.io/a/b:1", str(scratch)) as other:
             assert other == ([], "")
         (where / "address").write_text(f"127.0.0.1:{port}\n")

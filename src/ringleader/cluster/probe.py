@@ -103,9 +103,14 @@ def version(package: str) -> str | None:
 def container_runtime() -> tuple[str, str]:
     """("podman 4.3.1" (or docker's), "") for what runs a node's image pods; ("", why)
     when one is installed but broken (its ``version`` fails); ("", "") for none.  The
-    same order and test as ``launch/container_runtime.detect``, which this must not import."""
+    same order and test as ``launch/container_runtime.detect``, which this must not import:
+    podman first unless the head prefers docker (``RINGLEADER_CONTAINER_RUNTIME``, set
+    on the probe's command line by the server, ``ssh_nodes.probe_command``)."""
     broken = ""
-    for name in ("podman", "docker"):
+    order = ["podman", "docker"]
+    if os.environ.get("RINGLEADER_CONTAINER_RUNTIME") == "docker":
+        order.reverse()
+    for name in order:
         path = shutil.which(name)
         if path is None:
             continue

@@ -133,7 +133,7 @@ def _pulled(
     if policy == "Never":
         return here, f"image {image} is not on this host and its pull policy is Never"
     limit = float(container.get("pull_timeout") or PULL_TIMEOUT_S)
-    with registry_flags(container, image, scratch) as (flags, refused):
+    with registry_flags(container, image, scratch, is_docker(runtime)) as (flags, refused):
         if refused:
             return here, refused
         try:

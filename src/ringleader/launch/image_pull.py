@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ringleader.launch.container_runtime import is_docker
 from ringleader.launch.image_pin import inspect_image
 
 #: The pulls this process has going (``cancel_all`` ends them when its agent closes).
@@ -38,20 +39,23 @@ def pull(
     limit: float,
     progress: Progress | None = None,
 ) -> str:
-    """Pull ``image`` with ``runtime`` (``flags``: the registry's, registry_pull), within
+    """Pull ``image`` with ``runtime`` (``flags``: the registry's, registry_pull: the
+    pull's own for podman, docker's global ``--config`` before its verb), within
     ``limit`` seconds; "" or why it failed (the registry's own last words, or the
     timeout).  ``progress`` hears each layer as it starts and the time every
     ``PROGRESS_EVERY_S``; a process that outlives ``limit`` is killed and reaped."""
     tell = progress or (lambda _text, _done: None)
     start = time.monotonic()
     tell(f"pulling image {image}", False)
+    # docker says its progress on stdout, podman on stderr: one stream either way.
+    docker = is_docker(runtime)
+    verb = [*flags, "pull"] if docker else ["pull", *flags]
     proc = subprocess.Popen(
-        [runtime, "pull", *flags, "--", image],
+        [runtime, *verb, "--", image],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE if docker else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if docker else subprocess.PIPE,
     )
-    assert proc.stderr is not None
     with _GOING_LOCK:
         _GOING.add(proc)
     try:
@@ -76,10 +80,11 @@ def pull(
 def _read_until_exit(
     proc: subprocess.Popen[bytes], deadline: float, image: str, start: float, tell: Progress
 ) -> list[str] | None:
-    """The pull's stderr lines once it has exited, telling each layer as it starts;
+    """The pull's output lines once it has exited, telling each layer as it starts;
     None if ``deadline`` passed first (the pull is then killed and reaped)."""
-    assert proc.stderr is not None
-    fd, pending, lines, layers = proc.stderr.fileno(), b"", [], 0
+    stream = proc.stderr or proc.stdout
+    assert stream is not None
+    fd, pending, lines, layers = stream.fileno(), b"", [], 0
     told = time.monotonic()
     try:
         while True:
@@ -100,9 +105,9 @@ def _read_until_exit(
                     if not line:
                         continue
                     lines.append(line)
-                    if line.startswith("Copying blob "):
+                    digest = _layer_started(line)
+                    if digest is not None:
                         layers += 1
-                        digest = line.removeprefix("Copying blob ").removeprefix("sha256:")
                         tell(_doing(image, layers, digest[:12], start), False)
                         told = time.monotonic()
             if time.monotonic() - told >= PROGRESS_EVERY_S:
@@ -116,8 +121,18 @@ def _read_until_exit(
         proc.wait()
         return None
     finally:
-        proc.stderr.close()
+        stream.close()
     return lines
+
+
+def _layer_started(line: str) -> str | None:
+    """The layer a pull's line says has started (podman: ``Copying blob sha256:D``,
+    docker: ``D: Pulling fs layer``), or None."""
+    if line.startswith("Copying blob "):
+        return line.removeprefix("Copying blob ").removeprefix("sha256:")
+    if line.endswith(": Pulling fs layer"):
+        return line.removesuffix(": Pulling fs layer")
+    return None
 
 
 def _doing(image: str, layers: int, digest: str, start: float) -> str:

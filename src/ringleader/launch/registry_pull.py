@@ -30,6 +30,7 @@ from typing import Any
 from ringleader.launch import listeners
 
 AUTH_FILE = "registry-auth.json"
+DOCKER_CONFIG = "registry-docker-config"  # docker --config DIR (its config.json)
 REFUSED = "registry_refused"
 
 
@@ -137,26 +138,22 @@ def pinned(container: dict[str, Any]) -> dict[str, Any]:
 
 @contextmanager
 def registry_flags(
-    container: dict[str, Any], image: str, scratch: str
+    container: dict[str, Any], image: str, scratch: str, docker: bool = False
 ) -> Iterator[tuple[list[str], str]]:
     """While open: the pull's flags for an image in the cluster registry (plain
     HTTP and its password file), or why not to pull at all; none for any other
     image.  ``scratch``: a private directory for a handed password's file, which
-    is removed when this closes."""
+    is removed when this closes.  ``docker``: its words (a ``--config`` directory
+    holding ``config.json``; its daemon takes a loopback registry as plain HTTP)
+    instead of podman's (``--tls-verify=false --authfile FILE``)."""
     given = container.get("registry")
     if isinstance(given, dict):
         address = str(given.get("address") or "")
         if not image.startswith(address + "/"):
             yield [], ""
             return
-        path = os.path.join(scratch, AUTH_FILE)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            with os.fdopen(descriptor, "w") as out:
-                out.write(str(given.get("auth") or ""))
-            yield ["--tls-verify=false", "--authfile", path], ""
-        finally:
-            os.unlink(path)
+        with _password_file(str(given.get("auth") or ""), scratch, docker) as flags:
+            yield flags, ""
         return
     if container.get(REFUSED):
         yield [], str(container[REFUSED])
@@ -166,9 +163,34 @@ def registry_flags(
     if found is None or not image.startswith(found[0] + "/"):
         yield [], ""
         return
-    address, pid, _ = found
+    address, pid, auth = found
     if not listeners.owns_port(pid, listeners.port_of(address)):
         yield [], _not_served(image, address)
         return
-    authfile = os.path.join(where, "auth.json")
-    yield ["--tls-verify=false", "--authfile", authfile], ""
+    if docker:  # its config file has the same shape, under its own name
+        with _password_file(auth, scratch, docker) as flags:
+            yield flags, ""
+        return
+    yield ["--tls-verify=false", "--authfile", os.path.join(where, "auth.json")], ""
+
+
+@contextmanager
+def _password_file(auth: str, scratch: str, docker: bool) -> Iterator[list[str]]:
+    """``auth`` (``{"auths": {ADDRESS: {"auth": ...}}}``) in a 0600 file under
+    ``scratch`` while open: podman's ``--authfile``, or docker's ``--config`` (a 0700
+    directory whose ``config.json`` it is); both gone when this closes."""
+    folder = os.path.join(scratch, DOCKER_CONFIG) if docker else scratch
+    if docker:
+        os.mkdir(folder, 0o700)
+    path = os.path.join(folder, "config.json" if docker else AUTH_FILE)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(descriptor, "w") as out:
+                out.write(auth)
+            yield ["--config", folder] if docker else ["--tls-verify=false", "--authfile", path]
+        finally:
+            os.unlink(path)
+    finally:
+        if docker:
+            os.rmdir(folder)

@@ -16,6 +16,7 @@ ringleader is kept but NotReady, with the fix in its message.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 from ringleader.cluster.doctor import PROBE
 from ringleader.errors import HostUnreachable
+from ringleader.launch.container_runtime import RUNTIME_VAR, RUNTIMES
 from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
 from ringleader.server.inventory import RUNTIME_ERROR_FACT, RUNTIME_FACT
 
@@ -42,8 +44,12 @@ class NodeState:
 
 
 def probe_command(python: str, *args: str) -> str:
-    """The remote command running the probe with ``python`` (quoted, one string)."""
-    return " ".join(shlex.quote(a) for a in (python, "-c", PROBE, *args))
+    """The remote command running the probe with ``python`` (quoted, one string); the
+    runtime this server prefers (``--container-runtime``) goes along, so a node with
+    both says the one its image pods will run with."""
+    preferred = os.environ.get(RUNTIME_VAR)
+    prefix = ["env", f"{RUNTIME_VAR}={preferred}"] if preferred in RUNTIMES else []
+    return " ".join(shlex.quote(a) for a in (*prefix, python, "-c", PROBE, *args))
 
 
 def probe_node(target: str, python: str, ssh: SSHOptions) -> dict[str, Any]:
