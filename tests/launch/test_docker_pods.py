@@ -28,8 +28,13 @@ from pathlib import Path
 import pytest
 
 from ringleader.launch import container_runtime, containers, detached
+from ringleader.launch.image_pin import image_id
 from tests.conftest import require, wait_until
 from tests.fixtures.docker import Docker, docker_daemon, docker_image, python_image
+from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
+    TestHostNetwork,
+    make_test_hosts_fixture,
+)
 from tests.server.conftest import ServerProcess, stop_workloads
 
 __all__ = ["docker_daemon", "docker_image", "python_image"]  # the fixtures, used by name
@@ -106,6 +111,55 @@ def test_a_node_with_both_runtimes_names_the_one_its_server_prefers(
     assert probed() == f"docker {version}"
     monkeypatch.setenv(container_runtime.RUNTIME_VAR, "docker; touch /tmp/rl-x")  # not sent
     assert probe_command("python3", "node").startswith("python3 -c ")
+
+
+# ----- an SSH node with docker only --------------------------------------------------
+def test_an_ssh_node_with_docker_only_gets_images_by_sync_and_runs_ranks_in_docker(
+    via_docker: Docker, docker_image: str, make_test_hosts, tmp_path: Path
+) -> None:
+    """A netns host whose podman is hidden and whose sshd points at the private
+    daemon (``SetEnv DOCKER_HOST``): doctor names the missing image, ``image sync``
+    copies it with ``docker load`` (the same ID as podman's here), a second sync
+    copies nothing, and a gang there runs each rank in docker, leaving no container.
+    (docker's daemon runs in this machine's network namespace, not the host's: the
+    ranks here need no network.)"""
+    net: TestHostNetwork = make_test_hosts(
+        1, hidden_dirs={0: ["/usr/bin/podman"]},
+        sshd_options={"SetEnv": f"DOCKER_HOST={via_docker.host}"},
+    )  # fmt: skip
+    host = net.hosts[0].address
+    assert net.ssh(host, "command -v podman || echo none").stdout.strip() == "none"
+    made = subprocess.run("cd /etc && tar -cf - hostname | podman import - localhost/rl-dk-sync:1",
+                          shell=True, capture_output=True, text=True, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    try:
+        wanted = image_id("podman", "localhost/rl-dk-sync:1")
+        ssh = ["--ssh-config", str(net.ssh_config)]
+        doctor = [*RL, "doctor", host, "--image", "localhost/rl-dk-sync:1", "--no-bandwidth",
+                  "--min-free-gb", "0.01", "--json", *ssh]  # fmt: skip
+        drift = subprocess.run(doctor, capture_output=True, text=True, timeout=300, check=False)
+        checks = json.loads(drift.stdout)["hosts"][0]["checks"]["image"]
+        assert checks["detail"] == "no localhost/rl-dk-sync:1 there", checks
+        sync = [*RL, "image", "sync", "localhost/rl-dk-sync:1", host, *ssh]
+        first = subprocess.run(sync, capture_output=True, text=True, timeout=300, check=False)
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert f"{host}: copied ({wanted[:12]})" in first.stdout, first.stdout
+        there = via_docker("image", "inspect", "--format", "{{.Id}}", "localhost/rl-dk-sync:1")
+        assert there.stdout.strip().removeprefix("sha256:") == wanted, there
+        again = subprocess.run(sync, capture_output=True, text=True, timeout=300, check=False)
+        assert f"{host}: has it already ({wanted[:12]})" in again.stdout, again.stdout
+        healed = subprocess.run(doctor, capture_output=True, text=True, timeout=300, check=False)
+        assert json.loads(healed.stdout)["hosts"][0]["checks"]["image"]["ok"], healed.stdout
+    finally:
+        via_docker("rmi", "localhost/rl-dk-sync:1")
+        subprocess.run(["podman", "rmi", "localhost/rl-dk-sync:1"], capture_output=True,
+                       check=False)  # fmt: skip
+    ran = _launch("-H", f"{host}:2", *ssh, "--run-id", "rl-dk-ssh", "--image", docker_image,
+                  "--", "sh", "-c", IN_DOCKER, cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    for rank in (0, 1):
+        assert f"in-docker rank {rank}/2 as {os.getuid()}" in ran.stdout, ran.stdout
+    assert via_docker.job_containers("rl-dk-ssh") == []
 
 
 # ----- launch ------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def _image(plan: Plan, name: str, target: str) -> Check:
 
     there, problem = remote_id(target, plan.image, plan.ssh)
     if problem:
-        return Check(False, problem, f"install podman on {name}")
+        return Check(False, problem, f"install podman (or docker) on {name}")
     wanted = plan.image_id
     if there == wanted:
         return Check(True, f"{plan.image} {wanted[:12]}")

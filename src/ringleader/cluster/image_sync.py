@@ -1,6 +1,6 @@
 """``ringleader image sync IMAGE HOST...``: the same image on every host without a
-registry: ``podman save`` here piped into ``podman load`` there, only where the
-host's image differs.
+registry: ``podman save`` here piped into ``podman load`` there (``docker load`` on a
+host with docker and no podman), only where the host's image differs.
 
 Why: seed 004's first step wants "uniform images" across the cluster.  The
 registry (server/registry.py) is one way; a cluster with no registry, or a host
@@ -17,7 +17,6 @@ failing does not stop the others.
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import time
@@ -27,6 +26,11 @@ from dataclasses import dataclass
 from ringleader.launch.image_pin import image_id
 from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
 
+#: The remote shell's runtime, as a node's probe picks it: podman, else docker.
+PICK_RUNTIME = (
+    "rt=$(command -v podman || command -v docker) || "
+    '{ echo "no podman or docker" >&2; exit 127; }; '
+)
 INSPECT_TIMEOUT_S = 60.0
 LOAD_TIMEOUT_S = 1800.0  # a GB over a slow link
 
@@ -43,9 +47,10 @@ class Synced:
 
 
 def _ask(host: str, command: str, ssh: SSHOptions) -> tuple[str, str]:
-    """(what ``command`` printed on ``host``, why it could not be asked or ""): ssh's
-    failures classified with their fix, a host without podman named."""
-    command += "; command -v podman >/dev/null || echo 'no podman' >&2"
+    """(what ``command`` (run with ``"$rt"``: the host's runtime) printed on ``host``,
+    why it could not be asked or ""): ssh's failures classified with their fix, a
+    host without podman or docker named."""
+    command = PICK_RUNTIME + command
     try:
         done = subprocess.run(
             ssh_argv(host, command, ssh), stdin=subprocess.DEVNULL,
@@ -56,35 +61,31 @@ def _ask(host: str, command: str, ssh: SSHOptions) -> tuple[str, str]:
     if done.returncode == 255:
         stage, detail, fix = classify_failure(host, done.stderr)
         return "", f"{stage}: {detail}" + (f" (fix: {fix})" if fix else "")
-    if "no podman" in done.stderr:
-        return "", "the host has no podman (apt install podman)"
+    if "no podman or docker" in done.stderr:
+        return "", "the host has no podman or docker (apt install podman)"
     return done.stdout, ""
 
 
 def remote_id(host: str, image: str, ssh: SSHOptions) -> tuple[str, str]:
     """(the host's ID of ``image`` or "", why it could not be asked or "")."""
     found, problem = _ask(
-        host, f"podman image inspect --format '{{{{.Id}}}}' -- {shlex.quote(image)} 2>/dev/null",
+        host, f"\"$rt\" image inspect --format '{{{{.Id}}}}' -- {shlex.quote(image)} 2>/dev/null",
         ssh,
     )  # fmt: skip
-    return found.strip(), problem
+    return found.strip().removeprefix("sha256:"), problem  # docker's IDs have it
 
 
 def remote_ids(host: str, ssh: SSHOptions) -> tuple[set[str], str]:
-    """(the ID of every image the host's podman holds, why it could not be asked or
+    """(the ID of every image the host's runtime holds, why it could not be asked or
     ""): one ssh for all of a node's images (``image ls``)."""
-    found, problem = _ask(host, "podman images --format json 2>/dev/null", ssh)
+    found, problem = _ask(host, '"$rt" images --quiet --no-trunc 2>/dev/null', ssh)
     if problem:
         return set(), problem
-    try:
-        held = json.loads(found or "[]")
-    except json.JSONDecodeError:
-        return set(), "podman's list of images there is not JSON"
-    return {str(i.get("Id")) for i in held if isinstance(i, dict) and i.get("Id")}, ""
+    return {line.strip().removeprefix("sha256:") for line in found.split() if line.strip()}, ""
 
 
 def _copy(podman: str, host: str, image: str, ssh: SSHOptions) -> str:
-    """``podman save | ssh host podman load``; "" or why it failed."""
+    """``podman save | ssh host podman load`` (or ``docker load``); "" or why it failed."""
     save = subprocess.Popen(
         [podman, "save", "--format", "docker-archive", "--", image],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -92,7 +93,7 @@ def _copy(podman: str, host: str, image: str, ssh: SSHOptions) -> str:
     assert save.stdout is not None
     try:
         load = subprocess.run(
-            ssh_argv(host, "podman load --quiet", ssh), stdin=save.stdout,
+            ssh_argv(host, PICK_RUNTIME + '"$rt" load --quiet', ssh), stdin=save.stdout,
             capture_output=True, text=True, timeout=LOAD_TIMEOUT_S, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -110,7 +111,7 @@ def _copy(podman: str, host: str, image: str, ssh: SSHOptions) -> str:
         return f"{stage}: {detail}"
     if load.returncode != 0:
         last = (load.stderr.strip().splitlines() or [f"exit {load.returncode}"])[-1]
-        return f"podman load failed there: {last.removeprefix('Error: ')}"
+        return f"load failed there: {last.removeprefix('Error: ')}"
     return ""
 
 
