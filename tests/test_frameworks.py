@@ -42,20 +42,24 @@ def _workload(framework: str, workers: int = 2, slots: int | None = None) -> Wor
 
 
 def test_built_ins_are_registered_with_their_layouts_and_supervisors() -> None:
-    assert frameworks.names()[:2] == ["pytorch", "mpi"]
+    assert frameworks.names() == ["pytorch", "mpi", "tf", "jax", "xgboost"]
     pytorch, mpi = frameworks.get("pytorch"), frameworks.get("mpi")
     assert pytorch.load_supervisor().__name__ == "Supervisor"
     assert mpi.load_supervisor().__name__ == "MPISupervisor"
     assert pytorch.pod_ranks(2, slots_per_worker=4) == [(0,), (1,), (2,)]
     assert mpi.pod_ranks(2, slots_per_worker=2) == [(LAUNCHER_RANK,), (0, 1), (2, 3)]
     assert pytorch.world_size(2, 4) == 3 and mpi.world_size(2, 2) == 4
-    assert frameworks.by_spec_name("MPI") is mpi and frameworks.by_spec_name("TF") is None
+    assert frameworks.by_spec_name("MPI") is mpi
+    assert frameworks.by_spec_name("TF") is frameworks.get("tf")
+    assert frameworks.get("jax").world_size(3) == 3  # workers only
+    assert [f.value for f in RUNNABLE_FRAMEWORKS] == ["PyTorch", "MPI", "TF", "XGBoost", "JAX"]
 
 
 def test_unknown_framework_names_the_flag_and_the_choices() -> None:
     with pytest.raises(InvalidSpec) as err:
         frameworks.get("tensorflow")
-    assert err.value.where == "--framework" and "pytorch, mpi" in err.value.problem
+    assert err.value.where == "--framework"
+    assert "pytorch, mpi, tf, jax, xgboost" in err.value.problem
 
 
 def test_pod_layout_follows_the_registry() -> None:
@@ -65,18 +69,46 @@ def test_pod_layout_follows_the_registry() -> None:
         "j-worker-1",
     ]
     assert _workload("MPI").pod_layout("j")[0] == ("j-launcher", "launcher", 0)
-    assert Framework.XGBOOST not in RUNNABLE_FRAMEWORKS
-    toy = dataclasses.replace(toyfw.FRAMEWORK, name="toyxgb", spec_name="XGBoost")
-    frameworks.register(toy)
-    try:
-        spec = _workload("XGBoost", workers=3, slots=2)
-        assert spec.pod_layout("j") == [(f"j-worker-{i}", "worker", i) for i in range(3)]
-        assert spec.registered_framework is toy and Framework.XGBOOST in RUNNABLE_FRAMEWORKS
-        assert toy.pod_ranks(3, 2) == [(0, 1), (2, 3), (4, 5)]
-    finally:
-        frameworks.unregister("toyxgb")
-    assert Framework.XGBOOST not in RUNNABLE_FRAMEWORKS
-    assert [f.value for f in RUNNABLE_FRAMEWORKS] == ["PyTorch", "MPI"]
+    assert _workload("TF").pod_layout("j")[:2] == [("j-chief-0", "chief", 0),
+                                                   ("j-worker-0", "worker", 0)]  # fmt: skip
+    assert _workload("JAX").pod_layout("j") == [(f"j-worker-{i}", "worker", i) for i in range(2)]
+    assert _workload("XGBoost").pod_layout("j")[0] == ("j-master-0", "master", 0)
+    toy = dataclasses.replace(toyfw.FRAMEWORK, name="toyjax", spec_name="JAX")
+    with pytest.raises(ValueError, match="clashes with 'jax'"):
+        frameworks.register(toy)
+
+
+def _place(rank: int, world: int, peers: tuple[str, ...]) -> frameworks.RankPlace:
+    return frameworks.RankPlace(rank=rank, local_rank=rank, node_rank=0, world_size=world,
+                                local_world_size=world, nnodes=1, master_addr="10.0.0.1",
+                                master_port=29500, peers=peers)  # fmt: skip
+
+
+def test_each_frameworks_contract_names_its_place_and_its_peers() -> None:
+    peers = ("10.0.0.1:4001", "10.0.0.1:4002", "10.0.0.2:4003")
+    tf = frameworks.get("tf").env
+    configs = [json.loads(tf(_place(r, 3, peers))["TF_CONFIG"]) for r in range(3)]
+    cluster = {"chief": ["10.0.0.1:4001"], "worker": ["10.0.0.1:4002", "10.0.0.2:4003"]}
+    assert all(c["cluster"] == cluster for c in configs)
+    assert [c["task"] for c in configs] == [{"type": "chief", "index": 0},
+                                            {"type": "worker", "index": 0},
+                                            {"type": "worker", "index": 1}]  # fmt: skip
+    assert tf(_place(0, 1, peers[:1])) == {}  # alone: TensorFlow's own default
+    assert frameworks.get("jax").env(_place(2, 3, peers)) == {
+        "JAX_COORDINATOR_ADDRESS": "10.0.0.1:29500", "JAX_NUM_PROCESSES": "3",
+        "JAX_PROCESS_ID": "2"}  # fmt: skip
+    assert frameworks.get("xgboost").env(_place(1, 3, peers)) == {
+        "DMLC_TRACKER_URI": "10.0.0.1", "DMLC_TRACKER_PORT": "29500",
+        "DMLC_NUM_WORKER": "3", "DMLC_TASK_ID": "1"}  # fmt: skip
+
+
+def test_a_frameworks_own_check_refuses_what_does_not_fit_it() -> None:
+    fraction = _workload("XGBoost").model_copy(deep=True)
+    fraction.spec.compute.gpu_portion_request = 0.5
+    message, where = frameworks.get("xgboost").check(fraction)
+    assert where == "spec.compute.gpuPortionRequest" and "whole GPUs" in message
+    assert frameworks.get("xgboost").check(_workload("XGBoost")) is None
+    assert frameworks.get("pytorch").check(fraction) is None
 
 
 def test_a_registered_name_cannot_be_taken_twice() -> None:
@@ -102,7 +134,9 @@ def test_toy_framework_runs_a_real_launch_with_its_contract() -> None:
     assert proc.returncode == 0, proc.stderr
     envs = [json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("TOY ")]
     assert sorted((e["TOY_RANK"], e["TOY_WORLD"]) for e in envs) == [("0", "2"), ("1", "2")]
-    assert all(e["TOY_RANK"] == e["RANK"] and ":" in e["TOY_PEERS"] for e in envs)
+    assert all(e["TOY_RANK"] == e["RANK"] for e in envs)
+    peers = {e["TOY_PEERS"] for e in envs}  # the same list for all, one port per rank
+    assert len(peers) == 1 and len(set(peers.pop().split(","))) == 2, envs
     # Without the plug-in the name is unknown, and the message lists what is registered.
     plain = "import sys; from ringleader.cli.main import app; app(sys.argv[1:])"
     bad = subprocess.run(
@@ -113,4 +147,5 @@ def test_toy_framework_runs_a_real_launch_with_its_contract() -> None:
         cwd=ROOT,
     )
     assert bad.returncode == 2
-    assert "--framework: unknown framework 'toyfw'; choose one of pytorch, mpi" in bad.stderr
+    assert ("--framework: unknown framework 'toyfw'; choose one of pytorch, mpi, tf, jax, "
+            "xgboost") in bad.stderr  # fmt: skip

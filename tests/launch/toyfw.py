@@ -15,7 +15,7 @@ def toy_env(place: RankPlace) -> dict[str, str]:
     return {
         "TOY_RANK": str(place.rank),
         "TOY_WORLD": str(place.world_size),
-        "TOY_PEERS": f"{place.master_addr}:{place.master_port}",
+        "TOY_PEERS": ",".join(place.peers),  # every rank's "ip:port", as TF_CONFIG needs
     }
 
 

@@ -269,6 +269,7 @@ def build_plan(
                 nnodes=len(spec.hosts),
                 master_addr=master_addr,
                 master_port=master_port,
+                peers=tuple(ring or ()),
             )
             env.update(mlx.ring_env(rank, spec.world_size, ring_path))
             env.update(contract(place))  # the framework's own names

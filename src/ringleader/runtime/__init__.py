@@ -11,6 +11,10 @@ Typical use::
     runtime.report(step, loss=loss, samples=n)  # charted by the server; a no-op elsewhere
     runtime.shutdown()
 
+A JAX program's ``init()`` joins JAX's world instead (``jax.distributed``, from
+``JAX_*`` or torchrun's names); an XGBoost program's ranks meet in
+``with runtime.xgboost_collective():``, whose rank 0 runs XGBoost's tracker.
+
 Works under ringleader, torchrun, Slurm (srun), OpenMPI (mpirun), a Kubeflow
 PyTorchJob, or with no launcher at all (a world of one).  Importing this package
 does not import torch (the launcher imports :mod:`.errorfile` and :mod:`.env`);
@@ -46,6 +50,7 @@ _EXPORTS = {
     "record": "errorfile",
     "get_logger": "log",
     "report": "metrics",
+    "xgboost_collective": "xgboost_group",
 }
 
 
@@ -83,4 +88,5 @@ __all__ = [
     "save_checkpoint",
     "shard",
     "shutdown",
+    "xgboost_collective",
 ]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from ringleader.runtime.env import (
 )
 from ringleader.runtime.env import expected_world_size as _expected_from_env
 from ringleader.runtime.errorfile import install_error_recorder
+from ringleader.runtime.jax_group import init_jax, wants_jax
 
 if TYPE_CHECKING:
     import torch
@@ -67,7 +69,7 @@ class DistContext:
     world_size: int
     local_world_size: int
     node_rank: int
-    device: torch.device
+    device: torch.device  # a JAX program's: its first local jax.Device
     backend: str
     source: str = "none"
 
@@ -155,10 +157,14 @@ def init(
     the group that formed has the wrong size (the group is destroyed first).
     """
     global _context
+    install_error_recorder()
+    if wants_jax(os.environ, sys.modules):  # a JAX program: JAX's world, not torch's
+        if _context is None:
+            _context = init_jax(timeout_s, expected_world_size)
+        return _context
     import torch
     import torch.distributed as dist
 
-    install_error_recorder()
     if _context is not None and dist.is_initialized():
         return _context
     env = detect(os.environ, expected_world_size)
@@ -221,6 +227,12 @@ def shutdown() -> None:
     six with torch 2.13 + gloo, and never once the reducer is freed first.
     """
     global _context
+    if _context is not None and _context.backend == "jax":
+        import jax
+
+        jax.distributed.shutdown()
+        _context = None
+        return
     import torch.distributed as dist
 
     for wrapped in list(_prepared):

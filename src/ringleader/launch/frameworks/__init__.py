@@ -56,8 +56,13 @@ class PodLayout:
 
 
 MASTER_WORKERS = PodLayout("master+workers", "master", "master-0", head_runs_ranks=True)
+#: TensorFlow's TFJob: a chief (rank 0, TF_CONFIG's ``chief``) plus workers.
+CHIEF_WORKERS = PodLayout("chief+workers", "chief", "chief-0", head_runs_ranks=True)
 LAUNCHER_WORKERS = PodLayout("launcher+workers", "launcher", "launcher")
+#: JAX's JAXJob: workers only, worker 0 the coordinator (process 0).
 WORKERS_ONLY = PodLayout("workers")
+#: Every role a head pod may have (``exec``/``bash`` go to it by default).
+HEAD_ROLES = ("master", "chief", "launcher")
 
 
 @dataclass(frozen=True)
@@ -72,13 +77,24 @@ class RankPlace:
     nnodes: int
     master_addr: str
     master_port: int
+    # Every rank's "ip:port" in rank order, each a port free on its host when the gang
+    # started (TF_CONFIG's cluster, MLX's ring); empty where a host picked none.
+    peers: tuple[str, ...] = ()
 
 
 EnvContract = Callable[[RankPlace], dict[str, str]]
+#: ``check(workload_spec)``: why a submitted ``spec.WorkloadSpec`` does not fit this
+#: framework, as ``(message, field)`` (the field named as the API spells it), or None.
+#: Run on every submission, before anything is stored.
+SpecCheck = Callable[[Any], tuple[str, str] | None]
 
 
 def _no_env(_place: RankPlace) -> dict[str, str]:
     return {}
+
+
+def _any_spec(_spec: Any) -> tuple[str, str] | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -93,6 +109,23 @@ class Framework:
     env: EnvContract = field(default=_no_env, compare=False)
     # Ranks per worker pod: ``slotsPerWorker`` (MPI), or one (a PyTorchJob's pod is one rank).
     uses_slots: bool = False
+    check: SpecCheck = field(default=_any_spec, compare=False)
+    # The CLI's words: ``submit-dist VERB`` / ``training VERB submit`` (Run:ai's), the
+    # example command its help shows, and what ``--workers`` counts.
+    verb: str = ""
+    example: str = "python train.py"
+    workers_help: str = "Worker pods besides the head pod."
+    wizard_label: str = ""  # the wizard's choice; the spec name when empty
+
+    @property
+    def cli_verb(self) -> str:
+        return self.verb or self.name
+
+    @property
+    def head_pod(self) -> str:
+        """What ``bash``/next steps call the head pod ("master", "chief", "launcher"),
+        or "worker-0" where every pod is a worker."""
+        return self.layout.head_role or "worker-0"
 
     def load_supervisor(self) -> type[Any]:
         """The supervisor class that starts this framework's gangs (imported now)."""
@@ -129,6 +162,9 @@ _REGISTRY: LazyRegistry[Framework] = LazyRegistry(
     {
         "pytorch": "ringleader.launch.frameworks.pytorch:FRAMEWORK",
         "mpi": "ringleader.launch.frameworks.mpi:FRAMEWORK",
+        "tf": "ringleader.launch.frameworks.tensorflow:FRAMEWORK",
+        "jax": "ringleader.launch.frameworks.jax:FRAMEWORK",
+        "xgboost": "ringleader.launch.frameworks.xgboost:FRAMEWORK",
     },
 )
 

@@ -136,6 +136,9 @@ def submit(
             + " and ".join(f.value for f in RUNNABLE_FRAMEWORKS),
             "spec.distributedFramework",
         )
+    refused = body.registered_framework.check(body) if body.registered_framework else None
+    if refused is not None:
+        raise InvalidSpec(*refused)
     if body.spec.priority_class and body.spec.priority_class not in PRIORITY_CLASSES:
         raise InvalidSpec(
             f"unknown priority class {body.spec.priority_class!r}; choose one of "
