@@ -18,7 +18,7 @@ import pytest
 from ringleader.errors import InvalidSpec
 from ringleader.launch import frameworks
 from ringleader.launch.frameworks import LAUNCHER_RANK, WORKERS_ONLY
-from ringleader.spec import RUNNABLE_FRAMEWORKS, Framework, WorkloadSpec
+from ringleader.spec import RUNNABLE_FRAMEWORKS, WorkloadSpec
 from tests.launch import toyfw
 
 ROOT = Path(__file__).resolve().parents[1]
