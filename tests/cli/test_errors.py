@@ -49,6 +49,21 @@ SERVER_COMMANDS: dict[tuple[str, ...], list[str]] = {
     ("distributed", "suspend"): ["x"],
     ("distributed", "resume"): ["x"],
     ("distributed", "exec"): ["x", "--", "true"],
+    **{
+        ("submit-dist", fw): ["x", "--workers", "1", "--", "true"]
+        for fw in ("tf", "jax", "xgboost")
+    },
+    **{
+        ("training", fw, "submit"): ["x", "--workers", "1", "--", "true"]
+        for fw in ("pytorch", "mpi", "tf", "jax", "xgboost")
+    },
+    ("training", "list"): [],
+    ("training", "describe"): ["x"],
+    ("training", "logs"): ["x"],
+    ("training", "delete"): ["x"],
+    ("training", "suspend"): ["x"],
+    ("training", "resume"): ["x"],
+    ("training", "exec"): ["x", "--", "true"],
     ("project", "create"): ["x"],
     ("project", "list"): [],
     ("project", "set"): ["x"],
@@ -101,6 +116,15 @@ LOCAL_COMMANDS = {
 }
 
 
+# ``training FRAMEWORK VERB``: the very commands of ``training VERB`` (cli/distributed's
+# add_v1_verbs registers both), exercised there.
+SAME_AS_TRAINING = {
+    ("training", fw, verb)
+    for fw in ("pytorch", "mpi", "tf", "jax", "xgboost")
+    for verb in ("list", "describe", "logs", "delete", "suspend", "resume", "exec")
+}
+
+
 def leaf_commands() -> set[tuple[str, ...]]:
     """Every command path the CLI has (``project create``...), its groups walked."""
     from ringleader.cli.main import COMMANDS
@@ -119,9 +143,9 @@ def leaf_commands() -> set[tuple[str, ...]]:
 
 def test_every_command_is_classified() -> None:
     commands = leaf_commands()
-    unknown = commands - set(SERVER_COMMANDS) - LOCAL_COMMANDS
+    unknown = commands - set(SERVER_COMMANDS) - LOCAL_COMMANDS - SAME_AS_TRAINING
     assert not unknown, f"add these to SERVER_COMMANDS or LOCAL_COMMANDS: {sorted(unknown)}"
-    assert set(SERVER_COMMANDS) | LOCAL_COMMANDS <= commands  # no stale entry either
+    assert set(SERVER_COMMANDS) | LOCAL_COMMANDS | SAME_AS_TRAINING <= commands  # none stale
 
 
 def _assert_short(stderr: str) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -175,3 +176,64 @@ def test_runapy_renews_its_token_when_it_is_due(server: ServerProcess) -> None:
         assert second != first  # renewed before the call, which the new token made
         assert client.api_client.default_headers["authorization"] == f"Bearer {second}"
         assert _claims(second)["exp"] == client.api_client.token_refresher._token_expiry
+
+
+ENV_OF_ITS_FRAMEWORK = (
+    "-c 'echo \"$RANK ${TF_CONFIG:+tf} ${JAX_PROCESS_ID:+jax$JAX_PROCESS_ID}"
+    " ${DMLC_TASK_ID:+dmlc$DMLC_TASK_ID}\"'"
+)
+
+
+def test_runapy_submits_every_framework_and_each_runs_with_its_pods(
+    client: Any, server: ServerProcess, tmp_path: Any
+) -> None:
+    """TF, JAX and XGBoost as runapy's models name them (issue 25): each runs to
+    Completed with its framework's pods and names; an XGBoost GPU fraction is a 422
+    naming the field, and nothing is created."""
+    project = client.organizations.projects.get_projects().data["projects"][0]
+    workloads = client.workloads
+    heads = {"TF": "chief-0", "JAX": None, "XGBoost": "master-0"}
+    said = {"TF": "tf", "JAX": "jax", "XGBoost": "dmlc"}
+    ids = {}
+    for framework in heads:
+        request = models.DistributedCreationRequest(
+            name=f"rp-{framework.lower()}", project_id=project["id"],
+            cluster_id=project["clusterId"],
+            spec=models.DistributedSpecSpec(
+                command="sh", args=ENV_OF_ITS_FRAMEWORK, num_workers=2,
+                distributed_framework=framework, working_dir=str(tmp_path),
+                compute=models.SupersetSpecAllOfCompute(cpu_core_request=0.1),
+            ),
+        )  # fmt: skip
+        created = workloads.distributed.create_distributed(request)
+        assert created.status_code == 202
+        ids[framework] = created.data["workloadId"]
+    for framework, workload_id in ids.items():
+
+        def ended(workload_id: str = workload_id) -> str | None:
+            phase = workloads.workloads.get_workload(workload_id).data["phase"]
+            return phase if phase in ("Completed", "Failed") else None
+
+        assert wait_until(ended, 180, f"{framework} ended") == "Completed"
+        pods = [p["name"] for p in workloads.pods.get_workload_pods(workload_id).data["pods"]]
+        name, head = f"rp-{framework.lower()}", heads[framework]
+        expected = [f"{name}-worker-{i}" for i in range(2)]
+        assert pods == ([f"{name}-{head}"] if head else []) + expected, pods
+        logs = server.cli("logs", name).stdout
+        for rank in range(len(pods)):
+            assert re.search(rf"\] {rank} .*{said[framework]}", logs), logs
+    fraction = models.DistributedCreationRequest(
+        name="rp-fraction", project_id=project["id"], cluster_id=project["clusterId"],
+        spec=models.DistributedSpecSpec(
+            command="true", num_workers=1, distributed_framework="XGBoost",
+            compute=models.SupersetSpecAllOfCompute(gpu_devices_request=1,
+                                                    gpu_request_type="portion",
+                                                    gpu_portion_request=0.5),
+        ),
+    )  # fmt: skip
+    with pytest.raises(ApiException) as refused:
+        workloads.distributed.create_distributed(fraction)
+    assert refused.value.status == 422
+    assert "spec.compute.gpuPortionRequest" in str(refused.value.body), refused.value.body
+    listed = workloads.workloads.get_workloads(filter_by=["name==rp-fraction"]).data
+    assert listed["workloads"] == []

@@ -63,18 +63,18 @@ def submit(ctx: typer.Context, options: SubmitOptions) -> None:
     console.print(steps, soft_wrap=True)
 
 
-def _v1_verb(verb: str, command: Callable[..., None]) -> None:
-    """v1's command under ``distributed``; its help's examples name ``distributed VERB``
-    (so each example there can be copied as it is)."""
-    help_text = inspect.cleandoc(command.__doc__ or "")
-    help_text = help_text.replace(f"ringleader {verb} ", f"ringleader distributed {verb} ")
-    app.command(verb, help=help_text)(command)
+def add_v1_verbs(group: typer.Typer, prefix: str) -> None:
+    """v1's list, describe, logs, delete, suspend, resume and exec under ``group``;
+    their help's examples name ``PREFIX VERB`` (so each can be copied as it is)."""
+    verbs: dict[str, Callable[..., None]] = {
+        "list": v1.list_workloads, "describe": v1.describe, "logs": v1.logs,
+        "delete": v1.delete, "suspend": v1.suspend, "resume": v1.resume,
+        "exec": exec_cmd.exec_command,
+    }  # fmt: skip
+    for verb, command in verbs.items():
+        help_text = inspect.cleandoc(command.__doc__ or "")
+        help_text = help_text.replace(f"ringleader {verb} ", f"{prefix} {verb} ")
+        group.command(verb, help=help_text)(command)
 
 
-_v1_verb("list", v1.list_workloads)
-_v1_verb("describe", v1.describe)
-_v1_verb("logs", v1.logs)
-_v1_verb("delete", v1.delete)
-_v1_verb("suspend", v1.suspend)
-_v1_verb("resume", v1.resume)
-_v1_verb("exec", exec_cmd.exec_command)
+add_v1_verbs(app, "ringleader distributed")

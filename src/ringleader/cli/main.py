@@ -218,11 +218,16 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "submit-dist": LazyCommand(
         "ringleader.cli.submit:submit_dist",
-        "Submit a distributed workload: `submit-dist pytorch|mpi NAME --workers N -- CMD`.",
+        "Submit a distributed workload: `submit-dist FRAMEWORK NAME --workers N -- CMD`.",
         group=True,
     ),
     "distributed": LazyCommand(
         "ringleader.cli.distributed:app", "Distributed workloads, Run:ai CLI v2 style.", group=True
+    ),
+    "training": LazyCommand(
+        "ringleader.cli.training:app",
+        "Training workloads, Run:ai CLI v2's words: `training FRAMEWORK submit NAME`.",
+        group=True,
     ),
     "nodes": LazyCommand(
         "ringleader.cli.main:nodes_app", "Nodes the scheduler places pods on.", group=True

@@ -1,4 +1,6 @@
-"""Run:ai CLI v1 submit verbs: ``submit-dist pytorch|mpi`` and the older ``submit-mpi``.
+"""Run:ai CLI v1 submit verbs: ``submit-dist FRAMEWORK`` (one per framework of the
+registry, ``launch/frameworks``: pytorch, mpi, tf, jax, xgboost) and the older
+``submit-mpi``.
 
 The options are defined once (``cli/submit_options.py``); where they end and
 the workload's command begins is ``cli/submit_argv.py``.  After a submission
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import typer
@@ -16,15 +19,16 @@ import typer
 from ringleader.cli.common import client, console, err_console, reports_errors
 from ringleader.cli.submit_argv import SubmitCommand
 from ringleader.cli.submit_flags import COMMAND, POD, V1_COMPUTE, V1_SCHEDULING
-from ringleader.cli.submit_options import SubmitOptions, submit_options
+from ringleader.cli.submit_options import FRAMEWORKS, SubmitOptions, submit_options
 from ringleader.errors import InvalidSpec
+from ringleader.launch import frameworks
 from ringleader.spec import Framework
 
 if TYPE_CHECKING:
     from ringleader.server.schemas import Accepted
 
 submit_dist = typer.Typer(
-    help="Submit a distributed workload: `submit-dist pytorch|mpi NAME --workers N -- CMD`.\n\n"
+    help="Submit a distributed workload: `submit-dist FRAMEWORK NAME --workers N -- CMD`.\n\n"
     "Example: ringleader submit-dist pytorch mnist --workers 2 -g 0.1 "
     "-- python -m ringleader.examples.digits",
     no_args_is_help=True,
@@ -68,7 +72,8 @@ def next_steps(
 
     name = shlex.quote(accepted.name)
     scope = "" if project == (current_project() or "default") else f" -p {shlex.quote(project)}"
-    pod = "launcher" if options.framework.lower() == "mpi" else "master"
+    registered = frameworks.by_spec_name(FRAMEWORKS[options.framework.lower()].value)
+    pod = registered.head_pod if registered else "master"
     lines = [
         (f"{prefix} describe {name}{scope}", "status, pods and events"),
         (f"{prefix} logs {name}{scope} -f", "follow the logs of every pod"),
@@ -80,57 +85,60 @@ def next_steps(
     return "Next:\n" + "\n".join(f"  {c:<{width}}  # {why}" for c, why in lines)
 
 
-def _submitted(options: SubmitOptions, framework: Framework) -> None:
+def _submitted(options: SubmitOptions, framework: Framework, prefix: str = "ringleader") -> None:
+    """Submit, then say so and what to run next (``prefix``: ``ringleader training``
+    for v2's words, ``ringleader training describe NAME``)."""
     accepted, project = submit(options, framework)
     console.print(
         f"The workload '{accepted.name}' has been submitted successfully "
         f"(id {accepted.workload_id}, project {project})"
     )
-    console.print(next_steps(accepted, options, project), soft_wrap=True)
+    console.print(next_steps(accepted, options, project, prefix), soft_wrap=True)
     sys.stdout.flush()
 
 
-@submit_dist.command("pytorch", cls=SubmitCommand)
-@reports_errors
-@submit_options(
-    "name",
-    "workers",
-    *V1,
-    workers=typer.Option(
-        ..., "--workers", metavar="N", help="Worker pods besides the master.", show_default=False
-    ),
-)
-def submit_pytorch(ctx: typer.Context, options: SubmitOptions) -> None:
-    """Submit a PyTorch workload: 1 master + N workers; the command follows --.
+def framework_verb(
+    framework: frameworks.Framework, *names: str, example: str, next_prefix: str = "ringleader"
+) -> Callable[..., None]:
+    """The submit command of ``framework`` (one of the registry's), taking ``names``
+    besides ``NAME``, ``--workers`` (``--processes`` too where a pod runs several
+    ranks: MPI) and ``--slots-per-worker`` where it applies.  ``example``: how its
+    help's example starts (``ringleader submit-dist tf``); ``next_prefix``: the
+    commands the next steps name (``ringleader training``)."""
+    value = Framework(framework.spec_name)
+    slots = ("slots_per_worker",) if framework.uses_slots else ()
+    spellings = ("--workers", "--processes") if framework.uses_slots else ("--workers",)
+    workers = typer.Option(..., *spellings, metavar="N", help=framework.workers_help,
+                           show_default=False)  # fmt: skip
 
-    Example: ringleader submit-dist pytorch mnist --workers 2 -g 0.1
-    -- python -m ringleader.examples.digits
-    """
-    _submitted(options, Framework.PYTORCH)
+    @reports_errors
+    @submit_options("name", "workers", *slots, *names, workers=workers)
+    def submit_framework(ctx: typer.Context, options: SubmitOptions) -> None:
+        _submitted(options, value, next_prefix)
+
+    label = framework.wizard_label or framework.spec_name
+    head = f"1 {framework.layout.head_role} + N workers" if framework.layout.head_role else (
+        "N workers")  # fmt: skip
+    article = "an" if label[0] in "AEIMNOX" else "a"  # an MPI, an XGBoost
+    submit_framework.__doc__ = (
+        f"Submit {article} {label} workload: {head}; the command follows --."
+        f"\n\nRanks: {framework.summary}."
+        f"\n\nExample: {example} NAME --workers 2 -- {framework.example}"
+    )
+    submit_framework.__name__ = f"submit_{framework.name}"
+    return submit_framework
 
 
-@submit_dist.command("mpi", cls=SubmitCommand)
-@reports_errors
-@submit_options(
-    "name",
-    "workers",
-    "slots_per_worker",
-    *V1,
-    workers=typer.Option(
-        ...,
-        "--workers",
-        "--processes",
-        metavar="N",
-        help="Worker pods; a launcher pod runs mpirun over them.",
-        show_default=False,
-    ),
-)
-def submit_mpi_dist(ctx: typer.Context, options: SubmitOptions) -> None:
-    """Submit an MPI workload (Horovod, mpi4py): a launcher runs mpirun over N workers.
+def _add_v1_verbs() -> None:
+    """``submit-dist VERB`` for every framework a workload spec can name."""
+    for framework in frameworks.all_frameworks():
+        if framework.spec_name:
+            verb = framework.cli_verb
+            command = framework_verb(framework, *V1, example=f"ringleader submit-dist {verb}")
+            submit_dist.command(verb, cls=SubmitCommand)(command)
 
-    Example: ringleader submit-dist mpi dist --workers 2 -- python -m mpi4py.bench helloworld
-    """
-    _submitted(options, Framework.MPI)
+
+_add_v1_verbs()
 
 
 @reports_errors

@@ -34,7 +34,9 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
             show_default=False,
         ),
     ),
-    "framework": _opt(str, "--framework", "NAME", "PyTorch (default) or MPI.", "PyTorch"),
+    "framework": _opt(
+        str, "--framework", "NAME", "PyTorch (default), MPI, TF, JAX or XGBoost.", "PyTorch"
+    ),
     "workers": _opt(int, "--workers", "N", "Worker pods.", ...),
     "slots_per_worker": _opt(int, "--slots-per-worker", "N", "MPI ranks per pod (default 1)."),
     # the command (see the module's docstring)

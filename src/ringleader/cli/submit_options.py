@@ -40,7 +40,7 @@ from ringleader.cli.submit_argv import ARGV_KEY, SubmitArgv, SubmitCommand
 from ringleader.cli.submit_flags import ASSET_OPTIONS, OPTIONS, V2_COMPUTE
 from ringleader.errors import InvalidSpec
 from ringleader.shellwords import split_command
-from ringleader.spec import Framework, WorkloadSpec
+from ringleader.spec import RUNNABLE_FRAMEWORKS, Framework, WorkloadSpec
 
 FRAMEWORKS = {f.value.lower(): f for f in Framework}  # --framework is case-insensitive
 # A spec field (snake_case) -> the options that set it; an error names the one typed.
@@ -121,9 +121,10 @@ class SubmitOptions:
         Raises ``InvalidSpec`` naming the flag of the first bad value.
         """
         framework = FRAMEWORKS.get(self.framework.lower())
-        if framework is None:
+        if framework is None or framework not in RUNNABLE_FRAMEWORKS:
+            choices = ", ".join(f.value for f in RUNNABLE_FRAMEWORKS)
             raise InvalidSpec(
-                f"unknown framework {self.framework!r}; choose PyTorch or MPI",
+                f"unknown framework {self.framework!r}; choose one of {choices}",
                 self._flag("framework"),
             )
         name, as_prefix = self._name()

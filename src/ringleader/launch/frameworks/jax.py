@@ -32,6 +32,6 @@ FRAMEWORK = Framework(
     summary="JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID",
     layout=WORKERS_ONLY,
     env=jax_env,
-    example="python train.py  # jax.distributed.initialize() or ringleader.runtime.init()",
     workers_help="Worker pods (worker 0 is JAX's coordinator, process 0).",
+    example="python -m ringleader.examples.jax_digits",
 )

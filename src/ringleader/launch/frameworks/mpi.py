@@ -18,4 +18,5 @@ FRAMEWORK = Framework(
     layout=LAUNCHER_WORKERS,
     supervisor="ringleader.launch.mpi:MPISupervisor",
     uses_slots=True,
+    example="python -m mpi4py.bench helloworld",
 )

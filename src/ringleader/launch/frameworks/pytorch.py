@@ -15,4 +15,5 @@ FRAMEWORK = Framework(
     summary="torchrun's environment",
     layout=MASTER_WORKERS,
     supervisor="ringleader.launch.supervisor:Supervisor",
+    example="python -m ringleader.examples.digits",
 )

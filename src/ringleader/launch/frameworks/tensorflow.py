@@ -35,7 +35,7 @@ FRAMEWORK = Framework(
     summary="TF_CONFIG (chief + workers)",
     layout=CHIEF_WORKERS,
     env=tf_config,
-    example="python train.py  # MultiWorkerMirroredStrategy reads TF_CONFIG",
     workers_help="Worker pods besides the chief.",
     wizard_label="TensorFlow",
+    example="python train.py",
 )

@@ -34,7 +34,7 @@ def whole_gpus(spec: Any) -> tuple[str, str] | None:
         if compute.gpu_portion_request is not None and compute.gpu_portion_request < 1:
             return (
                 f"XGBoost pods take whole GPUs (gpuPortionRequest "
-                f"{compute.gpu_portion_request:g}); ask for gpuDevicesRequest instead",
+                f"{compute.gpu_portion_request:g}): ask for whole devices (gpuDevicesRequest, -g 1)",
                 f"{where}.compute.gpuPortionRequest",
             )
     return None
@@ -43,10 +43,10 @@ def whole_gpus(spec: Any) -> tuple[str, str] | None:
 FRAMEWORK = Framework(
     name="xgboost",
     spec_name="XGBoost",
-    summary="a master runs XGBoost's tracker; DMLC_* and torchrun's names",
+    summary="torchrun's names and DMLC_*; the master runs XGBoost's tracker",
     layout=MASTER_WORKERS,
     env=dmlc_env,
     check=whole_gpus,
-    example="python train.py  # ringleader.runtime.xgboost_collective()",
     workers_help="Worker pods besides the master.",
+    example="python -m ringleader.examples.xgboost_digits",
 )

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Forbidden, InvalidSpec, NotFound, RingleaderError, Unauthorized
+from ringleader.launch.frameworks import HEAD_ROLES
 from ringleader.launch.mpi_rank import exec_environment
 from ringleader.server import phases
 from ringleader.server.auth import pod_project, user_for_token
@@ -83,11 +84,14 @@ class ExecPlace:
 
 
 def pick_pod(names: list[str], heads: list[str], workload: str, pod: str | None) -> str:
-    """The pod asked for (full name or suffix), or the master/launcher pod."""
+    """The pod asked for (full name or suffix), or the head pod (master, chief,
+    launcher), or worker 0 where every pod is a worker (JAX's coordinator)."""
     if pod is None:
-        if not heads:
-            raise NotFound("pod", f"{workload}-master-0")
-        return heads[0]
+        if heads:
+            return heads[0]
+        if f"{workload}-worker-0" in names:
+            return f"{workload}-worker-0"
+        raise NotFound("pod", f"{workload}-master-0")
     for candidate in (pod, f"{workload}-{pod}"):
         if candidate in names:
             return candidate
@@ -117,7 +121,7 @@ def exec_target(
         if by:
             require_exec_as_other(s, user, workload)
         names = [p.name for p in workload.pods]
-        heads = [p.name for p in workload.pods if p.role in ("master", "launcher")]
+        heads = [p.name for p in workload.pods if p.role in HEAD_ROLES]
         name = pick_pod(names, heads, workload.name, pod)
         handle, phase, backend = workload.handle, workload.phase, workload.backend
         place = (workload.id, workload.name)

@@ -31,6 +31,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ringleader.errors import RingleaderError
+from ringleader.launch.frameworks import HEAD_ROLES
 from ringleader.server.models import (
     Event,
     Pod,
@@ -238,7 +239,7 @@ def pods(session: Session, user: User, workload_id: str, *, cluster_id: str = ""
     row = get(session, user, workload_id)
     spec = WorkloadSpec.from_stored(row.spec)
     project_name = row.project.name  # one row: its relationship, not the two-query batch
-    rows = sorted(row.pods, key=lambda p: (p.role != "master" and p.role != "launcher", p.index))
+    rows = sorted(row.pods, key=lambda p: (p.role not in HEAD_ROLES, p.index))
     return [
         PodOut(
             name=p.name,

@@ -1,0 +1,79 @@
+"""TensorFlow, JAX and XGBoost workloads on a real server (issue 25), as a user types
+them: ``submit-dist jax``, ``training xgboost submit``; each framework's pods, its
+program trained across them, its TYPE in ``list``; and what does not fit refused
+naming the flag, with nothing created.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from tests.server.conftest import ServerProcess, stop_workloads
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    running = ServerProcess(tmp_path / "home", "--run-as", "server")
+    running.start()
+    try:
+        yield running
+    finally:
+        running.kill()
+        stop_workloads(running.home)
+
+
+def test_jax_and_xgboost_programs_train_as_workloads_with_their_pods(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    for package in ("jax", "xgboost"):
+        require(importlib.util.find_spec(package) is not None, f"{package} (the examples extra)")
+    jax = server.cli("submit-dist", "jax", "jx", "--workers", "2", "--", "python", "-m",
+                     "ringleader.examples.jax_digits", "--steps", "50", cwd=str(tmp_path))  # fmt: skip
+    assert jax.returncode == 0, jax.stderr
+    assert "ringleader bash jx" not in jax.stdout  # not interactive: no shell to offer
+    xgb = server.cli("training", "xgboost", "submit", "xg", "--workers", "1", "--", "python",
+                     "-m", "ringleader.examples.xgboost_digits", "--rounds", "10",
+                     cwd=str(tmp_path))  # fmt: skip
+    assert xgb.returncode == 0, xgb.stderr
+    assert "ringleader training describe xg" in xgb.stdout, xgb.stdout  # v2's words next
+    for name in ("jx", "xg"):
+        described = server.wait_status(name, {"Completed", "Failed"})
+        assert "Status: Completed" in described, described
+    jx_logs = server.cli("logs", "jx").stdout
+    assert "[jx-worker-0] psum of process ids: 1 (2 processes)" in jx_logs, jx_logs
+    assert re.search(r"\[jx-worker-0\] final test accuracy: 0\.[89]", jx_logs), jx_logs
+    xg_logs = server.cli("training", "xgboost", "logs", "xg").stdout
+    assert "[xg-master-0] rank 0 of 2: 719 training rows here" in xg_logs, xg_logs
+    assert re.search(r"\[xg-master-0\] final test accuracy: 0\.9", xg_logs), xg_logs
+    listed = server.cli("training", "list").stdout
+    assert re.search(r"jx\s+Completed.*JAX distributed", listed), listed
+    assert re.search(r"xg\s+Completed.*XGBoost distributed", listed), listed
+    pods = server.cli("describe", "jx").stdout
+    assert "jx-worker-1" in pods and "jx-master" not in pods, pods
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["submit-dist", "tf", "t1", "--processes", "2"], "no such option: --processes"),
+        (["submit-dist", "xgboost", "x1", "--workers", "1", "-g", "0.5"],
+         "-g: XGBoost pods take whole GPUs (gpuPortionRequest 0.5)"),
+        (["training", "tf", "submit", "t2", "--workers", "0"],
+         "--workers: Input should be greater than or equal to 1"),
+        (["distributed", "submit", "t3", "--framework", "keras", "--workers", "1"],
+         "--framework: unknown framework 'keras'; choose one of PyTorch, MPI, TF, XGBoost, JAX"),
+    ],
+)  # fmt: skip
+def test_what_a_framework_does_not_take_is_refused_naming_the_flag(
+    server: ServerProcess, argv: list[str], said: str
+) -> None:
+    done = server.cli(*argv, "--", "true")
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert argv[2 if argv[0] != "training" else 3] not in server.cli("list").stdout
