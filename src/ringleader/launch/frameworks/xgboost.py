@@ -34,7 +34,8 @@ def whole_gpus(spec: Any) -> tuple[str, str] | None:
         if compute.gpu_portion_request is not None and compute.gpu_portion_request < 1:
             return (
                 f"XGBoost pods take whole GPUs (gpuPortionRequest "
-                f"{compute.gpu_portion_request:g}): ask for whole devices (gpuDevicesRequest, -g 1)",
+                f"{compute.gpu_portion_request:g}): ask for whole devices "
+                "(gpuDevicesRequest, -g 1)",
                 f"{where}.compute.gpuPortionRequest",
             )
     return None
