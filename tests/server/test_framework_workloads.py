@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require
-from tests.server.conftest import ServerProcess, stop_workloads
+from tests.server.conftest import API, ServerProcess, api, stop_workloads
+
+
+__all__ = ["api"]  # the fixture, used by name
 
 
 @pytest.fixture
@@ -77,3 +80,13 @@ def test_what_a_framework_does_not_take_is_refused_naming_the_flag(
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert argv[2 if argv[0] != "training" else 3] not in server.cli("list").stdout
+
+
+def test_a_master_spec_for_a_framework_without_a_master_is_refused(api: API) -> None:
+    body = {"name": "jm", "projectId": api.project_id(), "masterSpecSameAsWorker": False,
+            "masterSpec": {"command": "true"},
+            "spec": {"command": "true", "numWorkers": 2, "distributedFramework": "JAX"}}  # fmt: skip
+    refused = api.post("/api/v1/workloads/distributed", json=body)
+    assert refused.status_code == 422, refused.text
+    assert "masterSpec" in refused.text and "no master pod" in refused.text, refused.text
+    assert api.get("/api/v1/workloads").json()["workloads"] == []

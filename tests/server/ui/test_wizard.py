@@ -429,3 +429,21 @@ def test_bounds_an_unknown_action_and_a_viewer_are_refused_by_their_fields(api: 
     answer = _post(api, csrf, _form(api, new_environment_name="env", action="create-environment"))
     assert "cannot create its assets" in _field_error(answer.text, "project")
     assert _workloads(api) == [] and api.get("/api/v1/asset/environment").json()["entries"] == []
+
+
+def test_the_framework_step_offers_the_registrys_and_each_is_created_as_chosen(api: API):
+    """TensorFlow, JAX and XGBoost join PyTorch and MPI (issue 25), from the registry:
+    each labelled, each stored as its spec name."""
+    csrf = _login(api)
+    page = api.client.get("/workloads/new", headers=HTML).text
+    offered = re.findall(r'name="framework" value="([^"]+)" data-head="([^"]*)"', page)
+    assert offered == [("PyTorch", "master"), ("MPI", "launcher"), ("TF", "chief"),
+                       ("JAX", ""), ("XGBoost", "master")]  # fmt: skip
+    assert re.search(r'value="TF" data-head="chief"[^>]*> TensorFlow</label>', page)
+    for framework in ("TF", "JAX", "XGBoost"):
+        form = _form(api, framework=framework, name=f"fw-{framework.lower()}",
+                     topology="workers", gpu_request_type="")  # fmt: skip
+        answer = _post(api, csrf, form)
+        assert answer.status_code == 303, answer.text
+        workload_id = answer.headers["location"].removeprefix("/workloads/")
+        assert _stored(api, workload_id)["spec"]["distributedFramework"] == framework

@@ -136,9 +136,16 @@ def submit(
             + " and ".join(f.value for f in RUNNABLE_FRAMEWORKS),
             "spec.distributedFramework",
         )
-    refused = body.registered_framework.check(body) if body.registered_framework else None
+    framework = body.registered_framework
+    refused = framework.check(body) if framework else None
     if refused is not None:
         raise InvalidSpec(*refused)
+    if framework and not framework.layout.head_role and not body.master_spec_same_as_worker:
+        raise InvalidSpec(
+            f"{body.framework.value} workloads have no master pod (every pod is a worker, "
+            "worker 0 leads): leave masterSpec out",
+            "masterSpec",
+        )
     if body.spec.priority_class and body.spec.priority_class not in PRIORITY_CLASSES:
         raise InvalidSpec(
             f"unknown priority class {body.spec.priority_class!r}; choose one of "

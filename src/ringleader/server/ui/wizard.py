@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict, Forbidden, InvalidSpec, NotFound, RingleaderError
+from ringleader.launch import frameworks
 from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server.asset_schemas import (
     EnvironmentCreationRequest,
@@ -121,10 +122,22 @@ def _form_page(
         environments=_asset_groups(s, user, ENVIRONMENT),
         computes=_asset_groups(s, user, COMPUTE),
         priority_classes=sorted(PRIORITY_CLASSES),
+        frameworks=framework_choices(),
         saved=saved,
         copied_from=copied_from,
         start_step=start_step,
     )
+
+
+def framework_choices() -> list[dict[str, str]]:
+    """The wizard's framework step: every framework a spec can name, from the registry
+    (a plug-in's too): its value, its label and its head pod's role ("" for none)."""
+    return [
+        {"value": f.spec_name, "label": f.wizard_label or f.spec_name,
+         "head": f.layout.head_role or ""}
+        for f in frameworks.all_frameworks()
+        if f.spec_name
+    ]  # fmt: skip
 
 
 def free_name(s: Session, project_id: str, base: str) -> str:
