@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import require
 from tests.server.conftest import API, ServerProcess, api, stop_workloads
 
-
 __all__ = ["api"]  # the fixture, used by name
 
 
