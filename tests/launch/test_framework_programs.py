@@ -1,7 +1,7 @@
 """Each framework's real package, started by ``ringleader launch --framework NAME`` on
-this machine (issue 25): JAX and XGBoost programs train on the digits across two
-processes to what one process reaches, and TensorFlow's ranks get one ``TF_CONFIG``
-naming a port of their own each.
+this machine (issue 25): TensorFlow, JAX and XGBoost programs train on the digits
+across two processes to what one process reaches, and TensorFlow's ranks get one
+``TF_CONFIG`` naming a port of their own each.
 
 With ``CI=true`` a missing package fails (``require``), never skips.
 """
@@ -62,6 +62,19 @@ def test_an_xgboost_program_trains_across_two_ranks_as_one_would(tmp_path: Path)
     alone = _run([sys.executable, *example[1:]], tmp_path)
     assert "rank 0 of 1: 1437 training rows here" in alone.stdout, alone.stdout
     assert _accuracy(gang.stdout) == pytest.approx(_accuracy(alone.stdout), abs=0.02)
+    assert _accuracy(alone.stdout) > 0.9
+
+
+def test_a_tensorflow_program_trains_across_two_workers_as_one_would(tmp_path: Path) -> None:
+    """MultiWorkerMirroredStrategy reads the TF_CONFIG each rank gets; full-batch steps
+    with the gradient summed across workers end where one worker's do."""
+    _package("tensorflow")
+    example = ["python", "-m", "ringleader.examples.tf_digits", "--steps", "100"]
+    gang = _run([*RL, "-n", "2", "--framework", "tf", "--", *example], tmp_path)
+    assert "[0/2 localhost] workers: 2" in gang.stdout, gang.stdout
+    alone = _run([sys.executable, *example[1:]], tmp_path)
+    assert "workers: 1" in alone.stdout, alone.stdout
+    assert _accuracy(gang.stdout) == pytest.approx(_accuracy(alone.stdout), abs=0.003)
     assert _accuracy(alone.stdout) > 0.9
 
 

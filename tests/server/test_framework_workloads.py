@@ -1,5 +1,5 @@
 """TensorFlow, JAX and XGBoost workloads on a real server (issue 25), as a user types
-them: ``submit-dist jax``, ``training xgboost submit``; each framework's pods, its
+them: ``submit-dist tf``, ``submit-dist jax``, ``training xgboost submit``; each framework's pods, its
 program trained across them, its TYPE in ``list``; and what does not fit refused
 naming the flag, with nothing created.
 """
@@ -30,10 +30,10 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         stop_workloads(running.home)
 
 
-def test_jax_and_xgboost_programs_train_as_workloads_with_their_pods(
+def test_tf_jax_and_xgboost_programs_train_as_workloads_with_their_pods(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    for package in ("jax", "xgboost"):
+    for package in ("tensorflow", "jax", "xgboost"):
         require(importlib.util.find_spec(package) is not None, f"{package} (the examples extra)")
     jax = server.cli("submit-dist", "jax", "jx", "--workers", "2", "--", "python", "-m",
                      "ringleader.examples.jax_digits", "--steps", "50", cwd=str(tmp_path))  # fmt: skip
@@ -44,7 +44,10 @@ def test_jax_and_xgboost_programs_train_as_workloads_with_their_pods(
                      cwd=str(tmp_path))  # fmt: skip
     assert xgb.returncode == 0, xgb.stderr
     assert "ringleader training describe xg" in xgb.stdout, xgb.stdout  # v2's words next
-    for name in ("jx", "xg"):
+    tf = server.cli("submit-dist", "tf", "tfw", "--workers", "1", "--", "python", "-m",
+                    "ringleader.examples.tf_digits", "--steps", "50", cwd=str(tmp_path))  # fmt: skip
+    assert tf.returncode == 0, tf.stderr
+    for name in ("jx", "xg", "tfw"):
         described = server.wait_status(name, {"Completed", "Failed"})
         assert "Status: Completed" in described, described
     jx_logs = server.cli("logs", "jx").stdout
@@ -53,7 +56,11 @@ def test_jax_and_xgboost_programs_train_as_workloads_with_their_pods(
     xg_logs = server.cli("training", "xgboost", "logs", "xg").stdout
     assert "[xg-master-0] rank 0 of 2: 719 training rows here" in xg_logs, xg_logs
     assert re.search(r"\[xg-master-0\] final test accuracy: 0\.9", xg_logs), xg_logs
+    tf_logs = server.cli("logs", "tfw").stdout
+    assert "[tfw-chief-0] workers: 2" in tf_logs, tf_logs
+    assert re.search(r"\[tfw-chief-0\] final test accuracy: 0\.[89]", tf_logs), tf_logs
     listed = server.cli("training", "list").stdout
+    assert re.search(r"tfw\s+Completed.*TF distributed", listed), listed
     assert re.search(r"jx\s+Completed.*JAX distributed", listed), listed
     assert re.search(r"xg\s+Completed.*XGBoost distributed", listed), listed
     pods = server.cli("describe", "jx").stdout
