@@ -58,6 +58,7 @@ BENCHMARKS = [
     ("slurm.py", [], ("| submit -> first step (s) |", "| whole job (s) |")),  # its own cluster
     ("images.py", [], ("| start | last_started_s |", "| start | added by the container")),
     ("image_distribution.py", [], ("| registry |", "| image sync |", "| naive | ")),
+    ("frameworks.py", [], ("| tf | to first step |", "| jax | whole job |", "| xgboost |")),
 ]
 
 

@@ -23,6 +23,7 @@ Output (process 0 only)::
 from __future__ import annotations
 
 import argparse
+import time
 
 TRAIN_ROWS = 1436
 
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--lr", type=float, default=0.5)
+    parser.add_argument("--bench", action="store_true",
+                        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)")
     args = parser.parse_args(argv)
 
     import jax  # before runtime.init(): it initialises JAX's world for a JAX program
@@ -74,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     params = (jnp.zeros((64, 10), jnp.float32), jnp.zeros((10,), jnp.float32))
     for number in range(1, args.steps + 1):
         params, value = step(params, xs, ys)
+        if number == 1 and args.bench and ctx.is_main:
+            value.block_until_ready()
+            print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)
         if ctx.is_main and number % 100 == 0:
             print(f"step {number}/{args.steps}: loss {float(value):.4f}", flush=True)
     w, b = (np.asarray(jax.device_get(p)) for p in params)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 TRAIN_ROWS = 1436
 
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--lr", type=float, default=0.5)
+    parser.add_argument("--bench", action="store_true",
+                        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up notes
 
@@ -86,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workers: {count}", flush=True)
     for number in range(1, args.steps + 1):
         loss = step(xs, ys)
+        if number == 1 and args.bench and rank == 0:
+            strategy.experimental_local_results(loss)[0].numpy()  # the step has ended
+            print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)
         if rank == 0 and number % 100 == 0:
             # Already summed across workers: this worker's copy, no collective (a
             # reduce here, on the chief alone, would wait for the others for ever).

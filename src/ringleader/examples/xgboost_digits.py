@@ -20,11 +20,27 @@ Output (rank 0 only)::
 from __future__ import annotations
 
 import argparse
+import time
+
+
+def _first_round() -> type:
+    """A callback class that prints the time the first boosting round ended (``--bench``)."""
+    import xgboost
+
+    class FirstRound(xgboost.callback.TrainingCallback):
+        def after_iteration(self, model: object, epoch: int, evals_log: object) -> bool:
+            if epoch == 0:
+                print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)
+            return False
+
+    return FirstRound
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--bench", action="store_true",
+                        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)")
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -46,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         dtrain = xgboost.DMatrix(x_train[mine], label=y_train[mine])
         if rank == 0:
             print(f"rank {rank} of {world}: {dtrain.num_row()} training rows here", flush=True)
-        booster = xgboost.train(params, dtrain, num_boost_round=args.rounds)
+        told = [_first_round()()] if args.bench and rank == 0 else []
+        booster = xgboost.train(params, dtrain, num_boost_round=args.rounds, callbacks=told)
     predicted = booster.predict(xgboost.DMatrix(x_test))
     accuracy = float(np.mean(predicted == y_test))
     if rank == 0:
