@@ -31,7 +31,7 @@ from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
-# A hang fails the test instead of stalling the suite.  All eight run at once, beside
+# A hang fails the test instead of stalling the suite.  All nine run at once, beside
 # another worker's tests: on 2 loaded cores the control plane's took over 300 s in CI.
 LIMIT_S = 600
 
