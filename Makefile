@@ -36,7 +36,7 @@ system:
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "$(TORCH_SPEC)"
-	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,dev]"
+	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,kubeflow,dev]"
 	touch $(STAMP)
 
 # The embedded server (left running, state in ./.ringleader-demo), the digits example as a

@@ -57,6 +57,7 @@ SERVER_COMMANDS: dict[tuple[str, ...], list[str]] = {
         ("training", fw, "submit"): ["x", "--workers", "1", "--", "true"]
         for fw in ("pytorch", "mpi", "tf", "jax", "xgboost")
     },
+    ("export", "kubeflow"): ["x"],
     ("training", "list"): [],
     ("training", "describe"): ["x"],
     ("training", "logs"): ["x"],

@@ -96,3 +96,33 @@ def test_a_master_spec_for_a_framework_without_a_master_is_refused(api: API) -> 
     assert refused.status_code == 422, refused.text
     assert "masterSpec" in refused.text and "no master pod" in refused.text, refused.text
     assert api.get("/api/v1/workloads").json()["workloads"] == []
+
+
+def test_export_kubeflow_writes_a_submitted_workload_as_kubeflow_runs_it(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The CLI end to end: the workload read back from the server, its framework's job
+    written to a file, what cannot map refused naming the flag (golden manifests:
+    tests/export)."""
+    import yaml
+
+    done = server.cli("submit-dist", "tf", "tfx", "--workers", "1", "-e", "LR=0.1", "--",
+                      "python", "train.py", cwd=str(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    imageless = server.cli("export", "kubeflow", "tfx")
+    assert imageless.returncode == 2 and "--image: workload 'tfx' names no image" in (
+        imageless.stderr), imageless.stderr  # fmt: skip
+    target = tmp_path / "tfx.yaml"
+    wrote = server.cli("export", "kubeflow", "tfx", "--image", "team/train:1", "-o", str(target))
+    assert wrote.returncode == 0 and f"wrote TFJob tfx to {target}" in wrote.stderr, wrote.stderr
+    job = yaml.safe_load(target.read_text())
+    assert (job["kind"], job["metadata"]["namespace"]) == ("TFJob", "default")
+    chief = job["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
+    assert chief["command"] == ["python", "train.py"] and chief["image"] == "team/train:1"
+    assert {"name": "LR", "value": "0.1"} in chief["env"]
+    assert job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 1
+    v2 = server.cli("export", "kubeflow", "tfx", "--image", "i", "--trainer-v2")
+    assert v2.returncode == 2 and "--runtime: Kubeflow Trainer ships no built-in" in v2.stderr
+    missing = server.cli("export", "kubeflow", "nothing-so-named")
+    assert missing.returncode != 0 and "nothing-so-named" in missing.stderr
+    assert "Traceback" not in imageless.stderr + v2.stderr + missing.stderr

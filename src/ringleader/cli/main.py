@@ -224,6 +224,11 @@ COMMANDS: dict[str, LazyCommand] = {
     "distributed": LazyCommand(
         "ringleader.cli.distributed:app", "Distributed workloads, Run:ai CLI v2 style.", group=True
     ),
+    "export": LazyCommand(
+        "ringleader.cli.export:app",
+        "Write a workload as another system runs it (Kubeflow's jobs).",
+        group=True,
+    ),
     "training": LazyCommand(
         "ringleader.cli.training:app",
         "Training workloads, Run:ai CLI v2's words: `training FRAMEWORK submit NAME`.",

@@ -32,8 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--lr", type=float, default=0.5)
-    parser.add_argument("--bench", action="store_true",
-                        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)")
+    parser.add_argument(
+        "--bench",
+        action="store_true",
+        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)",
+    )
     args = parser.parse_args(argv)
 
     import jax  # before runtime.init(): it initialises JAX's world for a JAX program

@@ -39,8 +39,11 @@ def _first_round() -> type:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--bench", action="store_true",
-                        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)")
+    parser.add_argument(
+        "--bench",
+        action="store_true",
+        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)",
+    )
     args = parser.parse_args(argv)
 
     import numpy as np

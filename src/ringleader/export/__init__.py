@@ -1,0 +1,1 @@
+"""What a workload becomes elsewhere: ``kubeflow`` writes Kubeflow's job manifests."""
