@@ -93,3 +93,15 @@ def test_tensorflow_ranks_get_one_cluster_each_with_their_own_task(tmp_path: Pat
     assert len(set(addresses)) == 3 and all(a.startswith("127.0.0.1:") for a in addresses)
     tasks = sorted((c["task"]["type"], c["task"]["index"]) for c in configs)
     assert tasks == [("chief", 0), ("worker", 0), ("worker", 1)]
+
+
+def test_a_jax_world_not_the_one_expected_fails_naming_what_formed(tmp_path: Path) -> None:
+    """runtime.init() checks the JAX world with a real all-gather, as it does torch's."""
+    _package("jax")
+    program = ("import jax; from ringleader import runtime; "
+               "runtime.init(expected_world_size=3)")  # fmt: skip
+    done = subprocess.run([*RL, "-n", "2", "--framework", "jax", "--", "python", "-c", program],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "WorldSizeMismatch: JAX formed a world of 2 process(es)" in done.stderr, done.stderr
+    assert "not the 3 launched" in done.stderr

@@ -160,7 +160,7 @@ def init(
     install_error_recorder()
     if wants_jax(os.environ, sys.modules):  # a JAX program: JAX's world, not torch's
         if _context is None:
-            _context = init_jax(timeout_s, expected_world_size)
+            _context = _jax_context(timeout_s, expected_world_size)
         return _context
     import torch
     import torch.distributed as dist
@@ -201,6 +201,20 @@ def init(
         source=env.source,
     )
     return _context
+
+
+def _jax_context(timeout_s: float, expected: int | None) -> DistContext:
+    try:
+        world = init_jax(timeout_s, expected)
+    except ValueError as exc:
+        raise WorldSizeMismatch(str(exc)) from None
+    return DistContext(
+        rank=world.rank, local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+        world_size=world.world_size,
+        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
+        node_rank=int(os.environ.get("NODE_RANK", "0")), device=world.device,
+        backend="jax", source="jax",
+    )  # fmt: skip
 
 
 def _init_group(source: str, backend: str, rank: int, world: int, timeout_s: float) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES = "JAX_NUM_PROCESSES"
@@ -40,11 +40,19 @@ def place(environ: Mapping[str, str]) -> tuple[str, int, int]:
     return coordinator, count, index
 
 
-def init_jax(timeout_s: float, expected: int | None) -> Any:
-    """Join the JAX world this process was launched into; its ``DistContext``."""
-    import jax
+class JaxWorld(NamedTuple):
+    """Where this process sits in the JAX world that formed (``dist`` makes its context)."""
 
-    from ringleader.runtime.dist import DistContext, WorldSizeMismatch
+    rank: int
+    world_size: int
+    device: Any  # its first local jax.Device
+
+
+def init_jax(timeout_s: float, expected: int | None) -> JaxWorld:
+    """Join the JAX world this process was launched into.  A world that is not the one
+    launched raises ``ValueError`` saying what formed (``dist.init`` re-raises it as
+    ``WorldSizeMismatch``)."""
+    import jax
 
     coordinator, count, index = place(os.environ)
     if count > 1 and not jax.distributed.is_initialized():
@@ -58,17 +66,11 @@ def init_jax(timeout_s: float, expected: int | None) -> Any:
     joined, id_sum = _joined()
     want = expected or count
     if joined != want or id_sum != want * (want - 1) // 2:
-        raise WorldSizeMismatch(
+        raise ValueError(
             f"JAX formed a world of {joined} process(es) (ids summing to {id_sum}), "
             f"not the {want} launched (check JAX_NUM_PROCESSES and JAX_PROCESS_ID)"
         )
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    return DistContext(
-        rank=index, local_rank=local, world_size=count,
-        local_world_size=int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
-        node_rank=int(os.environ.get("NODE_RANK", "0")),
-        device=jax.local_devices()[0], backend="jax", source="jax",
-    )  # fmt: skip
+    return JaxWorld(index, count, jax.local_devices()[0])
 
 
 def _joined() -> tuple[int, int]:
