@@ -126,3 +126,13 @@ def test_export_kubeflow_writes_a_submitted_workload_as_kubeflow_runs_it(
     missing = server.cli("export", "kubeflow", "nothing-so-named")
     assert missing.returncode != 0 and "nothing-so-named" in missing.stderr
     assert "Traceback" not in imageless.stderr + v2.stderr + missing.stderr
+
+
+def test_the_list_filters_by_framework(api: API) -> None:
+    for name, framework in (("lt", "TF"), ("lj", "JAX"), ("lp", "PyTorch")):
+        created = api.submit(name, "true", distributedFramework=framework)
+        assert created.status_code == 202, created.text
+    found = api.get("/api/v1/workloads", params={"filterBy": "framework==JAX"}).json()
+    assert [(w["name"], w["framework"]) for w in found["workloads"]] == [("lj", "JAX")]
+    others = api.get("/api/v1/workloads", params={"filterBy": "framework!=JAX"}).json()
+    assert sorted(w["name"] for w in others["workloads"]) == ["lp", "lt"]
