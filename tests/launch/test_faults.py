@@ -212,3 +212,31 @@ def test_rank_ignoring_sigterm_is_killed_after_grace(script) -> None:
     assert proc.returncode == 2
     assert "ignoring SIGTERM" in proc.stdout  # it got SIGTERM first, then SIGKILL
     assert job_pids("rl-grace") == []
+
+
+def test_an_agent_told_bye_exits_cleanly_while_its_link_is_still_open() -> None:
+    """The supervisor says ``bye`` and keeps its end of the pipe open a moment: the
+    agent's reader thread is still blocked reading stdin when the agent ends.  It must
+    exit 0 at once, not sit out Python's one-second wait for stdin's lock at shutdown
+    and then abort ("Fatal Python error: _enter_buffered_busy", SIGABRT), which every
+    launch paid at its end."""
+    import subprocess
+    import sys
+
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "ringleader.launch.agent", "--job-id", "rl-bye-test"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert agent.stdin is not None
+    try:
+        agent.stdin.write(b'{"op": "bye"}\n')
+        agent.stdin.flush()
+        code = agent.wait(timeout=60)  # the pipe stays open: only the agent can end this
+        stderr = agent.stderr.read().decode() if agent.stderr else ""
+    finally:
+        agent.stdin.close()
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert code == 0, stderr
+    assert "Fatal Python error" not in stderr, stderr

@@ -20,4 +20,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    agent.exit_now(main())  # as the agent's own: no shutdown wait on the link's lock
