@@ -16,10 +16,25 @@ A world of one needs no tracker: the block runs as plain XGBoost.
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ringleader.runtime.env import detect
+
+
+def _wait_for_tracker(host: str, port: int, timeout_s: float) -> None:
+    """Until the master's tracker accepts connections (or ``timeout_s``): a worker that
+    joins before it listens is refused and XGBoost retries with a growing back-off,
+    seconds lost on every start."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.05)
 
 
 @contextmanager
@@ -39,6 +54,8 @@ def xgboost_collective(timeout_s: int = 300) -> Iterator[int]:
             sortby="task", timeout=timeout_s,
         )  # fmt: skip
         tracker.start()
+    else:
+        _wait_for_tracker(str(env.master_addr), int(env.master_port), timeout_s)
     args = {"dmlc_tracker_uri": env.master_addr, "dmlc_tracker_port": int(env.master_port),
             "dmlc_task_id": str(env.rank), "dmlc_timeout": timeout_s}  # fmt: skip
     try:
