@@ -136,3 +136,16 @@ def test_the_list_filters_by_framework(api: API) -> None:
     assert [(w["name"], w["framework"]) for w in found["workloads"]] == [("lj", "JAX")]
     others = api.get("/api/v1/workloads", params={"filterBy": "framework!=JAX"}).json()
     assert sorted(w["name"] for w in others["workloads"]) == ["lp", "lt"]
+
+
+def test_exec_and_bash_go_to_the_head_pod_or_to_worker_0_where_all_are_workers() -> None:
+    from ringleader.errors import NotFound
+    from ringleader.server.services.exec import pick_pod
+
+    tf = ["t-chief-0", "t-worker-0"]
+    assert pick_pod(tf, ["t-chief-0"], "t", None) == "t-chief-0"
+    jax = ["j-worker-0", "j-worker-1"]
+    assert pick_pod(jax, [], "j", None) == "j-worker-0"  # JAX's coordinator, process 0
+    assert pick_pod(jax, [], "j", "worker-1") == "j-worker-1"
+    with pytest.raises(NotFound):
+        pick_pod([], [], "gone", None)
