@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import time
 
-TRAIN_ROWS = 1436
+from ringleader.examples import digits_data
+
+TRAIN_ROWS = digits_data.TRAIN_ROWS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,17 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     import jax.numpy as jnp
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
     from ringleader import runtime
 
     ctx = runtime.init()
     count, index = jax.process_count(), jax.process_index()
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x / 16.0, y, test_size=0.2, random_state=0, stratify=y
-    )
+    x_train, x_test, y_train, y_test = digits_data.split()
     x_train, y_train = x_train[:TRAIN_ROWS], y_train[:TRAIN_ROWS]
     mesh = Mesh(np.array(jax.devices()), ("data",))
     rows = NamedSharding(mesh, PartitionSpec("data"))

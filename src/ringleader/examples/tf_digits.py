@@ -29,7 +29,9 @@ import json
 import os
 import time
 
-TRAIN_ROWS = 1436
+from ringleader.examples import digits_data
+
+TRAIN_ROWS = digits_data.TRAIN_ROWS
 
 
 def _rank() -> int:
@@ -52,15 +54,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     import tensorflow as tf
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     count, rank = strategy.num_replicas_in_sync, _rank()
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x / 16.0, y, test_size=0.2, random_state=0, stratify=y
-    )
+    x_train, x_test, y_train, y_test = digits_data.split()
     share = TRAIN_ROWS // count
     mine = slice(rank * share, (rank + 1) * share)
     xs = tf.constant(x_train[:TRAIN_ROWS][mine], tf.float32)

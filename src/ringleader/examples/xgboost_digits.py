@@ -48,15 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     import xgboost
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
     from ringleader import runtime
+    from ringleader.examples import digits_data
 
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=0.2, random_state=0, stratify=y
-    )
+    x_train, x_test, y_train, y_test = digits_data.split(scaled=False)
     params = {"objective": "multi:softmax", "num_class": 10, "tree_method": "hist",
               "max_depth": 4, "eta": 0.3, "nthread": 1, "seed": 0}  # fmt: skip
     with runtime.xgboost_collective() as rank:
