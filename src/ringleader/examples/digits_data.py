@@ -4,6 +4,8 @@ so a gang and one process, or two frameworks, see the very same rows."""
 
 from __future__ import annotations
 
+import argparse
+import time
 from typing import Any
 
 #: The training rows the full-batch examples use: a multiple of 1, 2 and 4 processes.
@@ -21,3 +23,19 @@ def split(scaled: bool = True) -> tuple[Any, Any, Any, Any]:
         x, y, test_size=0.2, random_state=0, stratify=y
     )
     return x_train, x_test, y_train, y_test
+
+
+def arguments(description: str, argv: list[str] | None, **numbers: int | float) -> Any:
+    """An example's options: each of ``numbers`` (``steps=300`` is ``--steps``, its type
+    the default's), and ``--bench``."""
+    parser = argparse.ArgumentParser(description=description)
+    for name, default in numbers.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default)
+    said = "print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)"
+    parser.add_argument("--bench", action="store_true", help=said)
+    return parser.parse_args(argv)
+
+
+def first_step_done() -> None:
+    """The ``--bench`` line: the wall clock as rank 0's first step has ended."""
+    print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)

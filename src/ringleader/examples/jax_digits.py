@@ -22,24 +22,13 @@ Output (process 0 only)::
 
 from __future__ import annotations
 
-import argparse
-import time
-
 from ringleader.examples import digits_data
 
 TRAIN_ROWS = digits_data.TRAIN_ROWS
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--lr", type=float, default=0.5)
-    parser.add_argument(
-        "--bench",
-        action="store_true",
-        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)",
-    )
-    args = parser.parse_args(argv)
+    args = digits_data.arguments(__doc__.splitlines()[0], argv, steps=300, lr=0.5)
 
     import jax  # before runtime.init(): it initialises JAX's world for a JAX program
     import jax.numpy as jnp
@@ -79,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         params, value = step(params, xs, ys)
         if number == 1 and args.bench and ctx.is_main:
             value.block_until_ready()
-            print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)
+            digits_data.first_step_done()
         if ctx.is_main and number % 100 == 0:
             print(f"step {number}/{args.steps}: loss {float(value):.4f}", flush=True)
     w, b = (np.asarray(jax.device_get(p)) for p in params)

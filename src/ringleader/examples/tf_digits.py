@@ -24,10 +24,8 @@ Output (the chief, rank 0, only)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import time
 
 from ringleader.examples import digits_data
 
@@ -41,15 +39,7 @@ def _rank() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--lr", type=float, default=0.5)
-    parser.add_argument(
-        "--bench",
-        action="store_true",
-        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)",
-    )
-    args = parser.parse_args(argv)
+    args = digits_data.arguments(__doc__.splitlines()[0], argv, steps=300, lr=0.5)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up notes
 
     import numpy as np
@@ -91,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         loss = step(xs, ys)
         if number == 1 and args.bench and rank == 0:
             strategy.experimental_local_results(loss)[0].numpy()  # the step has ended
-            print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)
+            digits_data.first_step_done()
         if rank == 0 and number % 100 == 0:
             # Already summed across workers: this worker's copy, no collective (a
             # reduce here, on the chief alone, would wait for the others for ever).

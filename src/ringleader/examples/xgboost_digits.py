@@ -19,8 +19,7 @@ Output (rank 0 only)::
 
 from __future__ import annotations
 
-import argparse
-import time
+from ringleader.examples import digits_data
 
 
 def _first_round() -> type:
@@ -30,27 +29,19 @@ def _first_round() -> type:
     class FirstRound(xgboost.callback.TrainingCallback):
         def after_iteration(self, model: object, epoch: int, evals_log: object) -> bool:
             if epoch == 0:
-                print(f"RINGLEADER_BENCH first_step_unix={time.time():.6f}", flush=True)
+                digits_data.first_step_done()
             return False
 
     return FirstRound
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument(
-        "--bench",
-        action="store_true",
-        help="print RINGLEADER_BENCH first_step_unix=T (bench/frameworks.py)",
-    )
-    args = parser.parse_args(argv)
+    args = digits_data.arguments(__doc__.splitlines()[0], argv, rounds=30)
 
     import numpy as np
     import xgboost
 
     from ringleader import runtime
-    from ringleader.examples import digits_data
 
     x_train, x_test, y_train, y_test = digits_data.split(scaled=False)
     params = {"objective": "multi:softmax", "num_class": 10, "tree_method": "hist",
