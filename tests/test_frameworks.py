@@ -97,6 +97,15 @@ def test_each_frameworks_contract_names_its_place_and_its_peers() -> None:
     assert frameworks.get("jax").env(_place(2, 3, peers)) == {
         "JAX_COORDINATOR_ADDRESS": "10.0.0.1:29500", "JAX_NUM_PROCESSES": "3",
         "JAX_PROCESS_ID": "2"}  # fmt: skip
+    # MLX's ring is the default framework's (an MLX program runs under it), no other's.
+    torch = frameworks.get("pytorch")
+    placed = dataclasses.replace(_place(1, 3, peers), files_dir="/r/node-0/attempt-0")
+    assert torch.env(placed) == {"MLX_RANK": "1",
+                                 "MLX_HOSTFILE": "/r/node-0/attempt-0/mlx-hostfile.json"}  # fmt: skip
+    assert json.loads(torch.files(peers, 3)["mlx-hostfile.json"]) == [[p] for p in peers]
+    assert torch.files(peers[:1], 1) == {} and torch.env(_place(0, 1, peers[:1])) == {
+        "MLX_RANK": "0"}  # fmt: skip
+    assert "MLX_RANK" not in tf(placed) and frameworks.get("tf").files(peers, 3) == {}
     assert frameworks.get("xgboost").env(_place(1, 3, peers)) == {
         "DMLC_TRACKER_URI": "10.0.0.1", "DMLC_TRACKER_PORT": "29500",
         "DMLC_NUM_WORKER": "3", "DMLC_TASK_ID": "1"}  # fmt: skip

@@ -27,6 +27,10 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False  # typing's, without importing typing (the agent's start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
 RANK = "MLX_RANK"
 HOSTFILE = "MLX_HOSTFILE"
 
@@ -42,3 +46,17 @@ def ring_env(rank: int, world_size: int, hostfile_path: str | None) -> dict[str,
     if world_size > 1 and hostfile_path:
         env[HOSTFILE] = hostfile_path
     return env
+
+
+HOSTFILE_NAME = "mlx-hostfile.json"
+
+
+def ring_files(peers: tuple[str, ...], world_size: int) -> dict[str, str]:
+    """The ring's hostfile for every node of a gang (``Framework.files``); none alone."""
+    return {HOSTFILE_NAME: hostfile_text(list(peers))} if world_size > 1 and peers else {}
+
+
+def ring_names(place: Any) -> dict[str, str]:
+    """The ring's names for one rank (``Framework.env``, a ``frameworks.RankPlace``)."""
+    hostfile = f"{place.files_dir}/{HOSTFILE_NAME}" if place.peers and place.files_dir else None
+    return ring_env(place.rank, place.world_size, hostfile)

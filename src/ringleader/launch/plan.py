@@ -8,10 +8,11 @@ Nomenclature:
 - *facts*: what each host's agent reported (cores, interface, run dir); the
   plan uses them but never looks them up itself.
 
-Every rank gets ringleader's and torchrun's names (``rank_env``), MLX's ring
-backend's (``mlx.ring_env``: ``MLX_RANK``, ``MLX_HOSTFILE``, from the ports
-each host's agent picked), then its framework's own (``frameworks``:
-``Framework.env``).  ``RINGLEADER_MAIN_ENDED_FILE`` arms the rank's Python
+Every rank gets ringleader's and torchrun's names (``rank_env``), then its
+framework's own (``frameworks``: ``Framework.env``, from its place and every
+rank's port each host's agent picked: MLX's ring for the default framework,
+TF_CONFIG for TensorFlow...), and each node the framework's files
+(``Framework.files``: MLX's ring hostfile).  ``RINGLEADER_MAIN_ENDED_FILE`` arms the rank's Python
 for the hung-teardown rule (``launch/teardown.py``).
 
 Invariants: no I/O, no clock, no randomness, so the same inputs give the
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ringleader.hosts import Host, to_mpi_hostfile
-from ringleader.launch import frameworks, mlx, teardown
+from ringleader.launch import frameworks, teardown
 from ringleader.launch.frameworks import RankPlace
 from ringleader.runtime.metrics import METRICS_DIR, METRICS_FILE
 
@@ -233,9 +234,9 @@ def build_plan(
     """Assign global ranks to hosts in order and compute every rank's env."""
     if len(facts) != len(spec.hosts):
         raise ValueError("one NodeFacts per host is required")
-    contract = frameworks.get(spec.framework).env
-    ring = ring_addresses(spec, facts)
-    ring_text = mlx.hostfile_text(ring) if ring and spec.world_size > 1 else None
+    framework = frameworks.get(spec.framework)
+    peers = tuple(ring_addresses(spec, facts) or ())
+    node_files = framework.files(peers, spec.world_size)  # the same on every node
     nodes: list[NodePlan] = []
     next_rank = 0
     for node_rank, (host, fact) in enumerate(zip(spec.hosts, facts, strict=True)):
@@ -243,7 +244,6 @@ def build_plan(
         hostfile_path = f"{fact.rundir.rstrip('/')}/hostfile"
         forced_if, default_if = _interface_env(spec, fact)
         threads = max(1, fact.cores // host.slots)
-        ring_path = f"{adir}/mlx-hostfile.json" if ring_text else None
         ranks: list[RankPlan] = []
         for local_rank in range(host.slots):
             rank = next_rank
@@ -269,10 +269,10 @@ def build_plan(
                 nnodes=len(spec.hosts),
                 master_addr=master_addr,
                 master_port=master_port,
-                peers=tuple(ring or ()),
+                peers=peers,
+                files_dir=adir,
             )
-            env.update(mlx.ring_env(rank, spec.world_size, ring_path))
-            env.update(contract(place))  # the framework's own names
+            env.update(framework.env(place))  # the framework's own names
             env.update(forced_if)
             env.update(spec.env)
             env.update(spec.rank_env.get(str(rank), {}))
@@ -288,7 +288,7 @@ def build_plan(
                     error_file=error_file,
                 )
             )
-        files = {ring_path: ring_text} if ring_path and ring_text else {}
+        files = {f"{adir}/{name}": text for name, text in node_files.items()}
         nodes.append(NodePlan(node_rank, host, ranks, hostfile_path, files))
     return LaunchPlan(
         run_id=spec.run_id,

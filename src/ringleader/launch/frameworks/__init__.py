@@ -80,9 +80,14 @@ class RankPlace:
     # Every rank's "ip:port" in rank order, each a port free on its host when the gang
     # started (TF_CONFIG's cluster, MLX's ring); empty where a host picked none.
     peers: tuple[str, ...] = ()
+    # Where this node's files of the framework (``Framework.files``) are, for this attempt.
+    files_dir: str = ""
 
 
 EnvContract = Callable[[RankPlace], dict[str, str]]
+#: ``files(peers, world_size)``: the files every node of the gang holds for its ranks
+#: (name -> text, written in ``RankPlace.files_dir`` before any rank starts).
+NodeFiles = Callable[[tuple[str, ...], int], dict[str, str]]
 #: ``check(workload_spec)``: why a submitted ``spec.WorkloadSpec`` does not fit this
 #: framework, as ``(message, field)`` (the field named as the API spells it), or None.
 #: Run on every submission, before anything is stored.
@@ -97,6 +102,10 @@ def _any_spec(_spec: Any) -> tuple[str, str] | None:
     return None
 
 
+def _no_files(_peers: tuple[str, ...], _world_size: int) -> dict[str, str]:
+    return {}
+
+
 @dataclass(frozen=True)
 class Framework:
     """One framework: its pod layout, its environment contract, how its gang starts."""
@@ -107,6 +116,7 @@ class Framework:
     spec_name: str | None = None  # ``WorkloadSpec`` ``distributedFramework``; None: launch only
     supervisor: str = "ringleader.launch.supervisor:Supervisor"
     env: EnvContract = field(default=_no_env, compare=False)
+    files: NodeFiles = field(default=_no_files, compare=False)
     # Ranks per worker pod: ``slotsPerWorker`` (MPI), or one (a PyTorchJob's pod is one rank).
     uses_slots: bool = False
     check: SpecCheck = field(default=_any_spec, compare=False)
