@@ -139,6 +139,9 @@ def test_a_restart_forms_a_new_world_on_fresh_ports(tmp_path: Path) -> None:
             """\
             import json, os, sys
             print("ports", json.dumps(json.load(open(os.environ["MLX_HOSTFILE"]))), flush=True)
+            # Every rank has said its lines before rank 2 fails (fail-fast stops the
+            # others at once: a rank still printing would lose its line).
+            mx.eval(mx.distributed.all_sum(mx.array([1.0])))
             if world.rank() == 2 and os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
                 sys.exit(3)
             """

@@ -120,9 +120,20 @@ def _json(body: object) -> dict[str, Any]:
             {"spec": {"command": "true", "numWorkers": 1, "distributedFramework": "Caffe"}},
             "distributedFramework",
         ),
-        (
-            {"spec": {"command": "true", "numWorkers": 1, "distributedFramework": "TF"}},
-            "distributedFramework",
+        (  # a framework's own check (XGBoost pods take whole GPUs)
+            {
+                "spec": {
+                    "command": "true",
+                    "numWorkers": 1,
+                    "distributedFramework": "XGBoost",
+                    "compute": {
+                        "gpuDevicesRequest": 1,
+                        "gpuRequestType": "portion",
+                        "gpuPortionRequest": 0.5,
+                    },
+                }
+            },
+            "gpuPortionRequest",
         ),
         ({"spec": {"command": "true", "numWorkers": 1, "image": "my/own:image;id"}}, "image"),
         ({"spec": {"numWorkers": 1}}, "command"),

@@ -264,10 +264,16 @@ def test_mpi_plan_is_a_launcher_and_workers_with_slots() -> None:
     )
 
 
-def test_plan_rejects_a_missing_command_and_other_frameworks() -> None:
+def test_plan_rejects_a_missing_command_and_other_frameworks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with pytest.raises(InvalidSpec) as err:
         LocalBackend().plan(make_request("/runs/x"))
     assert err.value.where == "spec.command"
+    from ringleader.launch import frameworks
+
+    # A framework the spec may name but no module registers (a plug-in not loaded).
+    monkeypatch.setattr(frameworks, "by_spec_name", lambda _name: None)
     with pytest.raises(InvalidSpec) as err:
         LocalBackend().plan(make_request("/runs/x", command="train", distributedFramework="TF"))
     assert err.value.where == "spec.distributedFramework"
