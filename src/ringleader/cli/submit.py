@@ -116,7 +116,7 @@ def framework_verb(
     def submit_framework(ctx: typer.Context, options: SubmitOptions) -> None:
         _submitted(options, value, next_prefix)
 
-    label = framework.wizard_label or framework.spec_name
+    label = framework.label
     head = f"1 {framework.layout.head_role} + N workers" if framework.layout.head_role else (
         "N workers")  # fmt: skip
     article = "an" if label[0] in "AEIMNOX" else "a"  # an MPI, an XGBoost

@@ -38,7 +38,7 @@ def _add_framework_groups() -> None:
         if not framework.spec_name:
             continue
         verb = framework.cli_verb
-        label = framework.wizard_label or framework.spec_name
+        label = framework.label
         example = f"ringleader training {verb} submit NAME --workers 2 -- {framework.example}"
         group = typer.Typer(help=f"{label} training workloads: submit, and v1's verbs."
                             f"\n\nExample: {example}", no_args_is_help=True)  # fmt: skip

@@ -69,14 +69,17 @@ class Kind:
     head: str | None  # the head replica's key ("Master", "Chief", "Launcher") or None
     container: str
     runtime: str | None  # Kubeflow Trainer's built-in ClusterTrainingRuntime, if any
+    replicas_field: str  # the job spec's field holding the replica specs
 
 
 KINDS = {
-    "PyTorch": Kind("PyTorchJob", "Master", "pytorch", "torch-distributed"),
-    "TF": Kind("TFJob", "Chief", "tensorflow", None),
-    "XGBoost": Kind("XGBoostJob", "Master", "xgboost", "xgboost-distributed"),
-    "JAX": Kind("JAXJob", None, "jax", "jax-distributed"),
-    "MPI": Kind("MPIJob", "Launcher", "mpi", None),
+    "PyTorch": Kind(
+        "PyTorchJob", "Master", "pytorch", "torch-distributed", "pytorch_replica_specs"
+    ),
+    "TF": Kind("TFJob", "Chief", "tensorflow", None, "tf_replica_specs"),
+    "XGBoost": Kind("XGBoostJob", "Master", "xgboost", "xgboost-distributed", "xgb_replica_specs"),
+    "JAX": Kind("JAXJob", None, "jax", "jax-distributed", "jax_replica_specs"),
+    "MPI": Kind("MPIJob", "Launcher", "mpi", None, "mpi_replica_specs"),
 }
 
 
@@ -172,8 +175,9 @@ def export(spec: WorkloadSpec, *, namespace: str, image: str | None = None) -> E
             replicas[kind.head] = (1, head)
         worker = _container(kind.container, spec.spec, image, argv, notes)
         replicas["Worker"] = (spec.spec.num_workers, worker)
+    api = k8s.ApiClient()  # the SDK's serializer (it talks to no server here)
     templates = {role: _template(c, labels) for role, (_, c) in replicas.items()}
-    _checked(templates, k8s.ApiClient())
+    _checked(templates, api)
     specs = {
         role: kf.KubeflowOrgV1ReplicaSpec(replicas=count, restart_policy="OnFailure",
                                           template=templates[role])
@@ -185,28 +189,19 @@ def export(spec: WorkloadSpec, *, namespace: str, image: str | None = None) -> E
     )  # fmt: skip
     meta = k8s.V1ObjectMeta(name=spec.name, namespace=namespace, labels=labels)
     job = _job(kf, kind, specs, policy, meta, spec)
-    manifest = k8s.ApiClient().sanitize_for_serialization(job)
-    return Exported(manifest, notes)
+    return Exported(api.sanitize_for_serialization(job), notes)
 
 
 def _job(kf: Any, kind: Kind, specs: dict[str, Any], policy: Any, meta: Any,
          spec: WorkloadSpec) -> Any:  # fmt: skip
-    common = {"api_version": V1, "kind": kind.kind, "metadata": meta}
-    if kind.kind == "PyTorchJob":
-        return kf.KubeflowOrgV1PyTorchJob(**common, spec=kf.KubeflowOrgV1PyTorchJobSpec(
-            pytorch_replica_specs=specs, run_policy=policy))  # fmt: skip
-    if kind.kind == "TFJob":
-        return kf.KubeflowOrgV1TFJob(**common, spec=kf.KubeflowOrgV1TFJobSpec(
-            tf_replica_specs=specs, run_policy=policy))  # fmt: skip
-    if kind.kind == "XGBoostJob":
-        return kf.KubeflowOrgV1XGBoostJob(**common, spec=kf.KubeflowOrgV1XGBoostJobSpec(
-            xgb_replica_specs=specs, run_policy=policy))  # fmt: skip
-    if kind.kind == "JAXJob":
-        return kf.KubeflowOrgV1JAXJob(**common, spec=kf.KubeflowOrgV1JAXJobSpec(
-            jax_replica_specs=specs, run_policy=policy))  # fmt: skip
-    return kf.KubeflowOrgV1MPIJob(**common, spec=kf.KubeflowOrgV1MPIJobSpec(
-        mpi_replica_specs=specs, run_policy=policy,
-        slots_per_worker=spec.spec.slots_per_worker or 1))  # fmt: skip
+    """The SDK's ``KubeflowOrgV1<Kind>`` with its ``<kind>_replica_specs``."""
+    fields = {kind.replicas_field: specs, "run_policy": policy}
+    if kind.kind == "MPIJob":
+        fields["slots_per_worker"] = spec.spec.slots_per_worker or 1
+    job_spec = getattr(kf, f"KubeflowOrgV1{kind.kind}Spec")(**fields)
+    return getattr(kf, f"KubeflowOrgV1{kind.kind}")(
+        api_version=V1, kind=kind.kind, metadata=meta, spec=job_spec
+    )
 
 
 def _image(spec: WorkloadSpec, given: str | None) -> str:
@@ -242,9 +237,10 @@ def export_trainjob(
     if not spec.master_spec_same_as_worker and spec.master_spec is not None:
         notes.append("TrainJob has one pod setup for every node: the master's own is left out")
     container = _container("node", spec.spec, image, spec.spec.argv(), notes)
-    _checked({"node": _template(container, {})}, k8s.ApiClient())
+    api = k8s.ApiClient()
+    _checked({"node": _template(container, {})}, api)
     nodes = spec.spec.num_workers + (1 if kind.head and kind.head != "Launcher" else 0)
-    serialized = k8s.ApiClient().sanitize_for_serialization(container)
+    serialized = api.sanitize_for_serialization(container)
     trainer = tr.TrainerV1alpha1Trainer.from_dict({
         "image": image, "command": serialized.get("command"), "numNodes": nodes,
         "env": serialized.get("env"), "resourcesPerNode": serialized.get("resources"),

@@ -193,8 +193,9 @@ def rank_env(
     return env
 
 
-def ring_addresses(spec: LaunchSpec, facts: list[NodeFacts]) -> list[str] | None:
-    """Every rank's "ip:port" for MLX's ring, in rank order; None when a host picked no ports.
+def peer_addresses(spec: LaunchSpec, facts: list[NodeFacts]) -> tuple[str, ...]:
+    """Every rank's "ip:port" in rank order (``RankPlace.peers``: TF_CONFIG's cluster,
+    MLX's ring), from the ports each host's agent picked; empty when a host picked none.
 
     A rank listens where its peers reach its host: the address of the interface
     that routes to the master (what the agent found), else the inventory's address.
@@ -202,10 +203,10 @@ def ring_addresses(spec: LaunchSpec, facts: list[NodeFacts]) -> list[str] | None
     addresses: list[str] = []
     for host, fact in zip(spec.hosts, facts, strict=True):
         if len(fact.ring_ports) < host.slots:
-            return None
+            return ()
         ip = fact.interface_address or host.address
         addresses.extend(f"{ip}:{port}" for port in fact.ring_ports[: host.slots])
-    return addresses
+    return tuple(addresses)
 
 
 def _interface_env(spec: LaunchSpec, facts: NodeFacts) -> tuple[dict[str, str], dict[str, str]]:
@@ -235,7 +236,7 @@ def build_plan(
     if len(facts) != len(spec.hosts):
         raise ValueError("one NodeFacts per host is required")
     framework = frameworks.get(spec.framework)
-    peers = tuple(ring_addresses(spec, facts) or ())
+    peers = peer_addresses(spec, facts)
     node_files = framework.files(peers, spec.world_size)  # the same on every node
     nodes: list[NodePlan] = []
     next_rank = 0

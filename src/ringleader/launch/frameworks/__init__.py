@@ -132,6 +132,11 @@ class Framework:
         return self.verb or self.name
 
     @property
+    def label(self) -> str:
+        """How people name it (the wizard, help): ``wizard_label``, else the spec name."""
+        return self.wizard_label or self.spec_name or self.name
+
+    @property
     def head_pod(self) -> str:
         """What ``bash``/next steps call the head pod ("master", "chief", "launcher"),
         or "worker-0" where every pod is a worker."""

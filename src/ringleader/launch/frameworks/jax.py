@@ -12,10 +12,7 @@ JAX from these names when the program imported JAX.
 from __future__ import annotations
 
 from ringleader.launch.frameworks import WORKERS_ONLY, Framework, RankPlace
-
-COORDINATOR = "JAX_COORDINATOR_ADDRESS"
-NUM_PROCESSES = "JAX_NUM_PROCESSES"
-PROCESS_ID = "JAX_PROCESS_ID"
+from ringleader.runtime.jax_group import COORDINATOR, NUM_PROCESSES, PROCESS_ID
 
 
 def jax_env(place: RankPlace) -> dict[str, str]:

@@ -133,8 +133,7 @@ def framework_choices() -> list[dict[str, str]]:
     """The wizard's framework step: every framework a spec can name, from the registry
     (a plug-in's too): its value, its label and its head pod's role ("" for none)."""
     return [
-        {"value": f.spec_name, "label": f.wizard_label or f.spec_name,
-         "head": f.layout.head_role or ""}
+        {"value": f.spec_name, "label": f.label, "head": f.layout.head_role or ""}
         for f in frameworks.all_frameworks()
         if f.spec_name
     ]  # fmt: skip
