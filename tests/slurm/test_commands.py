@@ -56,8 +56,12 @@ def test_cancel_ends_a_running_job_and_is_idempotent(cluster: SlurmCluster, tmp_
 
 
 def test_a_signal_reaches_the_batch_shell(cluster: SlurmCluster, tmp_path: Path) -> None:
-    job_id = commands.submit(script(tmp_path, "sleep", "600"))
+    job_id = commands.submit(script(tmp_path, "bash", "-c", "echo up; exec sleep 600"))
     wait_until(lambda: commands.job_info(job_id).state is JobState.RUNNING, 60, "running")
+    # RUNNING comes before slurmstepd has started the script: a signal sent then has no
+    # shell to reach (seen once in a full run). Its first line says it is up.
+    out = tmp_path / f"rl-{job_id}.out"
+    wait_until(lambda: out.exists() and "up" in out.read_text(), 60, "the script up")
     commands.cancel(job_id, signal="TERM")
     info = wait_until(lambda: ended(job_id), 60, "the job's end")
     assert info.exit_code == 128 + 15
