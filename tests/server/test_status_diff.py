@@ -20,7 +20,7 @@ from ringleader.server.phases import IllegalTransition
 
 WORKLOAD_PHASES = ["Pending", "Initializing", "Running", "Degraded", "Completed", "Failed"]
 REPORTS = ["Initializing", "Running", "Completed", "Failed", "Stopped"]
-POD_PHASES = ["Pending", "Running", "Succeeded", "Failed"]
+POD_PHASES = ["Pending", "Running", "Succeeded", "Failed", "Stopped"]
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +153,20 @@ def test_a_gang_whose_image_cannot_be_had_fails_at_once_not_restarted(
         else:
             assert (workload.phase, workload.attempt) == ("Pending", 1)
             assert "restarting on the nodes that answer" in workload.phase_message
+
+
+def test_an_ended_pod_keeps_its_end_when_a_later_poll_words_it_otherwise(engine: Engine) -> None:
+    """Slurm: the supervisor recorded a pod Failed, then was killed before its final
+    record; the job's end (CANCELLED) calls every pod Stopped.  The poll still ends the
+    workload (it once raised an illegal pod change on every poll, and stayed Running)."""
+    with db.session_factory(engine)() as session:
+        workload = _case(session, "Running", "Failed")
+        ps = PodStatus("train-master-0", "master", 0, "Stopped", "n1", ranks=(0,), exit_code=9)
+        status = BackendStatus("Stopped", "Slurm job 2 was cancelled (scancel)", pods=[ps])
+        diff = status_diff(workload, status, True)
+        assert diff and not any(diff.pods)
+        apply_diff(session, workload, status, diff)
+        session.flush()
+        assert (workload.phase, workload.pods[0].phase) == ("Failed", "Failed")
+        assert "was cancelled (scancel)" in workload.phase_message
+        session.rollback()

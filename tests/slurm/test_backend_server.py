@@ -67,6 +67,13 @@ def slurm_said(server: ServerProcess, workload: dict[str, Any] | None) -> str:
             env=server.env, capture_output=True, text=True, timeout=30, check=False,
         )  # fmt: skip
         said += f"\nscontrol show job: {shown.stdout}{shown.stderr}"
+    for state in sorted((server.home / "runs").glob("*/state.json")):
+        said += f"\n{state}: {state.read_text(errors='replace')}"
+    log = server.home / "server-test.log"
+    if log.exists():
+        said += "\nserver log (end):\n" + "\n".join(
+            log.read_text(errors="replace").splitlines()[-40:]
+        )
     return said
 
 

@@ -112,11 +112,15 @@ def status_diff(w: Workload, status: BackendStatus, restarts_in_place: bool) -> 
 
 
 def _pod_change(pod: PodRow, ps: PodStatus) -> PodChange:
-    target = pod_phase(ps.phase)
+    restarted = ps.attempt > pod.attempt
+    # A pod's end is recorded once: a later poll that words it otherwise (a supervisor
+    # killed before its final record, whose pods Slurm's end calls all Stopped) keeps it.
+    kept = pod.phase in phases.POD_ENDED and not restarted
+    target = pod.phase if kept else pod_phase(ps.phase)
     moved = placed_node(pod.node, ps.node) != pod.node or list(ps.ranks) != list(pod.ranks or [])
     return PodChange(
         status=ps,
-        restarted=ps.attempt > pod.attempt,
+        restarted=restarted,
         moved=moved,
         phase=target,
         phase_differs=target != pod.phase,
