@@ -10,9 +10,12 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc catatonit mmdebstrap docker-registry docker.io
 STAMP := $(VENV)/.ringleader-installed
+#   HOROVOD_VENV=DIR   where `make horovod` makes the Horovod environment (default .horovod)
+HOROVOD_VENV ?= .horovod
+HOROVOD_STAMP := $(HOROVOD_VENV)/.ringleader-installed
 PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
 
-.PHONY: setup system demo demo-image demo-stop test test-gpu lint bench bench-slurm bench-ui clean
+.PHONY: setup system horovod demo demo-image demo-stop test test-gpu lint bench bench-slurm bench-ui clean
 
 setup: system $(STAMP)
 
@@ -39,6 +42,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,kubeflow,dev]"
 	touch $(STAMP)
 
+# Horovod 0.28.1 built for TensorFlow 2.12 in its own venv (scripts/horovod-env.sh): about
+# 3 minutes the first time on 2 cores, the wheel then cached in ~/.cache/ringleader/wheels.
+horovod: $(HOROVOD_STAMP)
+
+$(HOROVOD_STAMP): scripts/horovod-env.sh constraints-horovod.txt | system
+	PYTHON=$(PYTHON) scripts/horovod-env.sh $(HOROVOD_VENV)
+
 # The embedded server (left running, state in ./.ringleader-demo), the digits example as a
 # 2-worker PyTorch workload, its merged logs, its accuracy and the API's URL.
 demo: setup
@@ -52,7 +62,7 @@ demo-image: setup
 demo-stop:
 	$(VENV)/bin/python -m ringleader.examples.demo --stop
 
-test: setup
+test: setup horovod
 	$(VENV)/bin/ruff check src tests bench
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

@@ -155,5 +155,19 @@ def mpirun_available() -> None:
     require(shutil.which("mpirun") is not None, "OpenMPI's mpirun (apt: openmpi-bin)")
 
 
+#: The Horovod environment ``make horovod`` makes (``RINGLEADER_HOROVOD_VENV`` elsewhere).
+HOROVOD_VENV = Path(
+    os.environ.get("RINGLEADER_HOROVOD_VENV") or Path(__file__).resolve().parent.parent / ".horovod"
+)
+
+
+@pytest.fixture
+def horovod_python() -> str:
+    """The Python with Horovod and TensorFlow 2.12 (``make horovod``)."""
+    python = HOROVOD_VENV / "bin" / "python"
+    require(python.exists(), f"Horovod's environment ({python}; make horovod)")
+    return str(python)
+
+
 # PostgreSQL fixtures (postgres_url, pg_url, db_url) for any test module.
 pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.slurmcluster"]

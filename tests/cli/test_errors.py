@@ -98,6 +98,7 @@ SERVER_COMMANDS: dict[tuple[str, ...], list[str]] = {
 # Commands that need no server, or read a file first (``nodes import`` HOSTS).
 LOCAL_COMMANDS = {
     ("launch",),
+    ("horovodrun",),
     ("server",),
     ("version",),
     ("ssh-setup",),

@@ -15,11 +15,14 @@ What a user gets:
   (``\\ <br/>``): bash ends the command there with a ``' '`` word and runs the next
   line on its own (``-i: command not found``). ringleader refuses the blank command,
   saying to remove the space, and creates nothing; without the space it is submitted;
-- ``bash dist-int`` on a real terminal, in the launcher pod: the seed's ``horovodrun
-  -np 2 python scripts/tf_cnn_benchmarks/...`` line, with ``horovodrun`` as ``mpirun
-  --hostfile $RINGLEADER_HOSTFILE`` (Horovod and TensorFlow are not installed; the
-  script is a stand-in doing one Horovod-style averaging allreduce with mpi4py) runs
-  on the workers' two slots and both ranks agree.
+- ``bash dist-int`` on a real terminal, in the launcher pod: with Horovod's environment
+  first on ``PATH`` (what the seed's image has: ``make horovod``'s Horovod 0.28.1 and
+  TensorFlow 2.12), the seed's ``horovodrun -np 2 python scripts/tf_cnn_benchmarks/...``
+  line as printed runs ringleader's ``horovodrun`` (MPI mode there: mpirun on the
+  workers' slots) and a real Horovod program (a stand-in for tf_cnn_benchmarks doing one
+  averaging ``hvd.allreduce``): both ranks agree;
+- the same ``horovodrun`` line as an MPI workload's own command (the seed's image runs
+  it at start) runs in the launcher pod and the workload completes.
 """
 
 from __future__ import annotations
@@ -31,12 +34,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import HOROVOD_VENV, wait_until
 from tests.fixtures.terminal import Terminal
 from tests.seeds.usershell import UserShell, user_path
 from tests.server.conftest import ServerProcess, stop_workloads
 
-pytestmark = pytest.mark.usefixtures("mpirun_available")
+pytestmark = pytest.mark.usefixtures("mpirun_available", "horovod_python")
 
 # <pre>runai project set team-a<br/><br/>runai submit-mpi dist --processes=2 -g 1
 # -i gcr.io/run-ai-demo/quickstart-distributed </pre>
@@ -56,23 +59,26 @@ HOROVOD = (  # typed in the launcher pod
     " --data_dir /cifar10 --batch_size=64 --variable_update=horovod"
 )
 TF_CNN_BENCHMARKS = '''\
-"""Stands in for tf_cnn_benchmarks.py: one Horovod-style step, each rank's gradient
-averaged over the world by an MPI allreduce (TensorFlow and Horovod are not here)."""
-import argparse
-from mpi4py import MPI
+"""Stands in for tf_cnn_benchmarks.py: one Horovod step, each rank's gradient averaged
+over the world by Horovod's allreduce (TensorFlow 2.12, Horovod 0.28.1)."""
+import argparse, os
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import horovod.tensorflow as hvd
+import tensorflow as tf
 
 parser = argparse.ArgumentParser()
 for flag in ("--model", "--num_batches", "--data_name", "--data_dir", "--batch_size",
              "--variable_update"):
     parser.add_argument(flag)
 args = parser.parse_args()
-world = MPI.COMM_WORLD
-averaged = world.allreduce(float(world.Get_rank() + 1)) / world.Get_size()
-seen = world.gather(averaged, root=0)
-if world.Get_rank() == 0:
+hvd.init()
+averaged = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]))  # Average, Horovod's default
+seen = hvd.allgather(averaged).numpy().tolist()
+if hvd.rank() == 0:
     print(f"{args.model} on {args.data_name}, {args.variable_update} over "
-          f"{world.Get_size()} ranks: averaged gradient per rank {seen}", flush=True)
+          f"{hvd.size()} ranks: averaged gradient per rank {seen}", flush=True)
 '''
+SAID = "resnet20 on cifar10, horovod over 2 ranks: averaged gradient per rank [1.5, 1.5]"
 
 
 @pytest.fixture(scope="module")
@@ -154,15 +160,42 @@ def test_interactive_workload_then_a_horovod_style_run_from_bash(site: UserShell
         shell.expect(r"\(dist-int/launcher\) ")  # the prompt names workload and pod
         workers = shell.run("echo $RUNAI_MPI_NUM_WORKERS")
         assert workers.rc == 0 and re.search(r"^2$", workers.out, re.M), workers
-        line = HOROVOD.replace("horovodrun", "mpirun --hostfile $RINGLEADER_HOSTFILE", 1)
-        horovod = shell.run(line, timeout=180)
+        # The seed's image has Horovod's Python first on PATH: so has this shell.
+        assert shell.run(f"export PATH={HOROVOD_VENV / 'bin'}:$PATH").rc == 0
+        horovod = shell.run(HOROVOD, timeout=180)  # as printed
         assert horovod.rc == 0, shell.transcript
-        assert (
-            "resnet20 on cifar10, horovod over 2 ranks: averaged gradient per rank [1.5, 1.5]"
-            in horovod.out
-        ), shell.transcript
+        assert SAID in horovod.out, shell.transcript
+        assert "[1,0]<stdout>:" in horovod.out  # mpirun's tags: MPI mode in a launcher pod
         shell.type("exit\n")
         assert shell.wait() == 0, shell.transcript
 
     deleted = site.paste("ringleader delete dist-int")
+    assert deleted.returncode == 0, deleted.stderr
+
+
+def test_horovodrun_as_the_mpi_workloads_own_command_runs_in_its_launcher(
+    site: UserShell,
+) -> None:
+    """The seed's image starts ``horovodrun -np $RUNAI_MPI_NUM_WORKERS python ...``: as an
+    MPI workload's command it runs in the launcher pod (not once per rank), and mpirun
+    starts the two ranks."""
+    path = f"{HOROVOD_VENV / 'bin'}:{site.env['PATH']}"
+    command = HOROVOD.replace("-np 2", "-np $RUNAI_MPI_NUM_WORKERS").replace("\\\n", "")
+    submitted = site.paste(
+        f"ringleader submit-mpi dist-own --processes=2 -e PATH={shlex.quote(path)} "
+        f"-- sh -c {shlex.quote(command)}"
+    )
+    assert submitted.returncode == 0, submitted.stderr
+
+    def ended() -> str:
+        got = site.paste("ringleader describe dist-own -o json")
+        phase = json.loads(got.stdout)["actualPhase"] if got.returncode == 0 else ""
+        return phase if phase in ("Completed", "Failed") else ""
+
+    assert wait_until(ended, 240, "dist-own ended") == "Completed", site.paste(
+        "ringleader logs dist-own"
+    ).stdout
+    logs = site.paste("ringleader logs dist-own").stdout
+    assert logs.count(SAID) == 1, logs  # one horovodrun, rank 0 said it once
+    deleted = site.paste("ringleader delete dist-own")
     assert deleted.returncode == 0, deleted.stderr

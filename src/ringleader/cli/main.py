@@ -124,6 +124,15 @@ COMMANDS: dict[str, LazyCommand] = {
         "Start COMMAND as a gang of ranks, here or on SSH hosts, and supervise it.",
         context_settings=LAUNCH_SETTINGS,
     ),
+    "horovodrun": LazyCommand(
+        "ringleader.cli.horovodrun:horovodrun",
+        "Run a Horovod program as horovodrun does: -np N [-H a:2,b:2] COMMAND.",
+        context_settings={
+            "allow_extra_args": True,
+            "ignore_unknown_options": True,
+            "help_option_names": [],
+        },
+    ),
     "server": LazyCommand(
         "ringleader.cli.server:server",
         "Run the control plane: REST API, scheduler and background work, backends.",

@@ -83,6 +83,9 @@ class Agent:
         self.ended = teardown.EndedWatcher(lambda: self.grace_s, self._hung)
         self.podstats: Sampler | None = None  # CPU and memory per pod, under a server
         self.container: dict[str, Any] | None = None  # the image ranks run in (containers.py)
+        self.rendezvous: Any = None  # what the framework's ranks meet at (horovod_store)
+        self.rendezvous_serve = ""  # "module:function" that serves it (node 0 only)
+        self.want_port = False  # node 0: it picks the master port
 
     # ----- ops -------------------------------------------------------------
     def setup(self, msg: dict[str, Any]) -> None:
@@ -121,7 +124,13 @@ class Agent:
                 self.writer.send("fatal", stage=stage, detail=problem)
                 return
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        port, ring = netif.pick_ports(bool(msg.get("want_port")), msg.get("ring_ports", 0))
+        self.want_port = bool(msg.get("want_port"))
+        self.rendezvous_serve = str(msg.get("rendezvous") or "")
+        try:
+            port, ring = self._pick_ports(msg.get("ring_ports", 0))
+        except OSError as exc:
+            self.writer.send("fatal", stage="rendezvous", detail=str(exc))
+            return
         self.writer.send(
             "ready",
             hostname=os.uname().nodename,
@@ -173,6 +182,24 @@ class Agent:
             if marker:
                 teardown.arm(env, marker)
             self._spawn(spec["rank"], spec["argv"], cwd, env, spec["error_file"], marker)
+
+    def _pick_ports(self, ring_ports: int) -> tuple[int | None, list[int]]:
+        """Node 0's master port and this host's ring ports, for a new attempt.  Where the
+        framework's rendezvous is served here (Horovod's), it is up from now on, on the
+        master port: no rank of any host can ask it before it listens."""
+        if not self.rendezvous_serve:
+            return netif.pick_ports(self.want_port, ring_ports)
+        import importlib  # only a framework with a rendezvous pays for what it imports
+
+        module, _, name = self.rendezvous_serve.partition(":")
+        self._close_rendezvous()
+        self.rendezvous = getattr(importlib.import_module(module), name)("", 0)
+        return int(self.rendezvous.server_address[1]), netif.pick_ports(False, ring_ports)[1]
+
+    def _close_rendezvous(self) -> None:
+        rendezvous, self.rendezvous = self.rendezvous, None
+        if rendezvous is not None:
+            rendezvous.close()
 
     def _spawn(
         self,
@@ -314,6 +341,7 @@ class Agent:
         )
         for rp in ranks:
             rp.done.wait(timeout=2.0)
+        self._close_rendezvous()  # the attempt is over: the next one meets afresh
 
     def close(self, grace_s: float) -> None:
         """Stop everything and remove this host's run dir; safe to call twice."""
@@ -350,7 +378,7 @@ class Agent:
             self.stop(msg.get("grace"))
             self.writer.send("stopped")
         elif op == "port":
-            port, ring = netif.pick_ports(True, msg.get("ring_ports", 0))
+            port, ring = self._pick_ports(msg.get("ring_ports", 0))
             self.writer.send("port", port=port, ring_ports=ring)
         elif op == "bye":
             return False

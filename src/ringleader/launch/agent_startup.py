@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ringleader.launch import netif, prestart, spawned
+from ringleader.launch import frameworks, netif, prestart, spawned
 from ringleader.launch.image_pin import pinned_for, pinned_here
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.plan import LaunchSpec, NodeFacts
@@ -87,6 +87,8 @@ def start_agents(
             cwd=spec.cwd,
             master_addr=master_addr,
             want_port=node == 0,
+            # Node 0 serves the framework's rendezvous on the master port (Horovod's).
+            rendezvous=frameworks.get(spec.framework).rendezvous if node == 0 else "",
             ring_ports=host.slots,  # one per rank: MLX's ring listens there
             network_interface=spec.network_interface,
             node_rank=node,

@@ -26,6 +26,7 @@ from typing import Any
 
 from ringleader.hosts import Host
 from ringleader.launch import mpi_bridge
+from ringleader.launch.account import MPIRUN_NAMES
 from ringleader.launch.frameworks import LAUNCHER_RANK
 from ringleader.launch.mpi_output import RankLine, TaggedStream
 from ringleader.launch.mpi_rank import EXIT_MARKER
@@ -53,6 +54,10 @@ from ringleader.launch.ssh import SSHOptions
 from ringleader.launch.supervisor import STDERR_TAIL_LINES, Supervisor
 
 MPIRUN = LAUNCHER_RANK  # pseudo-rank for mpirun's own lines
+#: Where the launcher pod's ``horovodrun`` is (a shell script), and the Python it runs.
+HOROVODRUN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin")
+PYTHON_VAR = "RINGLEADER_PYTHON"
+SHELLS = ("sh", "bash", "dash")
 MPIRUN_NOTICE = "mpirun: "  # how mpirun's own lines reach the sink's notice()
 MPIRUN_SAID_LINES = 200  # mpirun's own lines kept for its report of a failure
 _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
@@ -86,6 +91,26 @@ def mpirun_reported(said: list[str]) -> tuple[int, int, int | None, str] | None:
         rank = int(process.group(1))
         return rank, int(code.group(1)), None, f"mpirun: rank {rank} exited with {code.group(1)}"
     return None
+
+
+def launches_itself(command: list[str]) -> bool:
+    """A command that is itself ``mpirun`` or ``horovodrun``, or a shell's ``-c`` line
+    starting with one (Kubeflow's MPIJob: the launcher pod runs the user's launcher):
+    the launcher pod runs it as it is, with the gang's hostfile and remote shell as
+    OpenMPI's defaults, instead of in each rank (the pod's cgroup join shim in front, if
+    any, stays: it runs the launcher in the launcher pod's cgroup)."""
+    from ringleader.launch.containers import command_of
+
+    command = command_of(command)
+    if command[:1] and os.path.basename(command[0]) in SHELLS and command[1:2] == ["-c"]:
+        command = "".join(command[2:3]).split()[:1]
+    return bool(command) and os.path.basename(command[0]) in (*MPIRUN_NAMES, "horovodrun")
+
+
+def horovodrun_path(path: str, python: str) -> dict[str, str]:
+    """The launcher pod's ``PATH`` with ringleader's ``horovodrun`` first, and the
+    Python it runs with (``launch/bin/horovodrun``)."""
+    return {"PATH": f"{HOROVODRUN_DIR}:{path}" if path else HOROVODRUN_DIR, PYTHON_VAR: python}
 
 
 class MPISupervisor(Supervisor):
@@ -126,16 +151,21 @@ class MPISupervisor(Supervisor):
         master = self.spec.hosts[0].address if not self.spec.hosts[0].is_local else "127.0.0.1"
         image = bool(self.spec.container)
         rsh_agent = mpi_bridge.rsh_agent(rundir) if image else ""
-        argv = mpirun_argv(
-            self.spec,
-            hostfile_path=hostfile_path,
-            error_dir=attempt_dir(rundir, attempt),
-            attempt=attempt,
-            master_addr=master,
-            master_port=port,
-            ssh=self.ssh,
-            as_root=os.geteuid() == 0,
-            rsh_agent=rsh_agent,
+        own = launches_itself(self.spec.command)
+        argv = (
+            list(self.spec.command)
+            if own
+            else mpirun_argv(
+                self.spec,
+                hostfile_path=hostfile_path,
+                error_dir=attempt_dir(rundir, attempt),
+                attempt=attempt,
+                master_addr=master,
+                master_port=port,
+                ssh=self.ssh,
+                as_root=os.geteuid() == 0,
+                rsh_agent=rsh_agent,
+            )
         )
         # The launcher pod is mpirun: it has the gang's environment and hostfile too, so
         # a shell in it (`ringleader bash`) can start the gang's ranks itself.
@@ -149,6 +179,8 @@ class MPISupervisor(Supervisor):
         }
         if os.geteuid() == 0:
             env |= {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+        if not image:  # `horovodrun` there is ringleader's (an image brings its own)
+            env |= horovodrun_path(env.get("PATH") or os.environ.get("PATH", ""), self.spec.python)
         launcher = RankPlan(
             rank=MPIRUN,
             local_rank=0,

@@ -238,6 +238,9 @@ def build_plan(
     framework = frameworks.get(spec.framework)
     peers = peer_addresses(spec, facts)
     node_files = framework.files(peers, spec.world_size)  # the same on every node
+    names = [h.name for h in spec.hosts]
+    # One name per node (a scope per host for Horovod): a machine listed twice is two.
+    host_names = [n if names.count(n) == 1 else f"{n}-{i}" for i, n in enumerate(names)]
     nodes: list[NodePlan] = []
     next_rank = 0
     for node_rank, (host, fact) in enumerate(zip(spec.hosts, facts, strict=True)):
@@ -272,6 +275,9 @@ def build_plan(
                 master_port=master_port,
                 peers=peers,
                 files_dir=adir,
+                host=host_names[node_rank],
+                interface=spec.network_interface or fact.interface or "",
+                slots=tuple(h.slots for h in spec.hosts),
             )
             env.update(framework.env(place))  # the framework's own names
             env.update(forced_if)

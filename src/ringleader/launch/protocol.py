@@ -5,8 +5,10 @@ even by ``kill -9``, or the SSH connection dropped) or stays silent past the
 heartbeat timeout, the agent stops its ranks: that is how no orphan is left.
 
 Supervisor -> agent ops:
-  setup  {run_id, cwd, master_addr, want_port, ring_ports, network_interface}
-                           ring_ports: how many free ports to pick (MLX's ring)
+  setup  {run_id, cwd, master_addr, want_port, ring_ports, network_interface, rendezvous}
+                           ring_ports: how many free ports to pick (MLX's ring);
+                           rendezvous (node 0, Horovod's): "module:function" served on
+                           the master port it reports, anew for each attempt ("port")
   start  {attempt, ranks: [{rank, argv, env, env_defaults, error_file}], hostfile,
           hostfile_path, files: {path: text}}   files: written before any rank starts
   stop   {grace}           stop the ranks of the current attempt

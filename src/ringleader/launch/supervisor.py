@@ -29,6 +29,7 @@ from typing import Any
 
 from ringleader.errors import HostUnreachable
 from ringleader.hosts import Host
+from ringleader.launch import frameworks
 from ringleader.launch.agent_startup import (
     READY_TIMEOUT_S,
     await_ready,
@@ -47,6 +48,8 @@ from ringleader.launch.ssh import SSHOptions
 
 STOP_TIMEOUT_EXTRA_S = 10.0
 STDERR_TAIL_LINES = 20
+#: How long the peers of a rank that failed as a consequence have to report the cause.
+PEER_REPORT_S = 5.0
 # A failure's summary keeps this much of each of those lines (a line may be 1 MiB).
 STDERR_TAIL_LINE_CHARS = 4096
 
@@ -233,8 +236,9 @@ class Supervisor:
         raised_at: float | None = None  # when the recorded failure's exception escaped
         leader_done = False  # rank 0 succeeded and that ends the job (on_rank0_success)
         rest_deadline: float | None = None  # then: when the rest are stopped (stop-rest)
+        peer_wait: float | None = None  # a rank failed as a consequence: until then, its cause
         while live:
-            node_idx, msg = self._next_event(stop_deadline or rest_deadline)
+            node_idx, msg = self._next_event(stop_deadline or rest_deadline or peer_wait)
             if node_idx is None and stop_deadline is None:  # the rest had their time
                 stop_deadline = self._stop_gang()
                 continue
@@ -253,9 +257,14 @@ class Supervisor:
                 live.discard(rank)
                 self.observer.on_rank_exit(attempt, rank, int(msg["code"]), msg.get("signal"))
                 if msg["code"] != 0 and stop_deadline is None and not leader_done:
-                    outcome.failure = self._failure(plan, rank, msg, tails)
-                    raised_at = float(msg["t"]) if msg.get("raised") else None
-                    stop_deadline = self._stop_gang()
+                    failure = self._failure(plan, rank, msg, tails)
+                    if outcome.failure is None or not self._consequence(failure):
+                        outcome.failure = failure
+                        raised_at = float(msg["t"]) if msg.get("raised") else None
+                    if self._consequence(outcome.failure):  # the peer that ended says why
+                        peer_wait = peer_wait or time.monotonic() + PEER_REPORT_S
+                    else:
+                        stop_deadline = self._stop_gang()
                 elif _raised_first(msg, outcome, raised_at):
                     # Its message lost the race, its exception did not: it is the root cause
                     # (a peer's "connection to a peer was lost" can be reported first).
@@ -325,6 +334,16 @@ class Supervisor:
             error=msg.get("error"),
             reason=msg.get("reason") or "",
         )
+
+    def _consequence(self, failure: RankFailure | None) -> bool:
+        """Whether ``failure`` says the rank failed because a peer had ended (the
+        framework's ``consequences``): the gang is stopped only after its peers had
+        ``PEER_REPORT_S`` to report the cause, which then is the root cause."""
+        words = frameworks.get(self.spec.framework).consequences
+        if failure is None or not words:
+            return False
+        text = "\n".join(failure.stderr_tail) + str((failure.error or {}).get("message", ""))
+        return any(word in text for word in words)
 
     def _set_phase(self, phase: str) -> None:
         self.state.phase = phase

@@ -82,6 +82,9 @@ class RankPlace:
     peers: tuple[str, ...] = ()
     # Where this node's files of the framework (``Framework.files``) are, for this attempt.
     files_dir: str = ""
+    host: str = ""  # this rank's host as the inventory names it
+    interface: str = ""  # the network interface its peers reach it on ("" unknown)
+    slots: tuple[int, ...] = ()  # ranks on each host of the gang, in host order
 
 
 EnvContract = Callable[[RankPlace], dict[str, str]]
@@ -126,6 +129,13 @@ class Framework:
     example: str = "python train.py"
     workers_help: str = "Worker pods besides the head pod."
     wizard_label: str = ""  # the wizard's choice; the spec name when empty
+    # "module:function" that node 0's agent serves on the attempt's master port while
+    # its ranks run (``function(host, port)`` -> an object with ``close()``): the
+    # rendezvous a framework's ranks meet at when none of them hosts it (Horovod's).
+    rendezvous: str = ""
+    # Words in a failed rank's error that mean a peer had ended first (Horovod's "has
+    # been shut down" reaches every rank as soon as one exits): not the root cause.
+    consequences: tuple[str, ...] = ()
 
     @property
     def cli_verb(self) -> str:
@@ -180,6 +190,7 @@ _REGISTRY: LazyRegistry[Framework] = LazyRegistry(
         "tf": "ringleader.launch.frameworks.tensorflow:FRAMEWORK",
         "jax": "ringleader.launch.frameworks.jax:FRAMEWORK",
         "xgboost": "ringleader.launch.frameworks.xgboost:FRAMEWORK",
+        "horovod": "ringleader.launch.frameworks.horovod:FRAMEWORK",
     },
 )
 
