@@ -1,19 +1,21 @@
 """Frameworks under ringleader against each one's own way of starting, same run (issue 25).
 
-For TensorFlow, JAX and XGBoost, the digits example of each (``examples/*_digits.py``)
-on 2 processes of this machine, started two ways, alternating:
+For TensorFlow, JAX, XGBoost and Horovod, the digits example of each
+(``examples/*_digits.py``) on 2 processes of this machine, started two ways, alternating:
 
 (a) ``ringleader launch -n 2 --framework NAME -- python -m ...``;
-(b) by hand, as a user without a launcher would: two processes with the
-    framework's own names written out (TensorFlow: a ``TF_CONFIG`` per process
-    naming two free ports; JAX: ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
+(b) the peer: for Horovod its own launcher, ``horovodrun --gloo -np 2`` (Horovod's,
+    kept as ``horovodrun-upstream`` in ``make horovod``'s environment); for the rest
+    by hand, as a user without a launcher would: two processes with the framework's
+    own names written out (TensorFlow: a ``TF_CONFIG`` per process naming two free
+    ports; JAX: ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
     ``JAX_PROCESS_ID``; XGBoost: Kubeflow's ``MASTER_ADDR``/``MASTER_PORT``/
     ``WORLD_SIZE``/``RANK``, the master running XGBoost's tracker).
 
 Figures: time to first step (the command's start to the end of rank 0's first
 training step, printed by ``--bench``) and the whole job (the command's wall time).
-Target: ringleader <= 1.10x the hand-started run on each.  horovodrun is not here
-(Horovod does not build against torch 2.13: see the README).
+Target: ringleader <= 1.10x the peer on each.  Horovod's runs use the Python of
+``make horovod`` (``$RINGLEADER_HOROVOD_VENV``, default ``.horovod``).
 
 Writes bench/results/frameworks.json and frameworks.md (not with --quick, a smoke run).
 
@@ -45,7 +47,17 @@ PROGRAMS = {
     "tf": ("ringleader.examples.tf_digits", ["--steps", "300"]),
     "jax": ("ringleader.examples.jax_digits", ["--steps", "300"]),
     "xgboost": ("ringleader.examples.xgboost_digits", ["--rounds", "30"]),
+    "horovod": ("ringleader.examples.horovod_digits", ["--steps", "300"]),
 }
+HOROVOD_VENV = Path(
+    os.environ.get("RINGLEADER_HOROVOD_VENV") or Path(__file__).resolve().parent.parent / ".horovod"
+)
+PEERS = {"horovod": "horovodrun --gloo"}  # the rest: started by hand
+
+
+def _python(framework: str) -> str:
+    """The interpreter that has the framework (Horovod has its own environment)."""
+    return str(HOROVOD_VENV / "bin" / "python") if framework == "horovod" else PY
 
 
 def _ports(count: int) -> list[int]:
@@ -83,9 +95,16 @@ def _names(framework: str, rank: int, ports: list[int]) -> dict[str, str]:
 def run_once(framework: str, how: str, extra: list[str]) -> dict[str, float]:
     """One run: seconds to rank 0's first step, and the whole job's."""
     module, args = PROGRAMS[framework]
-    program = [PY, "-m", module, *args, *extra, "--bench"]
+    program = [_python(framework), "-m", module, *args, *extra, "--bench"]
     started = time.time()
-    if how == "ringleader":
+    if how == "by_hand" and framework == "horovod":  # Horovod's own launcher, Gloo mode
+        threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // 2))}  # as ours
+        upstream = str(HOROVOD_VENV / "bin" / "horovodrun-upstream")
+        done = subprocess.run([upstream, "--gloo", "-np", "2", "-H", "localhost:2", *program],
+                              env={**os.environ, **threads}, capture_output=True, text=True,
+                              timeout=600, check=False)  # fmt: skip
+        outputs, codes = [done.stdout], [done.returncode]
+    elif how == "ringleader":
         launch = [PY, "-m", "ringleader", "launch", "-n", "2", "--framework", framework]
         done = subprocess.run([*launch, "--", *program], capture_output=True, text=True,
                               timeout=600, check=False)  # fmt: skip
@@ -128,16 +147,17 @@ def markdown(table: dict[str, Any], runs: int) -> str:
     lines = [
         f"Medians of {runs} alternating runs, 2 processes on this machine "
         f"({platform.node()}, {os.cpu_count()} cores); target ringleader <= "
-        f"{TARGET_RATIO:.2f}x the hand-started run.",
+        f"{TARGET_RATIO:.2f}x the peer.",
         "",
-        "| framework | metric | ringleader (s) | by hand (s) | ratio | target met |",
-        "|---|---|---|---|---|---|",
+        "| framework | metric | ringleader (s) | peer | peer (s) | ratio | target met |",
+        "|---|---|---|---|---|---|---|",
     ]
     for framework, row in table.items():
         for metric, label in (("first_step_s", "to first step"), ("whole_job_s", "whole job")):
             r = row[metric]
             lines.append(
-                f"| {framework} | {label} | {r['ringleader']:.2f} | {r['by_hand']:.2f} | "
+                f"| {framework} | {label} | {r['ringleader']:.2f} | "
+                f"{PEERS.get(framework, 'by hand')} | {r['by_hand']:.2f} | "
                 f"{r['ratio']:.2f}x | {'yes' if r['ratio'] <= TARGET_RATIO else 'no'} |"
             )
     return "\n".join(lines) + "\n"
@@ -146,7 +166,7 @@ def markdown(table: dict[str, Any], runs: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--frameworks", default="tf,jax,xgboost")
+    parser.add_argument("--frameworks", default=",".join(PROGRAMS))
     parser.add_argument("--quick", action="store_true", help="1 short run each; nothing written")
     args = parser.parse_args()
     runs = 1 if args.quick else args.runs
@@ -156,6 +176,7 @@ def main() -> int:
         PROGRAMS["xgboost"] = ("ringleader.examples.xgboost_digits", ["--rounds", "5"])
         PROGRAMS["tf"] = ("ringleader.examples.tf_digits", ["--steps", "5"])
         PROGRAMS["jax"] = ("ringleader.examples.jax_digits", ["--steps", "5"])
+        PROGRAMS["horovod"] = ("ringleader.examples.horovod_digits", ["--steps", "5"])
         extra = []
     table = measure(runs, extra, names)
     text = markdown(table, runs)

@@ -42,7 +42,7 @@ def _workload(framework: str, workers: int = 2, slots: int | None = None) -> Wor
 
 
 def test_built_ins_are_registered_with_their_layouts_and_supervisors() -> None:
-    assert frameworks.names() == ["pytorch", "mpi", "tf", "jax", "xgboost"]
+    assert frameworks.names() == ["pytorch", "mpi", "tf", "jax", "xgboost", "horovod"]
     pytorch, mpi = frameworks.get("pytorch"), frameworks.get("mpi")
     assert pytorch.load_supervisor().__name__ == "Supervisor"
     assert mpi.load_supervisor().__name__ == "MPISupervisor"
@@ -53,13 +53,15 @@ def test_built_ins_are_registered_with_their_layouts_and_supervisors() -> None:
     assert frameworks.by_spec_name("TF") is frameworks.get("tf")
     assert frameworks.get("jax").world_size(3) == 3  # workers only
     assert [f.value for f in RUNNABLE_FRAMEWORKS] == ["PyTorch", "MPI", "TF", "XGBoost", "JAX"]
+    horovod = frameworks.get("horovod")  # launch only: under the server, MPI workloads
+    assert horovod.spec_name is None and horovod.rendezvous and horovod.world_size(2) == 2
 
 
 def test_unknown_framework_names_the_flag_and_the_choices() -> None:
     with pytest.raises(InvalidSpec) as err:
         frameworks.get("tensorflow")
     assert err.value.where == "--framework"
-    assert "pytorch, mpi, tf, jax, xgboost" in err.value.problem
+    assert "pytorch, mpi, tf, jax, xgboost, horovod" in err.value.problem
 
 
 def test_pod_layout_follows_the_registry() -> None:

@@ -106,6 +106,31 @@ def test_a_failing_horovod_rank_ends_the_gang_with_its_cause_and_no_orphans(
     assert job_pids("rl-hvd-fails") == []
 
 
+RESTARTS = """
+import os, sys
+import horovod.tensorflow as hvd
+import tensorflow as tf
+hvd.init()
+total = float(hvd.allreduce(tf.constant(float(hvd.rank() + 1)), op=hvd.Sum))
+attempt = os.environ["RINGLEADER_RESTART_COUNT"]
+if attempt == "0" and hvd.rank() == 1:
+    sys.exit("rank 1: first attempt fails")
+print(f"attempt {attempt} rank {hvd.rank()}: sum {total:g}", flush=True)
+"""
+
+
+def test_a_restarted_horovod_gang_meets_again_in_a_fresh_rendezvous(
+    horovod_python: str, tmp_path: Path
+) -> None:
+    """Attempt 1 meets at a new store on a new port: nothing of attempt 0's is read."""
+    (tmp_path / "restarts.py").write_text(RESTARTS)
+    done = _run([*RL, "-n", "2", "--framework", "horovod", "--max-restarts", "1", "--",
+                 horovod_python, "restarts.py"], tmp_path)  # fmt: skip
+    assert "attempt 0 failed" in done.stderr, done.stderr
+    for rank in (0, 1):
+        assert f"attempt 1 rank {rank}: sum 3" in done.stdout, done.stdout + done.stderr
+
+
 ACROSS = """
 import os
 import horovod.tensorflow as hvd
