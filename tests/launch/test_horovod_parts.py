@@ -161,7 +161,7 @@ def test_a_launcher_command_runs_in_the_launcher_pod_itself() -> None:
     assert launches_itself(["/usr/bin/mpirun", "-np", "2", "python", "t.py"])
     assert launches_itself(["sh", "-c", "horovodrun -np $RUNAI_MPI_NUM_WORKERS python t.py"])
     assert not launches_itself(["python", "t.py"])
-    joined = ["/bin/sh", "-c", "echo $$ > cgroup; exec \"$@\"", "ringleader-join"]
+    joined = ["/bin/sh", "-c", 'echo $$ > cgroup; exec "$@"', "ringleader-join"]
     assert launches_itself([*joined, "sh", "-c", "horovodrun -np 2 python t.py"])
     assert not launches_itself(["sh", "-c"]) and not launches_itself(["sh", "-c", "python t.py"])
 
