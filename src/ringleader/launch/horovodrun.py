@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host, is_local_address, parse_host_list, parse_mpi_hostfile
+from ringleader.launch.options import first_slots
 
 #: Set in an MPI workload's launcher pod (``mpirun.launcher_defaults``): the gang's hostfile.
 POD_HOSTFILE = "OMPI_MCA_orte_default_hostfile"
@@ -182,7 +183,7 @@ def _hosts(
     if np > slots:
         listed = ",".join(f"{h.name}:{h.slots}" for h in hosts)
         raise Usage(f"-np {np}: the hosts have {slots} slot(s) ({listed})")
-    return _first_slots(hosts, np)
+    return first_slots(hosts, np)
 
 
 def _read(path: str, flag: str) -> str:
@@ -228,19 +229,6 @@ def _resolves(name: str) -> bool:
     except (socket.gaierror, UnicodeError):
         return False
     return True
-
-
-def _first_slots(hosts: list[Host], np: int) -> list[Host]:
-    """The hosts' slots in order, cut at ``np`` (horovodrun fills host by host)."""
-    taken: list[Host] = []
-    left = np
-    for host in hosts:
-        if left == 0:
-            break
-        use = min(host.slots, left)
-        taken.append(Host(host.ssh, host.address, use))
-        left -= use
-    return taken
 
 
 def host_list(hosts: list[Host]) -> str:

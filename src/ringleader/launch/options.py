@@ -47,11 +47,11 @@ def resolve_hosts(
         return hosts
     hosts = with_slots(hosts, nproc_per_node)
     if nproc is not None:
-        hosts = _first_slots(hosts, nproc)
+        hosts = first_slots(hosts, nproc)
     return hosts
 
 
-def _first_slots(hosts: list[Host], nproc: int) -> list[Host]:
+def first_slots(hosts: list[Host], nproc: int) -> list[Host]:
     """Keep the first ``nproc`` slots in host order, as ``mpirun -np`` does."""
     total = sum(h.slots for h in hosts)
     if nproc > total:
