@@ -193,9 +193,10 @@ def test_a_host_whose_loopback_is_down_is_told_to_bring_it_up(
 def test_a_master_named_localhost_is_fine_alone_named_with_others_and_lo_down_said(
     make_test_hosts: MakeHosts, tmp_path: Path
 ) -> None:
-    """``localhost`` as the master (an ssh alias here for host 0): each host reads it
-    as itself. Alone that is fine; with others the master's name is the problem; and
-    with the loopback interface down, that (not "no route to the master") is said.
+    """``localhost`` as the master: each host reads it as itself (the entry itself runs
+    here, as launch runs it). Alone that is fine; with others the master's name is the
+    problem; and with the loopback interface down, that (not "no route to the master")
+    is said.
     A master named by an alias only ssh knows (``mini-1``) is said not to resolve."""
     net = make_test_hosts(2)
     code = project(tmp_path)
@@ -221,10 +222,36 @@ def test_a_master_named_localhost_is_fine_alone_named_with_others_and_lo_down_sa
     assert check["detail"].startswith("the master mini-1 does not resolve there"), check
     assert "/etc/hosts" in check["fix"] and "alias" in check["fix"]
 
+    # A `localhost` entry runs here (no ssh): host 0 reached by its alias, whose
+    # hosts.json address says the master is `localhost`, reads 127.0.0.1 there.
     subprocess.run(["ip", "-n", net.hosts[0].netns, "link", "set", "lo", "down"], check=True)
-    rc, report = doctor(net, code, "localhost", extra=alone, ssh_config=config)
-    check = report["localhost"]["checks"]["interface"]
+    hosts = tmp_path / "hosts.json"
+    hosts.write_text(json.dumps([{"ssh": "mini-1", "ips": ["localhost"]}]))
+    rc, report = doctor(net, code, extra=(*alone, "--hostfile", str(hosts)), ssh_config=config)
+    check = report["mini-1"]["checks"]["interface"]
     assert rc == 1 and "no route" not in check["detail"], check
     assert "cannot reach itself over TCP (127.0.0.1: " in check["detail"]
     assert "the loopback interface is down" in check["detail"]
     assert "`ip link set lo up`" in check["fix"]
+
+
+def test_required_paths_are_checked_on_every_host(tmp_path: Path) -> None:
+    """Seed 000's "verify /opt/intel/oneapi on every node", generically: the path that
+    is missing is named with its fix; a relative path is refused naming the flag."""
+    code = project(tmp_path)
+    base = [sys.executable, "-m", "ringleader", "doctor", "localhost", "--workdir", str(code),
+            "--min-free-gb", "0.01", "--no-bandwidth"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "80"}
+    done = subprocess.run([*base, "--require-path", "/etc", "--require-path", "/opt/no-such-zz"],
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "paths: missing: /opt/no-such-zz" in done.stdout
+    assert "fix: install or mount them on localhost" in done.stdout
+    fine = subprocess.run([*base, "--require-path", "/etc", "--json"], capture_output=True,
+                          text=True, timeout=120, env=env)  # fmt: skip
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    assert json.loads(fine.stdout)["hosts"][0]["checks"]["paths"]["detail"] == "/etc"
+    bad = subprocess.run([*base, "--require-path", "opt/x"], capture_output=True, text=True,
+                         timeout=120, env=env)  # fmt: skip
+    assert bad.returncode == 2 and "--require-path" in bad.stderr, bad.stderr
+    assert "'opt/x' is not an absolute path" in bad.stderr

@@ -52,6 +52,9 @@ def test_sync_copies_to_the_same_path_and_doctor_then_agrees(
 
     done = cli(net, "sync", str(code), "-H", hosts[0], "-H", hosts[1])
     assert done.returncode == 0, done.stdout + done.stderr
+    said = {line.split()[0]: " ".join(line.split()[2:]) for line in done.stdout.splitlines()[1:]}
+    assert said[hosts[1]].endswith(": 3 files copied"), done.stdout  # it lacked all 3
+    assert said[hosts[0]].endswith("already up to date"), done.stdout  # the shared path
     listing = net.ssh(1, f"cd {code} && find . -type f | sort").stdout.split()
     assert "./train.py" in listing and "./.gitignore" in listing
     assert "./run.log" not in listing and "./data/big.bin" not in listing  # both ignored
@@ -62,7 +65,8 @@ def test_sync_copies_to_the_same_path_and_doctor_then_agrees(
     assert len(codes) == 1  # one fingerprint everywhere
 
     (code / "train.py").write_text("print('train v2')\n")  # an edit here reaches there
-    assert cli(net, "sync", str(code), "-H", hosts[1]).returncode == 0
+    again = cli(net, "sync", str(code), "-H", hosts[1])
+    assert again.returncode == 0 and ": 1 file copied" in again.stdout, again.stdout
     assert net.ssh(1, f"cat {code}/train.py").stdout == "print('train v2')\n"
 
 
@@ -96,3 +100,35 @@ def test_install_runs_pip_on_every_host_and_reports_each(
     assert "Successfully installed rltiny-0.1" in done.stdout
     assert (target / "rltiny" / "__init__.py").is_file()
     assert f"{net.unreachable_address}: fix:" in done.stderr
+
+
+def test_entries_naming_this_machine_run_here_without_ssh(tmp_path: Path) -> None:
+    """Seed 003 on one machine: ``localhost`` entries, no sshd here.  doctor, sync and
+    install run here, as launch does (an ssh config that fails every connection shows
+    that none is made)."""
+    code = git_project(tmp_path)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  ProxyCommand /bin/false\n")
+    base = [sys.executable, "-m", "ringleader"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=300,
+                              cwd=code, check=False)  # fmt: skip
+
+    doctor = run("doctor", "localhost", "--ssh-config", str(config), "--workdir", str(code),
+                 "--min-free-gb", "0.01", "--no-bandwidth", "--json")  # fmt: skip
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    login = json.loads(doctor.stdout)["hosts"][0]["checks"]["login"]
+    assert (login["ok"], login["detail"]) == (True, "this machine (no ssh)")
+
+    synced = run("sync", str(code), "-H", "localhost", "--ssh-config", str(config))
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert f"this machine: {code} is the source" in " ".join(synced.stdout.split())
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    target = tmp_path / "site"
+    installed = run("install", "-H", "localhost", "--ssh-config", str(config), "--",
+                    "--no-index", "--no-deps", "--target", str(target), str(wheel(wheels)))  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (target / "rltiny" / "__init__.py").is_file()

@@ -163,7 +163,8 @@ def hostfile(
     text = to_mpi_hostfile(with_slots(hosts, slots))
     if output:
         Path(output).write_text(text)
-        console.print(f"wrote {output} ({len(text.splitlines())} hosts)")
+        count = len(text.splitlines())
+        console.print(f"wrote {output} ({count} host{'s' if count != 1 else ''})")
     else:
         sys.stdout.write(text)
 

@@ -68,6 +68,12 @@ def doctor(
         metavar="IMAGE",
         help="Check every host holds this local image with the same ID (image drift).",
     ),
+    require_paths: list[str] = typer.Option(
+        [],
+        "--require-path",
+        metavar="PATH",
+        help="A path that must exist on every host, e.g. /opt/intel/oneapi (repeatable).",
+    ),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON document instead of tables (for scripts)."
     ),
@@ -91,6 +97,8 @@ def doctor(
       ringleader doctor pi@mini-1 pi@mini-2 --no-bandwidth --min-free-gb 20
 
       ringleader doctor gpu1 gpu2 --image localhost/team/train:1   # image drift
+
+      ringleader doctor --hostfile hosts.json --require-path /opt/intel/oneapi
     """
     import os
 
@@ -112,6 +120,7 @@ def doctor(
         master=picked[0].address,
         image=image or "",
         image_id=image_id,
+        require_paths=tuple(_checked_paths(require_paths)),
     )
     reports = doc.run(plan)
     measured = None
@@ -126,7 +135,8 @@ def doctor(
     if as_json:
         sys.stdout.write(json.dumps(_json_report(reports, measured), indent=2) + "\n")
     else:
-        _doctor_table(reports, doc.CHECKS, ("image",) if image else ())
+        below = ("image",) * bool(image) + ("paths",) * bool(require_paths)
+        _doctor_table(reports, doc.CHECKS, below)
         if measured:
             _bandwidth_table(measured, len(picked))
     if not all(r.ok for r in reports) or (measured and measured.error):
@@ -146,6 +156,17 @@ def _local_image_id(image: str) -> str:
     if not found:
         raise RingleaderError(f"no image {image} here (`podman images` lists what there is)")
     return found
+
+
+def _checked_paths(paths: list[str]) -> list[str]:
+    """``--require-path`` values: absolute paths (a relative one would be each host's
+    login directory's), else InvalidSpec naming the flag."""
+    from ringleader.errors import InvalidSpec
+
+    for path in paths:
+        if not path.startswith("/"):
+            raise InvalidSpec(f"{path!r} is not an absolute path", "--require-path")
+    return paths
 
 
 def _checked_sizes(sizes: str) -> list[str]:

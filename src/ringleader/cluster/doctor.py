@@ -1,7 +1,8 @@
 """``ringleader doctor``: every preflight check on every host, each failure with its fix.
 
 Checks, per host (the first host is the master, as rank 0's host):
-- login: batch SSH login (keys, host key) -- everything else needs it;
+- login: batch SSH login (keys, host key) -- everything else needs it; an entry
+  naming this machine (``localhost``) runs here, as ``launch`` runs it, no ssh;
 - workdir: the working directory exists there;
 - python: the same interpreter path, and the same version as here;
 - versions: the same torch and ringleader versions as here;
@@ -18,7 +19,8 @@ Checks, per host (the first host is the master, as rank 0's host):
   when its loopback interface is down: the kernel routes a host's own
   addresses through it, so rank 0 could not reach its own store;
 - mesh: every host can open a TCP connection to every other host's address on
-  a fresh port (what the rendezvous and the collectives need).
+  a fresh port (what the rendezvous and the collectives need);
+- paths (``--require-path``): each path exists there (a toolkit every node needs).
 
 Invariants: one SSH connection per host and phase, hosts in parallel; the
 probe (``probe.py``) is passed as ``python -c`` with ``shlex.quote``; nothing
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ringleader.cluster import probe
-from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
+from ringleader.launch.ssh import SSHOptions, classify_failure, host_argv, is_here
 
 CHECKS = (
     "login",
@@ -87,11 +89,12 @@ class Plan:
     master: str | None = None  # the master's address (default: the first host's name)
     image: str = ""  # an image every host must hold as this machine does (image drift)
     image_id: str = ""  # this machine's ID of it
+    require_paths: tuple[str, ...] = ()  # paths every host must have (seed 000's oneAPI)
 
 
 def _remote(plan: Plan, target: str, *args: str) -> list[str]:
     command = " ".join(shlex.quote(a) for a in (plan.python, "-c", PROBE, *args))
-    return ssh_argv(target, command, plan.ssh)
+    return host_argv(target, command, plan.ssh)
 
 
 def run(plan: Plan) -> list[HostReport]:
@@ -104,6 +107,8 @@ def run(plan: Plan) -> list[HostReport]:
         report.checks.setdefault("mesh", Check(None, "not run"))
         if plan.image:
             report.checks.setdefault("image", Check(None, "not run"))
+        if plan.require_paths:
+            report.checks.setdefault("paths", Check(None, "not run"))
     return reports
 
 
@@ -158,7 +163,8 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
         stage, detail, fix = classify_failure(target, done.stderr)
         checks["login"] = Check(False, f"{stage}: {detail}", fix)
         return _skip_rest(report)
-    checks["login"] = Check(True, "batch login works")
+    login = "this machine (no ssh)" if is_here(target) else "batch login works"
+    checks["login"] = Check(True, login)
     if done.returncode == 127 or not done.stdout.strip():
         checks["python"] = Check(
             False,
@@ -211,7 +217,21 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
     checks["interface"] = _interface(name, facts, plan, master)
     if plan.image:
         checks["image"] = _image(plan, name, target)
+    if plan.require_paths:
+        checks["paths"] = _paths(plan, name, target)
     return report
+
+
+def _paths(plan: Plan, name: str, target: str) -> Check:
+    """Every ``plan.require_paths`` exists on the host (one shell there for all)."""
+    quoted = " ".join(shlex.quote(p) for p in plan.require_paths)
+    command = f'for p in {quoted}; do [ -e "$p" ] || echo "$p"; done'
+    done = subprocess.run(host_argv(target, command, plan.ssh), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    missing = done.stdout.split("\n")[:-1] if done.returncode == 0 else list(plan.require_paths)
+    if not missing:
+        return Check(True, ", ".join(plan.require_paths))
+    return Check(False, f"missing: {', '.join(missing)}", f"install or mount them on {name}")
 
 
 def _interface(name: str, facts: dict[str, Any], plan: Plan, master: str) -> Check:

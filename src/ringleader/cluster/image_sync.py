@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ringleader.launch.image_pin import image_id
-from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
+from ringleader.launch.ssh import SSHOptions, classify_failure, host_argv, ssh_argv
 
 #: The remote shell's runtime, as a node's probe picks it: podman, else docker.
 PICK_RUNTIME = (
@@ -53,7 +53,7 @@ def _ask(host: str, command: str, ssh: SSHOptions) -> tuple[str, str]:
     command = PICK_RUNTIME + command
     try:
         done = subprocess.run(
-            ssh_argv(host, command, ssh), stdin=subprocess.DEVNULL,
+            host_argv(host, command, ssh), stdin=subprocess.DEVNULL,
             capture_output=True, text=True, timeout=INSPECT_TIMEOUT_S, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired:

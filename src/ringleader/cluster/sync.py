@@ -1,11 +1,12 @@
 """``ringleader sync`` and ``ringleader install``: same code, same packages, every host.
 
 - *sync*: rsync a directory to the same absolute path on every host (the
-  launcher runs ranks in the same working directory everywhere), honouring
+  launcher runs ranks in the same working directory everywhere; an entry naming
+  this machine is the source itself), honouring
   ``.gitignore`` files and a ``.ringleaderignore`` (rsync filter rules:
   one pattern per line, ``#`` comments), never ``.git`` itself;
 - *install*: ``PYTHON -m pip install ARGS`` with the same interpreter path on
-  every host.
+  every host (this machine's entry without ssh).
 
 Invariants: hosts in parallel, each with its own outcome (one failure never
 hides the others); every remote command is built with ``shlex.quote``; SSH
@@ -23,10 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ringleader.errors import InvalidSpec
-from ringleader.launch.ssh import SSHOptions, classify_failure, ssh_argv
+from ringleader.launch.ssh import SSHOptions, classify_failure, host_argv, is_here, ssh_argv
 
 IGNORE_FILE = ".ringleaderignore"
 _PROGRESS = re.compile(r"(\d+)%")
+_TRANSFERRED = re.compile(r"Number of regular files transferred: ([\d,]+)")
 
 
 @dataclass
@@ -47,7 +49,7 @@ def rsync_argv(source: Path, target: str, opts: SSHOptions) -> list[str]:
     if target.startswith("-"):
         raise InvalidSpec(f"refusing host name that looks like an option: {target!r}", "HOST")
     path = str(source.resolve())
-    argv = ["rsync", "-a", "--delete", "--info=progress2", "--no-inc-recursive"]
+    argv = ["rsync", "-a", "--delete", "--info=progress2", "--no-inc-recursive", "--stats"]
     argv += ["-e", _rsh(opts), "--exclude=/.git", "--filter=:- .gitignore"]
     if (source / IGNORE_FILE).is_file():
         argv += [f"--exclude-from={source / IGNORE_FILE}"]
@@ -66,6 +68,9 @@ def sync(
         raise InvalidSpec(f"{source} is not a directory", "DIR")
 
     def one(host: str) -> Outcome:
+        if is_here(host):  # the same path on this machine: the source itself
+            progress(host, 100)
+            return Outcome(host, True, f"this machine: {source.resolve()} is the source")
         proc = subprocess.Popen(
             rsync_argv(source, host, opts),
             stdin=subprocess.DEVNULL,
@@ -74,15 +79,19 @@ def sync(
             text=True,
         )
         assert proc.stdout is not None and proc.stderr is not None
+        copied = 0
         for chunk in iter(lambda: proc.stdout.readline(), ""):  # type: ignore[union-attr]
             for match in _PROGRESS.finditer(chunk.replace("\r", "\n")):
                 progress(host, int(match[1]))
+            copied += _copied(chunk)
         error = proc.stderr.read()
         if proc.wait() != 0:
             stage, detail, fix = classify_failure(host, error)
             return Outcome(host, False, f"{stage}: {detail}", fix or _last(error))
         progress(host, 100)
-        return Outcome(host, True, f"{source.resolve()} up to date")
+        if not copied:
+            return Outcome(host, True, f"{source.resolve()} already up to date")
+        return Outcome(host, True, f"{source.resolve()}: {_files(copied)} copied")
 
     with ThreadPoolExecutor(max(1, len(hosts))) as pool:
         return list(pool.map(one, hosts))
@@ -95,7 +104,7 @@ def install(python: str, pip_args: list[str], hosts: list[str], opts: SSHOptions
 
     def one(host: str) -> Outcome:
         done = subprocess.run(
-            ssh_argv(host, command, opts),
+            host_argv(host, command, opts),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -116,6 +125,16 @@ def install(python: str, pip_args: list[str], hosts: list[str], opts: SSHOptions
 
     with ThreadPoolExecutor(max(1, len(hosts))) as pool:
         return list(pool.map(one, hosts))
+
+
+def _copied(text: str) -> int:
+    """Files rsync's ``--stats`` says it sent (0 when ``text`` is not that line)."""
+    found = _TRANSFERRED.search(text)
+    return int(found[1].replace(",", "")) if found else 0
+
+
+def _files(count: int) -> str:
+    return f"{count} file{'s' if count != 1 else ''}"
 
 
 def _last(text: str) -> str:

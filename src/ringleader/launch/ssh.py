@@ -80,6 +80,22 @@ def ssh_argv(target: str, remote_command: str, opts: SSHOptions) -> list[str]:
     return [*argv, "-T", target, remote_command]
 
 
+def is_here(target: str) -> bool:
+    """``target`` (``[user@]host``) names this machine: a ``localhost`` entry of a hosts
+    file runs here, as ``launch`` runs it, without an sshd on this machine."""
+    from ringleader.hosts import is_local_address, ssh_host
+
+    return is_local_address(ssh_host(target))
+
+
+def host_argv(target: str, command: str, opts: SSHOptions) -> list[str]:
+    """What runs the shell ``command`` on ``target``: ``sh -c`` here for this machine
+    (``is_here``), else ``ssh`` (``ssh_argv``)."""
+    if is_here(target):
+        return ["/bin/sh", "-c", command]
+    return ssh_argv(target, command, opts)
+
+
 def agent_command(python: str, cwd: str, job_id: str) -> str:
     """Shell command that checks the host can run ranks, then becomes the agent.
 
