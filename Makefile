@@ -25,7 +25,8 @@ system:
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then \
 	    echo "apt-get install$$missing"; \
-	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; \
+	    echo "(another apt, such as unattended-upgrades on a fresh VM, is waited for up to 10 minutes)"; \
+	    apt-get update -q -o DPkg::Lock::Timeout=600 >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends $$missing >/dev/null; \
 	  fi; \
 	else echo "not root: skipping apt (needs:$(APT_PACKAGES))"; fi
 	@if [ "$$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ ! -e $(PODMAN_DROP_IN) ]; then \
@@ -38,9 +39,12 @@ system:
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	@echo "pip: $(TORCH_SPEC) into $(VENV) (the first time: a minute or two)"
 	$(VENV)/bin/pip install -q "$(TORCH_SPEC)"
+	@echo "pip: ringleader and its packages (TensorFlow, JAX, XGBoost...; a few minutes the first time)"
 	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,kubeflow,dev]"
 	touch $(STAMP)
+	@echo "ready: . $(VENV)/bin/activate puts ringleader on your PATH"
 
 # Horovod 0.28.1 built for TensorFlow 2.12 in its own venv (scripts/horovod-env.sh): about
 # 3 minutes the first time on 2 cores, the wheel then cached in ~/.cache/ringleader/wheels.

@@ -102,6 +102,9 @@ def test_demo_runs_twice_then_stops(demo_home: Path) -> None:
     assert api, out
     url = api.group(1)
     assert f"{url}/docs" in out and " token" in out
+    # What a newcomer needs to type the same: the home, why only the master prints.
+    assert f"with RINGLEADER_HOME={demo_home}" in out
+    assert "the workers train silently" in out and f"export RINGLEADER_HOME={demo_home}" in out
     name = WORKLOAD.search(out).group(1)
     pid = int(SERVER_PID.search(out).group(1))
 

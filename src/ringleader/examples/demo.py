@@ -309,9 +309,13 @@ def run_demo(args: argparse.Namespace) -> int:
         print("demo failed: the workload was not submitted", file=sys.stderr)
         return 1
     name = match.group(1)
+    rl = _display_name(ringleader)
+    print(f"(here `ringleader` is {rl} with RINGLEADER_HOME={home}: see the end for how to "
+          "type it yourself)")  # fmt: skip
 
     command = [*ringleader, "logs", name, "-f"]
     print(f"$ {_shown(command, ringleader)}", flush=True)
+    print("(the digits example prints from rank 0, the master, only: the workers train silently)")
     accuracy = None
     follow = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
     watchdog = threading.Timer(args.timeout, follow.kill)
@@ -348,12 +352,13 @@ def run_demo(args: argparse.Namespace) -> int:
     else:
         print(f"final test accuracy: {accuracy}   (workload {name}, {phase}, {elapsed:.0f}s)")
 
-    rl = _display_name(ringleader)
     if args.stop_after:
         stop_server(home)
         print(f"server stopped (pid {pid}); its state stays in {home}")
         return 0 if ok else 1
     quoted = shlex.quote(str(home))
+    # The venv's ringleader on your PATH (activate), unless it already is.
+    activate = f". {rl.removesuffix('ringleader')}activate; " if rl.endswith("/ringleader") else ""
     if home == Path(DEFAULT_HOME).resolve() and Path("Makefile").is_file():
         stop = f"make demo-stop   (or: kill {pid})"
     else:
@@ -364,7 +369,7 @@ def run_demo(args: argparse.Namespace) -> int:
         f"  API:       {url}   (REST under {url}/api/v1)\n"
         f"  API docs:  {url}/docs   (OpenAPI: {url}/openapi.json; both need the token)\n"
         f"  Token:     RINGLEADER_HOME={quoted} {rl} token\n"
-        f"  Try:       export RINGLEADER_HOME={quoted}\n"
+        f"  Try:       {activate}export RINGLEADER_HOME={quoted}\n"
         f"             {rl} list; {rl} describe {name}\n"
         f'             curl -H "Authorization: Bearer $({rl} token)" {url}/api/v1/workloads\n'
         f"  Stop it:   {stop}"
