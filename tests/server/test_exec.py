@@ -328,3 +328,20 @@ def test_each_malformed_resize_frame_is_counted_and_the_size_kept(tmp_path) -> N
         session.stop()
     assert code == 0 and session.bad_resizes == len(BAD_RESIZES)
     assert "33 101" in b"".join(chunk[1:] for chunk in sent).decode()
+
+
+def test_logs_of_a_silent_interactive_workload_say_why_they_are_empty(
+    server: ServerProcess,
+) -> None:
+    """Seed 001's `sleep infinity` workload prints nothing: `logs` says it runs, is
+    interactive, and that bash is the way in, rather than printing nothing at all."""
+    sub = server.cli("submit-dist", "pytorch", "quiet", "--workers", "1", "--interactive",
+                     "--", "sh", "-c", "sleep infinity")  # fmt: skip
+    assert sub.returncode == 0, sub.stderr
+    wait_until(lambda: _running_pods(server, "quiet") == 2, 60, "2 running pods")
+    done = server.cli("logs", "quiet")
+    assert done.returncode == 0 and done.stdout == "", done.stdout
+    said = " ".join(done.stderr.split())
+    assert "no log lines yet: quiet is Running and has printed nothing" in said, said
+    assert "`ringleader bash quiet` opens a shell in it" in said, said
+    assert server.cli("delete", "quiet").returncode == 0

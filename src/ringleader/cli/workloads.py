@@ -201,7 +201,17 @@ def _say_why_silent(w: WorkloadOut) -> None:
 
     w = visible_data(w)
     if w.actual_phase in ("Running", "Initializing", "Degraded"):
-        return  # it runs and has printed nothing yet: nothing to explain
+        # It runs and has printed nothing yet: say so, and what to do with a shell's.
+        spec = (w.spec or {}).get("spec") or {}
+        said = f"no log lines yet: {w.name} is {w.actual_phase} and has printed nothing"
+        if spec.get("interactive"):
+            command = spec.get("command") or "a keepalive"
+            said += (
+                f" (interactive: its command is {command}; `ringleader bash {w.name}` opens"
+                " a shell in it, whose output is the shell's, not the logs')"
+            )
+        err_console.print(said + "; `-f` follows it", markup=False, soft_wrap=True)
+        return
     lines = status_lines(w, err_console.width if wraps(err_console) else None)
     err_console.print(f"no log lines; {w.name}'s " + lines[0][0].lower() + lines[0][1:],
                       markup=False, soft_wrap=True)  # fmt: skip
