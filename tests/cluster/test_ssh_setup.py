@@ -239,3 +239,21 @@ def test_a_key_that_is_not_a_key_or_whose_public_half_differs_is_named(tmp_path:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"{key}.pub is not the public half of {key}" in " ".join(done.stderr.split())
+
+
+def test_a_keys_only_host_is_told_what_can_install_the_key(
+    make_test_hosts: MakeHosts, password_users: tuple[str, ...], tmp_path: Path
+) -> None:
+    """A host that takes keys only asks no password: ssh-copy-id cannot work there, and
+    the fix says what can (a key it takes, the cloud's or the machine's console)."""
+    net = make_test_hosts(1, password_auth=False, sshd_options={
+        "AuthorizedKeysFile": ".ssh/authorized_keys", "KbdInteractiveAuthentication": "no"})  # fmt: skip
+    client = Client(tmp_path, net)
+    target = f"{password_users[0]}@{net.hosts[0].address}"
+    done = client.run("--accept-new", target)
+    assert done.returncode == 1
+    said = " ".join(done.stderr.split())
+    assert f"{target}: installing the key failed (auth)" in said, said
+    assert "takes keys only (no password login), so ssh-copy-id cannot work" in said, said
+    assert "IdentityFile=KEY" in said and "(asks the password)" not in said
+    assert client.prompts() == 0  # no password was asked: none would do

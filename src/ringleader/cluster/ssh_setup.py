@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -287,7 +288,7 @@ def setup_host(target: str, setup: Setup, confirm: Callable[[str, list[str]], bo
     if done.returncode != 0:
         stage, problem, fix = classify_failure(target, done.stderr)
         result.problem = f"installing the key failed ({stage}): {problem}"
-        result.fix = manual_steps(target, setup) if stage == "auth" else fix
+        result.fix = manual_steps(target, setup, done.stderr) if stage == "auth" else fix
         return result
     result.steps.append("public key installed in ~/.ssh/authorized_keys")
     check = batch_login(target, setup)
@@ -305,8 +306,22 @@ def setup_host(target: str, setup: Setup, confirm: Callable[[str, list[str]], bo
     return result
 
 
-def manual_steps(target: str, setup: Setup) -> str:
-    return (
-        f"by hand: `ssh-copy-id -i {setup.key}.pub {target}` (asks the password), then "
-        f"`ssh -o BatchMode=yes -i {setup.key} {target} true` must print nothing and exit 0"
-    )
+def manual_steps(target: str, setup: Setup, stderr: str = "") -> str:
+    """How to install the key by hand.  A host that takes keys only (its refusal
+    lists ``publickey`` alone) asks no password, so ``ssh-copy-id`` cannot work there:
+    the key goes in through a way in that already works."""
+    check = f"`ssh -o BatchMode=yes -i {setup.key} {target} true` must print nothing and exit 0"
+    if _keys_only(stderr):
+        return (
+            f"{target} takes keys only (no password login), so ssh-copy-id cannot work: add "
+            f"{setup.key}.pub to ~/.ssh/authorized_keys there with a way in that works (a "
+            f"key it takes: `ssh-copy-id -f -i {setup.key}.pub -o IdentityFile=KEY "
+            f"{target}`; or your cloud console's SSH keys, or the machine's console), then " + check
+        )
+    return f"by hand: `ssh-copy-id -i {setup.key}.pub {target}` (asks the password), then {check}"
+
+
+def _keys_only(stderr: str) -> bool:
+    """ssh's refusal lists the methods the host allows: ``(publickey)`` alone."""
+    found = re.search(r"Permission denied \(([^)]*)\)", stderr)
+    return bool(found) and found.group(1).split(",") == ["publickey"]
