@@ -28,6 +28,7 @@ What a user gets:
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -160,6 +161,11 @@ def test_interactive_workload_then_a_horovod_style_run_from_bash(site: UserShell
         shell.expect(r"\(dist-int/launcher\) ")  # the prompt names workload and pod
         workers = shell.run("echo $RUNAI_MPI_NUM_WORKERS")
         assert workers.rc == 0 and re.search(r"^2$", workers.out, re.M), workers
+        # Ranks started from here share the cores as the workload's own ranks do (2 on
+        # this machine's cores): before, they each took every core, and ran 3x slower.
+        threads = shell.run("echo threads=$OMP_NUM_THREADS")
+        cores = len(os.sched_getaffinity(0))
+        assert f"threads={max(1, cores // 2)}" in threads.out, threads
         # The seed's image has Horovod's Python first on PATH: so has this shell.
         assert shell.run(f"export PATH={HOROVOD_VENV / 'bin'}:$PATH").rc == 0
         horovod = shell.run(HOROVOD, timeout=180)  # as printed
