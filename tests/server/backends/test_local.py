@@ -277,6 +277,9 @@ def test_plan_rejects_a_missing_command_and_other_frameworks(
     with pytest.raises(InvalidSpec) as err:
         LocalBackend().plan(make_request("/runs/x", command="train", distributedFramework="TF"))
     assert err.value.where == "spec.distributedFramework"
+    # Launch-only frameworks (Horovod's) are not named among what a workload may be.
+    assert err.value.problem.startswith("the local backend runs PyTorch and MPI and TF"), err.value
+    assert "None" not in err.value.problem
 
 
 def test_log_line_and_file_name_formats() -> None:

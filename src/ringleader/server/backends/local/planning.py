@@ -179,7 +179,7 @@ def _framework(spec: WorkloadSpec) -> frameworks.Framework:
     """The launcher's framework the spec names; 422 naming the field when none runs here."""
     framework = spec.registered_framework
     if framework is None:
-        runnable = " and ".join(f.spec_name for f in frameworks.all_frameworks())
+        runnable = " and ".join(f.spec_name for f in frameworks.all_frameworks() if f.spec_name)
         raise InvalidSpec(
             f"the local backend runs {runnable} workloads, not {spec.framework.value}",
             "spec.distributedFramework",
