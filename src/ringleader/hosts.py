@@ -190,6 +190,27 @@ def load_hostfile(path: str | Path) -> list[Host]:
     return parse_mpi_hostfile(text, str(path))
 
 
+def required_paths(path: str | Path) -> list[str]:
+    """A hosts.json's ``"require_paths"`` (its object form: ``{"hosts": [...],
+    "require_paths": ["/opt/intel/oneapi"]}``): paths every host must have, which
+    ``doctor`` checks; [] for a file without them (or an MPI hostfile)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []  # load_hostfile has said what is wrong with it
+    if not isinstance(data, dict) or "require_paths" not in data:
+        return []
+    paths = data["require_paths"]
+    if not isinstance(paths, list) or not all(
+        isinstance(p, str) and p.startswith("/") for p in paths
+    ):
+        line = next((n for n, t in enumerate(path.read_text().splitlines(), 1)
+                     if '"require_paths"' in t), 1)  # fmt: skip
+        raise InvalidSpec('"require_paths" must be a list of absolute paths', f"{path}:{line}")
+    return paths
+
+
 def with_slots(hosts: list[Host], nproc_per_node: int | None) -> list[Host]:
     """Override every host's slots (``--nproc-per-node``)."""
     if nproc_per_node is None:

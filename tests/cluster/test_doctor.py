@@ -255,3 +255,16 @@ def test_required_paths_are_checked_on_every_host(tmp_path: Path) -> None:
                          timeout=120, env=env)  # fmt: skip
     assert bad.returncode == 2 and "--require-path" in bad.stderr, bad.stderr
     assert "'opt/x' is not an absolute path" in bad.stderr
+    # The same from the hosts file itself, its object form's "require_paths".
+    hosts = tmp_path / "hosts.json"
+    hosts.write_text('{"hosts": [{"ssh": "localhost"}],\n "require_paths": ["/opt/no-such-zz"]}')
+    rest = base[base.index("--workdir") :]
+    listed = subprocess.run([*base[:4], "--hostfile", str(hosts), *rest, "--json"],
+                            capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    paths = json.loads(listed.stdout)["hosts"][0]["checks"]["paths"]
+    assert paths["detail"] == "missing: /opt/no-such-zz", paths
+    hosts.write_text('{"hosts": [{"ssh": "localhost"}],\n "require_paths": "/opt"}')
+    wrong = subprocess.run([*base[:4], "--hostfile", str(hosts), *rest], capture_output=True,
+                           text=True, timeout=120, env=env)  # fmt: skip
+    assert wrong.returncode == 2 and f"{hosts}:2" in wrong.stderr, wrong.stderr

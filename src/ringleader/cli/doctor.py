@@ -72,7 +72,8 @@ def doctor(
         [],
         "--require-path",
         metavar="PATH",
-        help="A path that must exist on every host, e.g. /opt/intel/oneapi (repeatable).",
+        help="A path that must exist on every host, e.g. /opt/intel/oneapi (repeatable;"
+        ' also a hosts.json\'s "require_paths").',
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON document instead of tables (for scripts)."
@@ -120,7 +121,7 @@ def doctor(
         master=picked[0].address,
         image=image or "",
         image_id=image_id,
-        require_paths=tuple(_checked_paths(require_paths)),
+        require_paths=tuple(_checked_paths(require_paths) + _file_paths(hostfile)),
     )
     reports = doc.run(plan)
     measured = None
@@ -135,7 +136,7 @@ def doctor(
     if as_json:
         sys.stdout.write(json.dumps(_json_report(reports, measured), indent=2) + "\n")
     else:
-        below = ("image",) * bool(image) + ("paths",) * bool(require_paths)
+        below = ("image",) * bool(image) + ("paths",) * bool(plan.require_paths)
         _doctor_table(reports, doc.CHECKS, below)
         if measured:
             _bandwidth_table(measured, len(picked))
@@ -167,6 +168,13 @@ def _checked_paths(paths: list[str]) -> list[str]:
         if not path.startswith("/"):
             raise InvalidSpec(f"{path!r} is not an absolute path", "--require-path")
     return paths
+
+
+def _file_paths(hostfile: str | None) -> list[str]:
+    """The hosts.json's own ``"require_paths"`` (checked like --require-path)."""
+    from ringleader.hosts import required_paths
+
+    return required_paths(hostfile) if hostfile else []
 
 
 def _checked_sizes(sizes: str) -> list[str]:
