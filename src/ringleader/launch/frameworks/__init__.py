@@ -129,9 +129,9 @@ class Framework:
     example: str = "python train.py"
     workers_help: str = "Worker pods besides the head pod."
     wizard_label: str = ""  # the wizard's choice; the spec name when empty
-    # "module:function" that node 0's agent serves on the attempt's master port while
-    # its ranks run (``function(host, port)`` -> an object with ``close()``): the
-    # rendezvous a framework's ranks meet at when none of them hosts it (Horovod's).
+    # "module:function" node 0's agent serves for each attempt, its port the master
+    # port (``function(host, 0)`` -> an object with ``server_address`` and ``close()``):
+    # the rendezvous a framework's ranks meet at when none of them hosts it (Horovod's).
     rendezvous: str = ""
     # Words in a failed rank's error that mean a peer had ended first (Horovod's "has
     # been shut down" reaches every rank as soon as one exits): not the root cause.
