@@ -73,3 +73,14 @@ def test_repeated_hosts_become_one_line_with_their_slots_summed() -> None:
              Host("127.0.0.1", "127.0.0.1", 1), Host("10.0.0.2", "10.0.0.2", 1)]  # fmt: skip
     assert hostfile_text(hosts) == "localhost slots=2\n10.0.0.2 slots=3\n"
     assert [h.slots for _, h in merged_hosts(hosts)] == [2, 3]
+
+
+def test_mpiruns_setpgid_race_warning_is_not_shown() -> None:
+    """OpenMPI's rsh launcher warns when its setpgid of a child loses the race with the
+    child's exec: nothing a user can act on, kept out of the output; other words stay."""
+    from ringleader.launch.mpi import benign
+
+    said = "[vm:01234] plm:rsh: Warning: setpgid(5678,5678) failed in parent with errno=Permission denied(13)"
+    assert benign(said)
+    assert not benign("plm:rsh: Error: setpgid(0,0) failed in child with errno=EPERM(1)")
+    assert not benign("mpirun noticed that process rank 1 with PID 9 on node a exited on signal 9")

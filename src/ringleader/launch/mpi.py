@@ -63,6 +63,7 @@ MPIRUN_SAID_LINES = 200  # mpirun's own lines kept for its report of a failure
 _SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
 _PROCESS = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _EXIT_CODE = re.compile(r"Exit code:\s*(\d+)")
+_SETPGID_RACE = re.compile(r"plm:rsh: Warning: setpgid\(\d+,\d+\) failed in parent with errno=")
 
 
 def exit_report(text: str) -> dict[str, Any] | None:
@@ -91,6 +92,13 @@ def mpirun_reported(said: list[str]) -> tuple[int, int, int | None, str] | None:
         rank = int(process.group(1))
         return rank, int(code.group(1)), None, f"mpirun: rank {rank} exited with {code.group(1)}"
     return None
+
+
+def benign(text: str) -> bool:
+    """An mpirun line that says nothing a user can act on: OpenMPI's rsh launcher warns
+    when its parent's ``setpgid`` of a child loses the race with the child's exec
+    (EACCES, ``plm_rsh_module.c``); the child has put itself in its group already."""
+    return bool(_SETPGID_RACE.search(text))
 
 
 def launches_itself(command: list[str]) -> bool:
@@ -247,6 +255,8 @@ class MPISupervisor(Supervisor):
 
     def _emit_line(self, plan: LaunchPlan, line: RankLine, tails: dict[int, deque[str]]) -> None:
         rank, stream, text = line.rank, line.stream, line.text
+        if rank == MPIRUN and benign(text):
+            return
         if rank == MPIRUN:
             self._mpirun_said.append(text)
             self.sink.notice(MPIRUN_NOTICE + text)
