@@ -43,7 +43,8 @@ def files(workdir: str) -> list[str]:
     if os.path.isfile(ignore):
         with open(ignore) as handle:
             patterns = [ln.strip() for ln in handle if ln.strip() and not ln.startswith("#")]
-    if os.path.isdir(os.path.join(workdir, ".git")) and shutil.which("git"):
+    # A checkout's .git is a directory; a worktree's or a submodule's, a file.
+    if os.path.exists(os.path.join(workdir, ".git")) and shutil.which("git"):
         argv = ["git", "-C", workdir, "ls-files", "-co", "--exclude-standard", "-z"]
         done = subprocess.run(
             [*argv, *(["--exclude-from", ignore] if patterns else [])],
