@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 #   TEST_WORKERS=N   pytest-xdist workers for `make test` (default 2: most tests wait on
 #                    servers, hosts and ranks, so two overlap well even on 2 cores)
 TEST_WORKERS ?= 2
-APT_PACKAGES := python3-venv openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc catatonit mmdebstrap docker-registry docker.io
+APT_PACKAGES := python3-venv cmake g++ openssh-server openssh-client iproute2 openmpi-bin libopenmpi-dev rsync git passwd procps util-linux postgresql sudo slurm-wlm munge chromium fonts-dejavu-core podman runc catatonit mmdebstrap docker-registry docker.io
 STAMP := $(VENV)/.ringleader-installed
 #   HOROVOD_VENV=DIR   where `make horovod` makes the Horovod environment (default .horovod)
 HOROVOD_VENV ?= .horovod
