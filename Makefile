@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml constraints.txt
 horovod: $(HOROVOD_STAMP)
 
 $(HOROVOD_STAMP): scripts/horovod-env.sh constraints-horovod.txt | system
-	PYTHON=$(PYTHON) scripts/horovod-env.sh $(HOROVOD_VENV)
+	PYTHON=$(PYTHON) RINGLEADER_VENV=$(abspath $(VENV)) scripts/horovod-env.sh $(HOROVOD_VENV)
 
 # The embedded server (left running, state in ./.ringleader-demo), the digits example as a
 # 2-worker PyTorch workload, its merged logs, its accuracy and the API's URL.

@@ -30,8 +30,9 @@ if ! ls "$cache"/horovod-*.whl >/dev/null 2>&1; then
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
   HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
     "$venv/bin/pip" wheel -q --no-deps --no-build-isolation -w "$work/wheel" "$work/horovod-$horovod.tar.gz"
-  mkdir -p "$cache"
-  cp "$work"/wheel/horovod-*.whl "$cache/"
+  mkdir -p "$cache"  # in whole: a copy cut short must not pass for a wheel next time
+  wheel="$(basename "$work"/wheel/horovod-*.whl)"
+  cp "$work/wheel/$wheel" "$cache/.$wheel.part" && mv "$cache/.$wheel.part" "$cache/$wheel"
 fi
 "$venv/bin/pip" install -q --no-deps "$cache"/horovod-*.whl
 # ringleader's examples and runtime (standard library only) from this checkout.

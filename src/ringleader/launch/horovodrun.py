@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from ringleader.errors import InvalidSpec
 from ringleader.hosts import Host, is_local_address, parse_host_list, parse_mpi_hostfile
 from ringleader.launch.options import first_slots
+from ringleader.launch.ssh import SSHOptions
 
 #: Set in an MPI workload's launcher pod (``mpirun.launcher_defaults``): the gang's hostfile.
 POD_HOSTFILE = "OMPI_MCA_orte_default_hostfile"
 DEFAULT_START_TIMEOUT_S = 30
-SSH_CONFIG_VAR = "RINGLEADER_SSH_CONFIG"
 # What mpirun does not carry to the ranks (Horovod's own list, and a pod's identity:
 # each worker pod has its own).
 NOT_EXPORTED = re.compile(
@@ -214,7 +214,7 @@ def _resolves(name: str) -> bool:
     if is_local_address(name):
         return True
     target = name
-    config = os.environ.get(SSH_CONFIG_VAR)  # launch's own default ssh configuration
+    config = SSHOptions.from_env(None).config_file  # the one launch will use
     try:
         shown = subprocess.run(["ssh", *(["-F", config] if config else []), "-G", name],
                                capture_output=True, text=True, timeout=10, check=False)  # fmt: skip
@@ -285,11 +285,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "horovodrun") -> int:
     else:
         run = mpirun_argv(request, environ, as_root=os.geteuid() == 0)
     if request.verbose:
-        print(f"horovodrun: {shlex.join(run)}", file=sys.stderr, flush=True)
+        print(f"{prog}: {shlex.join(run)}", file=sys.stderr, flush=True)
     try:
         os.execvpe(run[0], run, environ)
     except OSError as exc:
-        print(f"horovodrun: error: cannot run {run[0]}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"{prog}: error: cannot run {run[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127
     return 0  # not reached: exec replaced this process
 
