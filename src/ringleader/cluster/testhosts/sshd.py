@@ -1,0 +1,134 @@
+"""What each test host's sshd runs with, and the ssh config that reaches them all.
+
+Why its own module: these are the choices that make a test host a fair stand-in for
+a real machine, worth reading apart from the plumbing: key-only root logins, host
+keys that are checked (``StrictHostKeyChecking yes`` against a known_hosts of the
+generated keys, never the machine's), room for a launcher's many connections, and a
+hostname of the host's own (a UTS namespace), so Gloo and Horovod, which bind to
+what the machine's name resolves to, see a distinct machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ringleader.cluster.testhosts.links import SBIN_PATH, TestHostError
+from ringleader.cluster.testhosts.mounts import hide_script, own_containers_script
+
+
+def sshd_config(
+    host_dir: Path, authorized_keys: Path, password_auth: bool, extra: Mapping[str, str]
+) -> str:
+    """The text of one host's sshd_config (``extra`` overrides the defaults)."""
+    options = {
+        "Port": "22",
+        "AddressFamily": "inet",
+        "HostKey": str(host_dir / "ssh_host_ed25519_key"),
+        "PidFile": str(host_dir / "sshd.pid"),
+        "AuthorizedKeysFile": str(authorized_keys),
+        "PermitRootLogin": "prohibit-password",
+        "PubkeyAuthentication": "yes",
+        "PasswordAuthentication": "yes" if password_auth else "no",
+        "KbdInteractiveAuthentication": "no",
+        "StrictModes": "no",  # temp dirs are not owned/permissioned like ~/.ssh
+        "UsePAM": "no",
+        "UseDNS": "no",
+        "PrintMotd": "no",
+        "MaxStartups": "200",  # a launcher opens one connection per rank at once
+        "MaxSessions": "100",
+        "LogLevel": "VERBOSE",
+        "Subsystem": "sftp internal-sftp",
+        **extra,
+    }
+    return "".join(f"{k} {v}\n" for k, v in options.items())
+
+
+def ssh_config(identity_file: Path, known_hosts: Path) -> str:
+    """The client side: our key, our known_hosts only, batch mode, checked host keys."""
+    options = {
+        "IdentityFile": identity_file,
+        "IdentitiesOnly": "yes",
+        "UserKnownHostsFile": known_hosts,
+        "GlobalKnownHostsFile": "/dev/null",  # only our keys, never the machine's
+        "StrictHostKeyChecking": "yes",
+        "UpdateHostKeys": "no",  # known_hosts is ours and read-only in spirit
+        "BatchMode": "yes",
+        "User": "root",
+        "ConnectTimeout": "5",
+        "ControlMaster": "no",
+        "LogLevel": "ERROR",
+    }
+    body = "".join(f"  {k} {v}\n" for k, v in options.items())
+    return f"Host *\n{body}"
+
+
+def sshd_binary() -> str:
+    """sshd by absolute path: sshd re-execs itself and refuses a relative one."""
+    return shutil.which("sshd", path=SBIN_PATH) or "/usr/sbin/sshd"
+
+
+def sshd_argv(
+    netns: str,
+    address: str,
+    host_dir: Path,
+    *,
+    hidden_dirs: Sequence[str] = (),
+    own_containers: bool = False,
+    protected: Sequence[Path] = (),
+) -> list[str]:
+    """The command that runs the host's sshd in its namespaces, keeping one pid.
+
+    ``ip netns exec``, ``unshare`` and ``sh``'s ``exec`` each replace themselves, so
+    the pid Popen reports is sshd's: the pid that is recorded and later signalled.
+    """
+    sshd = [sshd_binary(), "-D", "-e", "-f", str(host_dir / "sshd_config")]
+    # Its own hostname, its address (as a machine's name resolves to its own address:
+    # Gloo's devices that name no interface, Horovod's process sets, bind to it).
+    named = f"hostname {address}"
+    uts = ["unshare", "--uts"]
+    if not (hidden_dirs or own_containers):
+        return ["ip", "netns", "exec", netns, *uts, "/bin/sh", "-c",
+                f"{named} && exec {shlex.join(sshd)}"]  # fmt: skip
+    keep = [*protected, Path(sshd[0]), Path("/run/sshd")]
+    script = ["set -e", named, *hide_script(hidden_dirs, keep, host_dir / "tools")]
+    if own_containers:
+        script += own_containers_script(host_dir)
+    script.append(f"exec {shlex.join(sshd)}")
+    # A file, not ``-c``: hiding an entry of a big directory (/usr/bin) binds back
+    # every other one, more than one argument may hold.
+    (host_dir / "mounts.sh").write_text("\n".join(script) + "\n")
+    unshare = [*uts, "--mount", "--propagation", "private"]
+    return ["ip", "netns", "exec", netns, *unshare, "/bin/sh", str(host_dir / "mounts.sh")]
+
+
+def wait_ready(
+    process: subprocess.Popen[bytes], address: str, log: Path, name: str, timeout: float
+) -> None:
+    """Poll until the sshd sends its banner; fail early (with its log) if it died."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise TestHostError(f"sshd of {name} exited: {log.read_text()}")
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((address, 22), timeout=1) as s,
+        ):
+            if s.recv(4).startswith(b"SSH-"):
+                return
+        if time.monotonic() > deadline:
+            raise TestHostError(f"sshd of {name} not ready: {log.read_text()}")
+        time.sleep(0.02)
+
+
+def answers(address: str, timeout: float = 1.0) -> bool:
+    """Whether an sshd answers at ``address:22`` now (its banner arrives)."""
+    with contextlib.suppress(OSError), socket.create_connection((address, 22), timeout) as s:
+        return s.recv(4).startswith(b"SSH-")
+    return False
