@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.fixtures.browser import UI
 from tests.server.conftest import ServerProcess, running_server
@@ -59,7 +60,23 @@ def _landed(ui: UI, name: str) -> None:
 
 
 def _continue(ui: UI, step: str) -> None:
+    """CONTINUE from ``step``: CREATE is not offered before the last step, the summary."""
+    expect(ui.page.locator("#create")).to_be_hidden()
     ui.page.locator(f"#{step} button.continue").click()
+
+
+def _summary(ui: UI) -> dict[str, str]:
+    """The Summary step's rows once the server answered for the form as it is."""
+    ui.page.wait_for_selector("#step-summary:not([hidden]) #recap:not([aria-busy]) dl")
+    expect(ui.page.locator("#create")).to_be_visible()
+    rows = ui.page.locator("#recap .recap-row")
+    keys = rows.locator("dt").all_inner_texts()
+    return dict(zip(keys, rows.locator("dd").all_inner_texts(), strict=True))
+
+
+def _to_summary(ui: UI) -> dict[str, str]:
+    ui.page.get_by_role("button", name="7. Summary").click()
+    return _summary(ui)
 
 
 def test_seed_002_a_distributed_pytorch_workload_through_the_wizard(ui: UI):
@@ -117,6 +134,19 @@ def test_seed_002_a_distributed_pytorch_workload_through_the_wizard(ui: UI):
     assert page.locator("#master-fields").is_visible()
     ui.shot("wizard-6-master-own-setup")
     page.get_by_label("Give the master a different setup").uncheck()
+    _continue(ui, "step-master")
+    # Step 7, the summary: the chosen assets by name, what they fill in, and words
+    # (never a bare "-") where nothing is set; only here is CREATE offered.
+    recap = _summary(ui)
+    assert recap["Project"] == "default" and recap["Name"] == "seed-dist", recap
+    assert recap["Environment"] == "pytorch-dt (kubeflow/pytorch-dist-mnist:latest)", recap
+    assert recap["Image"] == "kubeflow/pytorch-dist-mnist:latest", recap
+    assert recap["Compute resource"] == "small-fraction (1 GPU x 10%, 0.1 CPU, 100M)", recap
+    assert "GPU portion 10% of a GPU" in recap["Compute per pod"], recap
+    assert recap["Working directory"].startswith("not set: the workload's own work directory")
+    assert recap["Type"] == "PyTorch distributed training: a master and 2 workers", recap
+    assert "-" not in recap.values(), recap
+    ui.shot("wizard-7-summary")
     page.get_by_role("button", name="Create training").click()
     _landed(ui, "seed-dist")
     ui.shot("wizard-created")
@@ -136,6 +166,7 @@ def test_an_invalid_form_shows_field_messages_and_creates_nothing(ui: UI):
     assert "Not a valid name" in page.inner_text("#name-status")
     _continue(ui, "step-name")
     page.get_by_label("Image").first.fill("nginx:1;id")
+    _to_summary(ui)
     page.get_by_role("button", name="Create training").click()
     page.wait_for_selector("#error-summary")
     summary = page.inner_text("#error-summary")
@@ -149,6 +180,8 @@ def test_an_invalid_form_shows_field_messages_and_creates_nothing(ui: UI):
     ui.shot("wizard-invalid")
     # Fixed, the service's own checks answer next: the image is no image reference.
     name.fill("good-name")
+    expect(page.locator("#create")).to_be_hidden()  # back on the name's step
+    _to_summary(ui)
     page.get_by_role("button", name="Create training").click()
     page.wait_for_selector("#error-summary a >> text=Image")
     summary = page.inner_text("#error-summary")
@@ -215,6 +248,9 @@ def test_keyboard_only_creation(ui: UI):
     keys.press("Space")  # on and off again: a checkbox works by keyboard
     _tab_to_continue(ui)
     keys.press("Enter")  # Master
+    _tab_to_continue(ui)
+    keys.press("Enter")  # Summary
+    assert _summary(ui)["Environment"].startswith("pytorch-dt")
     _tab_to(ui, "create")
     keys.press("Space")
     _landed(ui, "by-keys")
@@ -229,7 +265,7 @@ def test_without_script_every_step_shows_and_creates(chromium: Any, ui_server: S
         ui = UI(context.new_page(), ui_server)
         ui.login(path="/workloads/new")
         page = ui.page
-        for legend in ("1. Project", "2. Name", "3. Environment", "4. Workers", "6. Master"):
+        for legend in ("1. Project", "2. Name", "3. Environment", "6. Master", "7. Summary"):
             assert page.get_by_text(legend).is_visible()
         page.get_by_label("Workload name").fill("no-script")
         page.get_by_label("Command").first.fill("python -c 'print(42)'")
@@ -239,3 +275,28 @@ def test_without_script_every_step_shows_and_creates(chromium: Any, ui_server: S
         assert _phase(ui, "no-script", {"Running", "Completed"})
     finally:
         context.close()
+
+
+def test_the_project_picker_starts_on_the_project_the_user_works_in(ui: UI):
+    _cli(ui, "project", "create", "vision")
+    ui.login(path="/workloads/new")
+    chosen = lambda: ui.page.locator("#f-project option:checked").inner_text()  # noqa: E731
+    assert chosen() == "default"  # no workload yet: the first of the admin's projects
+    # The workloads page's project filter is where the user works: NEW WORKLOAD keeps it.
+    ui.goto("/workloads?project=vision")
+    ui.page.get_by_role("link", name="+ NEW WORKLOAD").click()
+    ui.page.wait_for_url("**/workloads/new?project=vision")
+    assert chosen() == "vision"
+    ui.shot("wizard-1-project-from-filter")
+    # Without a filter: the project of the user's latest workload.
+    _cli(ui, "submit-dist", "pytorch", "in-vision", "--workers", "1", "--project", "vision",
+         "--", "python", "-c", "pass")  # fmt: skip
+    ui.goto("/workloads")
+    ui.page.get_by_role("link", name="+ NEW WORKLOAD").click()
+    ui.page.wait_for_url("**/workloads/new")
+    assert chosen() == "vision"
+    _continue(ui, "step-project")
+    ui.page.get_by_label("Workload name").fill("in-vision")  # checked in the chosen project
+    expect(ui.page.locator("#name-status")).to_contain_text("already exists in project 'vision'")
+    ui.goto("/workloads/new?project=default")  # asked for: that one
+    assert chosen() == "default"

@@ -29,7 +29,6 @@ from ringleader.server.asset_schemas import (
     EnvironmentCreationRequest,
 )
 from ringleader.server.compute_asset_schemas import (
-    ComputeAssetSpec,
     ComputeCreationRequest,
 )
 from ringleader.server.deps import get_session
@@ -38,18 +37,13 @@ from ringleader.server.services import assets
 from ringleader.server.services import workloads as svc
 from ringleader.server.services.assets import COMPUTE, ENVIRONMENT, AssetKind
 from ringleader.server.ui import wizard_form as wf
+from ringleader.server.ui import wizard_summary as ws
 from ringleader.server.ui.render import page
 from ringleader.server.ui.session import csrf_checked, set_notice, ui_user
 from ringleader.spec import MAX_ID_CHARS, WorkloadSpec, check_name
 
 router = APIRouter(include_in_schema=False)
-
-ASSET_FIELDS: tuple[tuple[str, AssetKind[Any, Any]], ...] = (
-    ("environment", ENVIRONMENT),
-    ("compute", COMPUTE),
-    (wf.MASTER + "environment", ENVIRONMENT),
-    (wf.MASTER + "compute", COMPUTE),
-)
+router.include_router(ws.router)  # the Summary step's rows
 
 
 def _projects(s: Session, user: User) -> list[Project]:
@@ -65,24 +59,6 @@ class _Choice(NamedTuple):
     about: str
 
 
-def about(spec: Any) -> str:
-    """An asset's values in a few words: an environment's image, a compute resource's asks."""
-    if isinstance(spec, ComputeAssetSpec):
-        parts = []
-        if spec.gpu_portion_request is not None:
-            parts.append(f"{spec.gpu_devices_request or 1} GPU x {spec.gpu_portion_request:.0%}")
-        elif spec.gpu_memory_request is not None:
-            parts.append(f"{spec.gpu_devices_request or 1} GPU x {spec.gpu_memory_request}")
-        elif spec.gpu_devices_request:
-            parts.append(f"{spec.gpu_devices_request} GPU")
-        if spec.cpu_core_request is not None:
-            parts.append(f"{spec.cpu_core_request:g} CPU")
-        if spec.cpu_memory_request is not None:
-            parts.append(spec.cpu_memory_request)
-        return ", ".join(parts)
-    return str(getattr(spec, "image", None) or getattr(spec, "command", None) or "")[:60]
-
-
 def _asset_groups(s: Session, user: User, kind: AssetKind[Any, Any]) -> list[dict[str, Any]]:
     """The assets the user may pick, grouped: every project's first, then each of
     the user's projects' (the page's script shows only the chosen project's)."""
@@ -92,7 +68,7 @@ def _asset_groups(s: Session, user: User, kind: AssetKind[Any, Any]) -> list[dic
         key = meta.project_id or ""
         label = f"Project {meta.project_name}" if key else "Every project"
         groups.setdefault(key, {"project": key, "label": label, "assets": []})
-        groups[key]["assets"].append(_Choice(asset.meta.id, asset.meta.name, about(asset.spec)))
+        groups[key]["assets"].append(_Choice(asset.meta.id, asset.meta.name, ws.about(asset.spec)))
     return sorted(groups.values(), key=lambda g: (g["project"] != "", g["label"]))
 
 
@@ -126,6 +102,7 @@ def _form_page(
         saved=saved,
         copied_from=copied_from,
         start_step=start_step,
+        recap=ws.recap(s, user, values),
     )
 
 
@@ -166,18 +143,30 @@ def new_workload(
     user: User = Depends(ui_user),
     s: Session = Depends(get_session),
 ) -> HTMLResponse:
-    """The empty wizard (``?project=`` preselects one), or ``?copy=ID`` filled from a
-    workload the user can see ("Copy & edit"), renamed so the name is free."""
+    """The empty wizard in the user's current project (``current_project``), or
+    ``?copy=ID`` filled from a workload the user can see ("Copy & edit"), renamed so the
+    name is free."""
     if copy:
         workload = svc.get(s, user, copy)  # another project's: not found
         spec = WorkloadSpec.from_stored(workload.spec)
         values = wf.from_spec(spec, free_name(s, workload.project_id, workload.name))
         return _form_page(request, s, user, values, copied_from=workload.name)
+    return _form_page(request, s, user, wf.defaults(current_project(s, user, project)))
+
+
+def current_project(s: Session, user: User, asked: str = "") -> str:
+    """The project a new workload goes to unless the user picks another: the one asked
+    for (``?project=``: the workloads page's project filter carries it), else the
+    project of the user's latest workload (where they work), else their first."""
     projects = _projects(s, user)
-    chosen = next((p.id for p in projects if project in (p.id, p.name)), "")
-    if not chosen and len(projects) == 1:
-        chosen = projects[0].id
-    return _form_page(request, s, user, wf.defaults(chosen))
+    ids = [p.id for p in projects]
+    found = next((p.id for p in projects if asked and asked in (p.id, p.name)), None)
+    if found is None and ids:
+        latest = select(Workload.project_id).where(
+            Workload.created_by == user.id, Workload.project_id.in_(ids)
+        )
+        found = s.scalar(latest.order_by(Workload.created_at.desc()).limit(1))
+    return found or (ids[0] if ids else "")
 
 
 @router.get("/workloads/new/name-check")
@@ -217,44 +206,6 @@ def name_check(
     return {"available": True, "message": f"{name!r} is free in project {found.name!r}."}
 
 
-def _project(s: Session, user: User, values: dict[str, str], errors: wf.FieldErrors) -> Any:
-    if not values["project"]:
-        errors.add("project", "choose a project")
-        return None
-    try:
-        return svc.resolve_project(s, user, values["project"])
-    except NotFound:
-        errors.add("project", "no such project among yours; choose one from the list")
-        return None
-
-
-def _chosen_asset(
-    s: Session,
-    user: User,
-    kind: AssetKind[Any, Any],
-    field: str,
-    values: dict[str, str],
-    project: Project | None,
-    errors: wf.FieldErrors,
-) -> Any:
-    """The spec of the asset picked in ``field``: one the user sees, of the chosen
-    project or of every project; else an error on ``field``."""
-    try:
-        asset = assets.get(s, user, kind, values[field])
-    except NotFound:
-        errors.add(field, f"no such {kind.title}; choose one from the list")
-        return None
-    owner = asset.meta.project_id
-    if owner is not None and (project is None or owner != project.id):
-        errors.add(
-            field,
-            f"{kind.title} {asset.meta.name!r} belongs to project {asset.meta.project_name!r}; "
-            "choose one of this project's or every project's",
-        )
-        return None
-    return asset.spec
-
-
 def _validation_errors(exc: ValidationError, values: dict[str, str], errors: wf.FieldErrors,
                        fallback: str = "", prefix: str = "") -> None:  # fmt: skip
     """Each problem on its field; ``prefix`` names a new-asset panel's own fields."""
@@ -289,11 +240,8 @@ def _service_errors(exc: RingleaderError, values: dict[str, str], errors: wf.Fie
 def _create_workload(
     request: Request, s: Session, user: User, values: dict[str, str], errors: wf.FieldErrors
 ) -> Response:
-    project = _project(s, user, values, errors)
-    chosen: dict[str, Any] = {}
-    for field, kind in ASSET_FIELDS:
-        if values[field] and (not field.startswith(wf.MASTER) or wf.differs(values)):
-            chosen[field] = _chosen_asset(s, user, kind, field, values, project, errors)
+    project = ws.chosen_project(s, user, values, errors)
+    chosen = {f: a.spec for f, a in ws.chosen_assets(s, user, values, project, errors).items()}
     body = wf.to_body(values, errors, chosen, project.id if project else "")
     spec = None
     try:
@@ -329,7 +277,7 @@ def _save_asset(
     prefix = wf.NEW_ENV if is_env else wf.NEW_COMPUTE
     name_field = prefix + "name"
     own = (wf.environment_of if is_env else wf.compute_of)(values, prefix, errors)
-    project = _project(s, user, values, errors)
+    project = ws.chosen_project(s, user, values, errors)
     name = values[name_field].strip()
     if not name:
         errors.add(name_field, f"give the new {kind.title} a name")

@@ -89,6 +89,19 @@ def compute_value(field: str, value: Any) -> str:
     return str(value)
 
 
+def compute_words(compute: dict[str, Any]) -> str:
+    """A compute block (wire names) in words: "GPU devices 1, GPU portion 10% of a GPU"."""
+    return ", ".join(f"{_COMPUTE.get(k, k)} {compute_value(k, v)}" for k, v in compute.items())
+
+
+# What is used where a spec sets nothing (the local, SSH and Slurm backends' planning).
+NO_IMAGE = "none: the command runs as a process on the node (no container)"
+OWN_WORKDIR = (
+    "not set: the workload's own work directory (…/<workload id>/work, kept across restarts)"
+)
+NO_COMPUTE = "nothing asked: no GPU, no CPU or memory request"
+
+
 def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
     """The spec in words: what runs, where, with what (secrets never shown)."""
     spec = w.spec.get("spec") or {}
@@ -98,20 +111,21 @@ def facts_of(w: WorkloadOut) -> list[tuple[str, str]]:
         for v in spec.get("environmentVariables") or []
     ]
     command = f"{spec.get('command') or ''} {spec.get('args') or ''}".strip()
-    asks = ", ".join(f"{_COMPUTE.get(k, k)} {compute_value(k, v)}" for k, v in compute.items())
+    asks = compute_words(compute)
+    own_workdir = OWN_WORKDIR.replace("<workload id>", w.workload_id)
     rows = [
         ("Type", f"{w.framework} distributed"),
         ("Project", w.project_name),
         ("Created by", w.created_by or "-"),
         ("Command", command or "-"),
-        ("Image", spec.get("image") or "-"),
-        ("Working directory", spec.get("workingDir") or "-"),
+        ("Image", spec.get("image") or NO_IMAGE),
+        ("Working directory", spec.get("workingDir") or own_workdir),
         ("Workers", str(spec.get("numWorkers", "-"))),
-        ("Compute per pod", asks or "-"),
+        ("Compute per pod", asks or NO_COMPUTE),
         ("GPUs", f"{w.allocated_gpus:g} allocated of {w.requested_gpus:g} requested"),
         ("Pods", f"{w.running_pods} running of {w.requested_pods}"),
         ("Nodes", ", ".join(w.nodes) or "-"),
-        ("Environment variables", "; ".join(variables) or "-"),
+        ("Environment variables", "; ".join(variables) or "none"),
         ("Backoff limit", str(spec.get("backoffLimit", 6))),
         ("Restarts", str(w.attempt)),
     ]

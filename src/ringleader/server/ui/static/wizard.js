@@ -1,5 +1,6 @@
 // The new-workload wizard: the form works without this script; it adds a stepper
-// (one step at a time, CONTINUE/BACK), the name check as you type, and shows only
+// (one step at a time, CONTINUE/BACK, CREATE on the last: the summary), the name
+// check as you type, the summary from the server, and shows only
 // the fields that apply (the GPU request's kind, the master's setup, the chosen
 // project's assets). Every control stays a real, keyboard-operable form control.
 "use strict";
@@ -104,7 +105,27 @@
     step.append(buttons);
   });
 
+  // ----- the summary: what CREATE will make, from the server (it applies the assets) --------
+  const recap = document.getElementById("recap");
+  const create = document.getElementById("create");
+  let recapAsked = 0;
+  async function refreshSummary() {
+    const mine = ++recapAsked;
+    recap.setAttribute("aria-busy", "true");
+    try {
+      const body = new URLSearchParams(new FormData(form));
+      const response = await ringleader.request("/workloads/new/summary", { method: "POST", body });
+      if (response.ok && mine === recapAsked) recap.innerHTML = await response.text(); // escaped by its template
+    } catch (err) { /* the summary shown stays; CREATE checks everything again */ }
+    finally { if (mine === recapAsked) recap.removeAttribute("aria-busy"); }
+  }
+
+  // CREATE only on the last step (the summary), as Run:ai's wizard: the steps before
+  // end with CONTINUE, so nothing is created from a step whose successors were unseen.
   function show(index, focus) {
+    const last = index === steps.length - 1;
+    create.hidden = !last;
+    if (last) refreshSummary();
     steps.forEach((step, i) => { step.hidden = i !== index; });
     tabs.forEach((tab, i) => {
       if (i === index) tab.setAttribute("aria-current", "step");
