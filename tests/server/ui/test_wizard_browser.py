@@ -53,6 +53,8 @@ def _landed(ui: UI, name: str) -> None:
     is built; until then the workloads page shows it)."""
     ui.page.wait_for_url(re.compile(r".*/workloads/(?!new$)[^/?]+$"))
     notice = f"Workload {name} created"
+    if f"Workload {name} has ended: " in ui.page.inner_text("body"):
+        return  # it ended before its page showed: the notice says so instead
     if notice not in ui.page.inner_text("body"):
         ui.console_errors[:] = [e for e in ui.console_errors if "404" not in e]  # not built
         ui.goto("/workloads")
@@ -300,3 +302,31 @@ def test_the_project_picker_starts_on_the_project_the_user_works_in(ui: UI):
     expect(ui.page.locator("#name-status")).to_contain_text("already exists in project 'vision'")
     ui.goto("/workloads/new?project=default")  # asked for: that one
     assert chosen() == "default"
+
+
+def test_the_created_notice_gives_way_to_the_final_state(ui: UI, tmp_path: Path):
+    release = tmp_path / "release"
+    waits = f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.1)"
+    script = tmp_path / "wait.py"
+    script.write_text(waits)
+    ui.login(path="/workloads/new")
+    page = ui.page
+    _continue(ui, "step-project")
+    page.get_by_label("Workload name").fill("waiter")
+    _continue(ui, "step-name")
+    page.get_by_label("Command").first.fill(f"python {script}")
+    _to_summary(ui)
+    page.get_by_role("button", name="Create training").click()
+    page.wait_for_url(re.compile(r".*/workloads/(?!new$)[^/?]+$"))
+    notice = page.locator("#notice")
+    expect(notice).to_have_text("Workload waiter created")  # it cannot end: it waits
+    page.evaluate("window.stillTheSamePage = true")
+    release.touch()
+    expect(page.locator("#piece-status .workload-status .status")).to_have_text(
+        "Completed", timeout=120_000
+    )
+    expect(notice).to_have_text("Workload waiter has ended: Completed")
+    expect(notice.locator(".status-ok")).to_have_text("Completed")
+    assert page.evaluate("window.stillTheSamePage") is True  # live, not reloaded
+    page.evaluate("window.scrollTo(0, 0)")
+    ui.shot("workload-created-then-ended", full_page=False)

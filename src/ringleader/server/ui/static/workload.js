@@ -32,9 +32,20 @@
           }
         }
       }
-      if (body.final && !finished) { finished = true; logsEnd(); }
+      if (body.final && !finished) { finished = true; logsEnd(); noticeEnded(); }
     } catch (err) { /* the next tick tries again */ }
   }
+  // A notice of what was just done ("Workload x created", "Stopping x.") is stale once
+  // the workload has ended: it gives way to the final state, as words and colour.
+  function noticeEnded() {
+    const notice = document.getElementById("notice");
+    const phase = document.querySelector("#piece-status .workload-status .status");
+    if (!notice || !phase || notice.dataset.ended) return;
+    notice.dataset.ended = "true";
+    const name = document.querySelector(".workload-head h1").textContent;
+    notice.replaceChildren(`Workload ${name} has ended: `, phase.cloneNode(true));
+  }
+  if (finished) noticeEnded();
   (function tick() {
     setTimeout(async () => { if (!document.hidden) await live(); if (!finished) tick(); }, LIVE_MS);
   })();
