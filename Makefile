@@ -15,7 +15,7 @@ HOROVOD_VENV ?= .horovod
 HOROVOD_STAMP := $(HOROVOD_VENV)/.ringleader-installed
 PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
 
-.PHONY: setup system horovod demo demo-image demo-stop test test-gpu lint bench bench-slurm bench-ui clean
+.PHONY: setup system horovod demo demo-image demo-stop test test-gpu lint docs docs-serve bench bench-slurm bench-ui clean
 
 setup: system $(STAMP)
 
@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@echo "pip: $(TORCH_SPEC) into $(VENV) (the first time: a minute or two)"
 	$(VENV)/bin/pip install -q "$(TORCH_SPEC)"
 	@echo "pip: ringleader and its packages (TensorFlow, JAX, XGBoost...; a few minutes the first time)"
-	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,kubeflow,dev]"
+	$(VENV)/bin/pip install -q -c constraints.txt -e ".[examples,mpi,kubeflow,dev,docs]"
 	touch $(STAMP)
 	@echo "ready: . $(VENV)/bin/activate puts ringleader on your PATH"
 
@@ -65,6 +65,15 @@ demo-image: setup
 
 demo-stop:
 	$(VENV)/bin/python -m ringleader.examples.demo --stop
+
+# The manual's site (MkDocs + Material) into site/: the CLI and REST reference pages are
+# regenerated from the code first; --strict fails on a broken link or a page not in the nav.
+docs: setup
+	$(VENV)/bin/python -m ringleader.cli.docs_reference
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 test: setup horovod
 	$(VENV)/bin/ruff check src tests bench
@@ -96,4 +105,4 @@ lint: setup
 
 clean:
 	-test ! -x $(VENV)/bin/python || $(VENV)/bin/python -m ringleader.examples.demo --stop
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .ringleader-demo
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .ringleader-demo site

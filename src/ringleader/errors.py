@@ -6,7 +6,7 @@ name, a ``file:line``, a host.  The CLI maps them to exit codes once
 statuses once (``server/app.py``), and the client maps statuses back
 (``client_errors.error_for``), so the same class is raised on both sides of the wire.
 
-Exit codes by kind (the README's table is this one): 1 any other error, 2
+Exit codes by kind (docs/control-plane.md's table is this one): 1 any other error, 2
 bad input or usage, 3 an SSH host unusable, 4 not found, 5 conflict, 6 not
 logged in or not allowed, 7 no server answers, 8 the server is busy (retry),
 130 interrupted (Ctrl-C).

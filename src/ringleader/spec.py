@@ -80,7 +80,7 @@ MAX_NODE_POOLS = 64
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # What ringleader (the launcher, the backends, the scheduler) sets in every rank's
 # environment: a spec setting one would break the gang's rendezvous or escape its
-# GPU binding.  One list, used by the check below and shown in README's "Limits".
+# GPU binding.  One list, used by the check below and shown in docs/users.md's "Limits".
 RESERVED_ENV = (
     "RANK",
     "LOCAL_RANK",

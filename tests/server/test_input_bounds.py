@@ -30,7 +30,7 @@ from ringleader.spec import (
 from tests.server.conftest import API
 from tests.server.quiet import quiet_api
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+LIMITS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "users.md"
 
 
 @pytest.fixture
@@ -289,7 +289,7 @@ def test_sizes_of_variables_are_bounded(api: API) -> None:
 
 
 def test_the_reserved_variables_are_documented_from_the_same_list() -> None:
-    limits = README.read_text().split("### Limits", 1)[1].split("\n### ", 1)[0]
+    limits = LIMITS_PAGE.read_text().split("## Limits", 1)[1].split("\n## ", 1)[0]
     for name in (*RESERVED_ENV, *(p + "*" for p in RESERVED_ENV_PREFIXES)):
         assert f"`{name}`" in limits, name
 

@@ -6,7 +6,7 @@ line, for every command):
 - an error is one line (``error: ...``), or two when a second says what to do
   (``  fix: ...``), on stderr; never a traceback, unless ``RINGLEADER_DEBUG=1``
   asks for one;
-- the exit code says the kind (``errors.py``, the README's table): 2 bad
+- the exit code says the kind (``errors.py``, docs/control-plane.md's table): 2 bad
   input, 4 not found, 5 conflict, 6 not allowed, 7 no server answers ...;
   an error nobody foresaw (a bug) is 1, and Ctrl-C is 130.
 """

@@ -229,7 +229,7 @@ ContainerRuntimeOption = Annotated[
         "--container-runtime",
         metavar="NAME",
         help="podman or docker: what runs image pods where a node has both (default:"
-        " podman, else docker; the environment variable is named in the README).",
+        " podman, else docker; docs/images.md names the environment variable).",
         show_default=False,
     ),
 ]

@@ -10,7 +10,7 @@ Click alone reads options anywhere on the line and, told to let unknown ones
 through, makes them part of the command.  ``SubmitCommand`` reads the line
 first (``split_argv``) and hands click only what is ours.
 
-Rules (what the README's submit table says):
+Rules (what docs/control-plane.md's submit table says):
 - ``--`` ends our options; everything after it is the workload's command;
 - without ``--``, the first word that is neither an option, an option's value
   nor NAME starts the command, and everything from it on belongs to the

@@ -83,7 +83,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "interactive": _opt(
         bool, "--interactive", FLAG, "Pods stay up for bash/exec; priority 'interactive'.", False
     ),
-    "image": _opt(str, "-i/--image", "IMAGE", "Container image the pods run in (README: Images)."),
+    "image": _opt(str, "-i/--image", "IMAGE", "Container image the pods run in (docs/images.md)."),
     "image_pull_policy": _opt(
         str, "--image-pull-policy", "POLICY", "Always, IfNotPresent (default) or Never."
     ),

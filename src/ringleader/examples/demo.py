@@ -187,7 +187,7 @@ def ensure_server(
     url = f"http://127.0.0.1:{port}"
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     # A personal server for this demo: its workloads run as you (a shared server run
-    # as root gives each user's workloads an account of their own: README, Security).
+    # as root gives each user's workloads an account of their own: docs/security.md).
     command = [*ringleader, "server", "--port", str(port), "--run-as", "server"]
     print(f"$ {_shown(command, ringleader)} &   # state in {home}, log in {home / 'server.log'}")
     with open(home / "server.log", "ab") as log:

@@ -2,7 +2,7 @@
 
 Why: a workload's image is its software environment (issue 24), and the demo is
 where a newcomer sees what ringleader does.  With ``--image`` the demo makes the
-image the README's commands make, when podman's store lacks it, typing them as a
+image docs/images.md's commands make, when podman's store lacks it, typing them as a
 user would (``ringleader image base``, then ``ringleader image build -f
 examples/images/pytorch-cpu/Containerfile -t IMAGE .`` from the repository's
 root), and submits the digits workload with ``-i IMAGE``: every rank then runs
@@ -53,7 +53,7 @@ def ensure_image(
     if root is None:
         return (
             f"image {image} is not here and this ringleader is not a checkout to build it "
-            f"from: build it as the README says, or name one with --image IMAGE"
+            f"from: build it as docs/images.md says, or name one with --image IMAGE"
         )
     steps = []
     if not _exists(podman, BASE_IMAGE):

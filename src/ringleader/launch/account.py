@@ -1,7 +1,7 @@
 """The one command a non-root server runs as the workloads' OS account, through sudo.
 
 ``sudo -n -u ACCOUNT -- PYTHON -I -m ringleader.launch.account VERB ...`` is all
-the sudoers rule allows (README, Security: ``--run-as account:NAME``), so
+the sudoers rule allows (docs/security.md: ``--run-as account:NAME``), so
 everything the server does as the account comes through here:
 
 - ``agent --job-id ID``: this host's agent for a run (it starts the ranks,
@@ -83,7 +83,7 @@ def pod_process(
     own recorded process while that lives; else (ranks mpirun started, a rank that
     ended and left its children) the oldest of the pod's processes that is the rank,
     else, in a cgroup, its oldest member: an environment only tells apart processes
-    already known to be the pod's, never makes one the pod's (README, Security)."""
+    already known to be the pod's, never makes one the pod's (docs/security.md)."""
     from ringleader.launch.procs import descendants, process_environ, start_ticks
     from ringleader.launch.spawned import is_spawned, runs_as
 

@@ -61,7 +61,7 @@ needs to run: PATH, HOME, the locale ...) plus ``SUPERVISOR_ENV`` (its own
 settings, e.g. the SSH config for SSH nodes), which it drops before it
 starts any agent; agents and ranks inherit the rest, and ranks add what the
 launch sets for them.  So no server setting or secret (``RINGLEADER_HOME``,
-a database URL, a cloud token) reaches a pod.  README: "Pod environment".
+a database URL, a cloud token) reaches a pod.  docs/backends.md: "Pod environment".
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ SUPERVISOR_LOG = "supervisor.log"
 FINAL_PHASES = ("Succeeded", "Failed", "Stopped")
 
 
-#: The caller's variables a pod sees (the allow-list; README "Pod environment").
+#: The caller's variables a pod sees (the allow-list; docs/backends.md, "Pod environment").
 POD_ENV_NAMES = frozenset(
     {
         "PATH",

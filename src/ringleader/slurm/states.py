@@ -37,7 +37,7 @@ __all__ = [
 
 UNKNOWN = "Unknown"
 
-#: Slurm job state -> our workload phase (the one table; README "Slurm backend").
+#: Slurm job state -> our workload phase (the one table; docs/slurm.md shows it).
 JOB_PHASES: Mapping[str, str] = {
     "PENDING": "Initializing",  # admitted by ringleader, queued by Slurm (its reason shown)
     "CONFIGURING": "Initializing",  # nodes booting or being set up for it

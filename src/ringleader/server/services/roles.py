@@ -31,7 +31,7 @@ Role = Literal["admin", "researcher", "viewer"]
 ROLES: tuple[Role, ...] = ("admin", "researcher", "viewer")
 Action = Literal["view", "run", "manage-members"]
 
-# What each project role may do; the README's table says the same.
+# What each project role may do; docs/users.md's table says the same.
 ALLOWED: dict[Action, frozenset[str]] = {
     "view": frozenset({"admin", "researcher", "viewer"}),  # list, describe, pods, events, logs
     "run": frozenset({"admin", "researcher"}),  # submit, delete, suspend, resume, exec

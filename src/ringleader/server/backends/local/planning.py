@@ -202,7 +202,7 @@ def workload_env(
     request: BackendRequest, spec_env: dict[str, str], workers: int, own_dir: str
 ) -> dict[str, str]:
     """Every rank's environment before its place in the gang: the spec's, ringleader's
-    and Run:ai's names (README "Pod environment"), the run's directories, and the
+    and Run:ai's names (docs/backends.md, "Pod environment"), the run's directories, and the
     account's identity (set last: never the spec's)."""
     env = {
         **spec_env,
