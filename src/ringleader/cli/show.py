@@ -10,8 +10,9 @@ Invariants:
 - a reason that repeats the phase ("Completed (Completed)") is left out, and
   so is the desired phase unless the user asked for another one than running
   (suspend: Stopped, delete: Deleted) and the workload is not there yet;
-- event messages are whole, wrapped to the terminal: at widths where the
-  event table has no room for them, each event is one phrase on its own line.
+- event messages are whole, wrapped to the terminal: where the event table
+  has no room for them (it would not fit, or would take more lines than the
+  phrases), each event is one phrase on its own line.
 """
 
 from __future__ import annotations
@@ -256,17 +257,27 @@ def event_columns() -> list[Column[EventOut]]:
 
 
 def print_events(console: Console, name: str, events: list[EventOut], *, wide: bool) -> None:
-    """Events as a table where its messages have room, else one phrase per event."""
+    """Events as a table where its messages have room, else one phrase per event.
+
+    "Room" is measured, not guessed: a table that fits but squeezes its MESSAGE
+    column (a root cause wrapped over 5-9 lines beside six short columns) takes
+    more lines than the phrases would, so the phrases are shown instead.
+    """
     table, _ = fit_table(console, event_columns(), events, wide=wide, title="Events")
-    if wide or fits(console, table):
-        print_table(console, table, wide=wide)
-        return
     compact = Table(box=None, title="Events", title_justify="left", title_style="bold")
     compact.add_column("TIME", no_wrap=True)
     compact.add_column("EVENT", overflow="fold")
     for e in events:
         compact.add_row(_clock(e.time), event_phrase(e, name))
+    if wide or (fits(console, table) and _lines(console, table) <= _lines(console, compact)):
+        print_table(console, table, wide=wide)
+        return
     console.print(compact)
+
+
+def _lines(console: Console, table: Table) -> int:
+    """How many lines ``table`` takes at ``console``'s width."""
+    return len(console.render_lines(table, console.options, pad=False))
 
 
 def event_phrase(e: EventOut, workload: str) -> str:
