@@ -23,6 +23,47 @@ def _status(ui: UI, name: str) -> str:
     return _row(ui, name).locator("td[data-label=Status] .status").inner_text()
 
 
+def _why(ui: UI, name: str):
+    """The reason's line under ``name``'s row (why it waits or failed)."""
+    wid = _row(ui, name).get_attribute("data-id")
+    return ui.page.locator(f'#wl-rows tr.wl-why[data-for="{wid}"] .reason')
+
+
+# A row's layout as the browser draws it: its height, the line height of its text, how
+# many lines each date cell's <time> takes, and the dates' text and title.
+ROW_LAYOUT = """tr => {
+  const line = parseFloat(getComputedStyle(tr.querySelector("td")).lineHeight);
+  const times = [...tr.querySelectorAll("td.wl-time time")];
+  const why = tr.nextElementSibling && tr.nextElementSibling.classList.contains("wl-why")
+    ? tr.nextElementSibling : null;
+  return {
+    height: tr.getBoundingClientRect().height, line,
+    dateLines: times.map((t) => t.getClientRects().length),
+    dateHeights: times.map((t) => t.getBoundingClientRect().height),
+    dates: times.map((t) => t.textContent), titles: times.map((t) => t.title),
+    whyHeight: why ? why.getBoundingClientRect().height : 0,
+  };
+}"""
+
+
+def _rows_are_short(ui: UI, names: list[str]) -> None:
+    """At 1280 px no row is over two lines of text (buttons and padding included), a
+    date is one line ("Nov 29 09:31", the whole time in its title) and a reason's line
+    is one line, cut to fit."""
+    assert ui.page.viewport_size == {"width": 1280, "height": 800}
+    assert ui.page.eval_on_selector(".table-wrap", "e => e.scrollWidth <= e.clientWidth")
+    for name in names:
+        row = _row(ui, name)
+        layout = row.evaluate(ROW_LAYOUT)
+        line = layout["line"]
+        assert layout["height"] < 2.5 * line, (name, layout)
+        assert layout["dateLines"] == [1] and layout["dateHeights"][0] < 1.5 * line, layout
+        assert re.fullmatch(r"[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}", layout["dates"][0]), layout
+        assert "GMT+1" in layout["titles"][0] and "UTC" in layout["titles"][0], layout
+        if layout["whyHeight"]:
+            assert layout["whyHeight"] < 1.8 * line, (name, layout)
+
+
 def _submit(ui: UI, name: str, *extra: str, creds: tuple[str, str] | None = None) -> None:
     done = ui.server.cli(
         "submit-dist", "pytorch", name, "--workers", "1", *extra, "--", *SLEEPER, creds=creds
@@ -45,7 +86,12 @@ def test_a_workload_appears_updates_live_and_is_stopped_resumed_and_deleted(ui: 
     wait_until(lambda: range_text() == "1–2 of 2", 60, "both rows, live")
     pending = _row(ui, "too-big")
     assert pending.locator(".status").inner_text() == "Pending"
-    assert pending.locator(".reason").inner_text().strip()  # the reason in words
+    why = _why(ui, "too-big")  # the reason in words, on a line of its own under the row
+    assert why.inner_text().startswith("Why it waits: ") and "64" in why.inner_text()
+    assert why.get_attribute("title") in why.inner_text()  # the whole text on hover
+    assert _why(ui, "live-run").count() == 0
+    _rows_are_short(ui, ["live-run", "too-big"])
+    ui.shot("workloads-rows")
     assert not ui.page.get_by_text("No workloads yet").is_visible()
 
     # Connect: the CLI command for its master pod.

@@ -40,9 +40,12 @@ SECURITY_HEADERS = {
 }
 
 
-def time_tag(value: datetime | str | None, empty: str = "-") -> Markup:
+def time_tag(value: datetime | str | None, empty: str = "-", short: str = "") -> Markup:
     """A ``<time>`` the page's script shows in the browser's zone; the UTC time
-    is its text (without script) and its hover title."""
+    is its text (without script) and its hover title.
+
+    ``short`` ("m", or "s" with seconds), for a table's cells: "Nov 29 09:31", one
+    line, the whole time in the title; a full time wrapped a row over three lines."""
     if value is None or value == "":
         return Markup(escape(empty))
     moment = datetime.fromisoformat(value) if isinstance(value, str) else value
@@ -50,8 +53,13 @@ def time_tag(value: datetime | str | None, empty: str = "-") -> Markup:
         moment = moment.replace(tzinfo=timezone.utc)
     moment = moment.astimezone(timezone.utc)
     iso = moment.isoformat().replace("+00:00", "Z")
-    text = moment.strftime("%Y-%m-%d %H:%M:%S UTC")
-    return Markup(f'<time datetime="{escape(iso)}" title="{escape(text)}">{escape(text)}</time>')
+    full = moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if not short:
+        return Markup(f'<time datetime="{escape(iso)}" title="{full}">{full}</time>')
+    text = moment.strftime("%b %d %H:%M:%S UTC" if short == "s" else "%b %d %H:%M UTC")
+    return Markup(
+        f'<time datetime="{escape(iso)}" title="{full}" data-short="{escape(short)}">{text}</time>'
+    )
 
 
 # A phase's colour class (status-ok, -bad ...): colour only adds to the word shown.

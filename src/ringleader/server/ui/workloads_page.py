@@ -98,7 +98,11 @@ def live(
         return JSONResponse({"v": current}, headers=SECURITY_HEADERS)
     held = set(have.split("."))
     fresh = [r for r, v in zip(rows, order, strict=True) if v not in held]
-    context = {"back": query.url(), "csrf_token": getattr(request.state, "csrf_token", "")}
+    context = {
+        "back": query.url(),
+        "csrf_token": getattr(request.state, "csrf_token", ""),
+        "columns": uw.COLUMNS,
+    }
     html = {
         row.version: fragment("workloads_row.html", row=row, **context)
         for row in uw.to_rows(s, fresh, cluster_id=cluster_id)

@@ -6,10 +6,21 @@ const ringleader = (() => {
   const csrf = () => document.querySelector('meta[name="csrf-token"]')?.content || "";
 
   // <time datetime="...Z" title="... UTC">: shown in the browser's zone, UTC on hover.
+  // data-short ("m", "s": with seconds): a table's one-line "Nov 29 09:31" (the year
+  // when not this one), the whole time in the browser's zone and in UTC on hover.
   function localTimes(root = document) {
     for (const el of root.querySelectorAll("time[datetime]")) {
       const when = new Date(el.getAttribute("datetime"));
-      if (!isNaN(when)) el.textContent = when.toLocaleString(undefined, { timeZoneName: "short" });
+      if (isNaN(when)) continue;
+      const full = when.toLocaleString(undefined, { timeZoneName: "short" });
+      if (!el.dataset.short) { el.textContent = full; continue; }
+      const day = { month: "short", day: "numeric" };
+      if (when.getFullYear() !== new Date().getFullYear()) day.year = "numeric";
+      const clock = { hour: "2-digit", minute: "2-digit", hourCycle: "h23" };
+      if (el.dataset.short === "s") clock.second = "2-digit";
+      el.textContent = `${when.toLocaleDateString(undefined, day)} ${when.toLocaleTimeString(undefined, clock)}`;
+      if (!el.dataset.utc) el.dataset.utc = el.title;
+      el.title = `${full} (${el.dataset.utc})`;
     }
   }
 

@@ -23,29 +23,36 @@
     }
   }
 
+  // A workload is its row and, when it waits or failed, the reason's row under it.
+  const mainRows = () => [...rows.children].filter((tr) => tr.dataset.v);
+  const withReason = (tr) => {
+    const after = tr.nextElementSibling;
+    return after && after.classList.contains("wl-why") ? [tr, after] : [tr];
+  };
+
   // The page's rows in the server's order: rows the browser has are kept as they are
   // (an open Connect panel, the focus stay), the new or changed ones come as HTML.
   function apply(data) {
     if (data.order === undefined) return; // nothing changed
-    const kept = new Map([...rows.children].map((tr) => [tr.dataset.v, tr]));
+    const kept = new Map(mainRows().map((tr) => [tr.dataset.v, withReason(tr)]));
     const active = document.activeElement;
-    const focusRow = active && rows.contains(active) ? active.closest("tr").dataset.id : null;
+    const focusRow = active && rows.contains(active) ? active.closest("tr[data-id]")?.dataset.id : null;
     const next = [];
     for (const v of data.order) {
       if (kept.has(v)) {
-        next.push(kept.get(v));
+        next.push(...kept.get(v));
       } else if (data.rows[v]) {
         const holder = document.createElement("tbody");
         holder.innerHTML = data.rows[v];
-        const tr = holder.querySelector("tr");
-        const old = [...kept.values()].find((row) => row.dataset.id === tr.dataset.id);
-        if (old && old.querySelector("details[open]")) {
+        const tr = holder.querySelector("tr[data-v]");
+        const old = [...kept.values()].find(([row]) => row.dataset.id === tr.dataset.id);
+        if (old && old[0].querySelector("details[open]")) {
           const details = tr.querySelector("details");
           if (details) details.open = true;
         }
-        ringleader.localTimes(tr);
-        addCopyButtons(tr);
-        next.push(tr);
+        ringleader.localTimes(holder);
+        addCopyButtons(holder);
+        next.push(...holder.children);
       }
     }
     rows.replaceChildren(...next);
@@ -63,7 +70,7 @@
   function liveUrl() {
     const params = new URLSearchParams(window.location.search);
     params.set("version", version);
-    params.set("have", [...rows.children].map((tr) => tr.dataset.v).join("."));
+    params.set("have", mainRows().map((tr) => tr.dataset.v).join("."));
     return "/workloads/live?" + params.toString();
   }
 
