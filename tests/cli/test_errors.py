@@ -115,6 +115,9 @@ LOCAL_COMMANDS = {
     ("image", "base"),
     ("image", "build"),
     ("image", "sync"),
+    ("testhosts", "up"),
+    ("testhosts", "down"),
+    ("testhosts", "list"),
 }
 
 

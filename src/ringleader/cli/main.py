@@ -205,6 +205,11 @@ COMMANDS: dict[str, LazyCommand] = {
         "Make a Python every OS account can run, for a root server's workloads.",
     ),
     "version": LazyCommand("ringleader.cli.main:version", "Print ringleader's version."),
+    "testhosts": LazyCommand(
+        "ringleader.cli.testhosts:app",
+        "Test hosts on this machine: network namespaces, each with its own sshd (root).",
+        group=True,
+    ),
     "project": LazyCommand(
         "ringleader.cli.projects:project_app",
         "Projects: create (with quotas), list, members, set the current one.",

@@ -172,15 +172,17 @@ def tag_objects(tag: str, runner: Runner = run) -> tuple[list[str], list[str]]:
 def remove_tag(tag: str, runner: Runner = run) -> tuple[list[str], list[str]]:
     """Delete every namespace and link of the tag (veths before the bridge).
 
-    Returns (what was deleted, errors). Works on a half-built network.
+    Returns (what was deleted, one phrase each; errors). Works on a half-built network.
     """
     netns, links = tag_objects(tag, runner)
     deleted: list[str] = []
     errors: list[str] = []
     for name in sorted(netns, key=_index):
         veth = f"{tag}v{_index(name)}"
+        if inside := netns_pids(name, runner):
+            deleted.append(f"{len(inside)} processes left in {name} (logins, ranks): killed")
         errors += delete_netns(name, veth, runner)
-        deleted += [f"netns {name}"] + ([f"veth {veth}"] if veth in links else [])
+        deleted.append(f"netns {name}" + (f" and veth {veth}" if veth in links else ""))
     for link in sorted(links, reverse=True):  # veths (v...) before the bridge (br)
         if Path(f"/sys/class/net/{link}").exists():
             errors += delete_link(link, runner)

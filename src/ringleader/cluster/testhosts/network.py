@@ -233,8 +233,8 @@ class TestHostNetwork:
             )  # fmt: skip
         h.sshd = ProcessId.of(h.process.pid)
         self._progress(
-            f"host {h.index}: netns {h.netns}, veth {h.veth} <-> {INTERFACE} {h.address}/24,"
-            f" hostname {h.address}, sshd pid {h.process.pid}"
+            f"host {h.index}: netns {h.netns}, veth {h.veth}, {INTERFACE} {h.address}/24,"
+            f" sshd pid {h.process.pid}"
         )
 
     def take_down(self, host: int | str | TestHost) -> None:

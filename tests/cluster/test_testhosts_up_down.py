@@ -1,0 +1,275 @@
+"""``ringleader testhosts up/down/list`` as a user runs them: real namespaces, real sshd.
+
+Why: ``up`` changes the machine (namespaces, links, sshd processes, files) and leaves
+it so after it exits; the only proof that ``down`` undoes it is to look, after every
+kind of end: a normal one, an ``up`` killed with -9 midway, a host that failed to
+come up. And what ``up`` hands the user (hosts.json, an ssh config) must carry
+``doctor`` and a real 2-host ``launch`` with gloo's allreduce.
+
+Every test gives ``up`` a home of its own (``RINGLEADER_HOME``), so its tag is its
+own: a user's network and parallel workers' are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ringleader.cluster.testhosts import kept
+from ringleader.cluster.testhosts.links import (
+    CLAIMS_DIR,
+    ProcessId,
+    TestHostError,
+    cleanup_stale,
+    run,
+    tag_objects,
+)
+from tests.cli.conftest import home_env
+from tests.conftest import wait_until
+from tests.fixtures.testhosts import (  # noqa: F401  (provides the `make_test_hosts` fixture)
+    TestHostNetwork,
+    make_test_hosts_fixture,
+    require_test_hosts,
+)
+
+pytestmark = pytest.mark.multihost
+
+ALLREDUCE = """\
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+total = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(total)
+print(f"rank {dist.get_rank()} of {dist.get_world_size()}: sum {total.item():g}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def cli(
+    home: Path, *args: str, timeout: float = 120, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``ringleader ARGS`` as a user with ``home`` runs it at 80 columns."""
+    return subprocess.run(
+        [sys.executable, "-m", "ringleader", *args],
+        env=home_env(home, COLUMNS="80", **extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def state_of(home: Path) -> dict:
+    return json.loads((home / "testhosts" / "state.json").read_text())
+
+
+def recorded_sshds(state: dict) -> list[ProcessId]:
+    return [ProcessId(h["sshd"]["pid"], h["sshd"]["start"]) for h in state["hosts"] if h["sshd"]]
+
+
+def assert_nothing_left(home: Path, state: dict) -> None:
+    """No namespace or link of the tag, no recorded sshd, no files, no claim."""
+    tag = state["tag"]
+    assert tag_objects(tag) == ([], []), tag_objects(tag)
+    assert not [p for p in recorded_sshds(state) if p.alive()]
+    assert not (home / "testhosts").exists()
+    assert not kept.claim_file(tag).exists()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A user's home for ``up``; whatever a failed test left up is taken down after it."""
+    require_test_hosts()
+    path = tmp_path / "home"
+    yield path
+    if (path / "testhosts" / "state.json").exists():
+        cli(path, "testhosts", "down")
+
+
+def test_up_then_doctor_and_a_two_host_launch_then_down(home: Path, tmp_path: Path) -> None:
+    made = cli(home, "testhosts", "up", "2")
+    assert made.returncode == 0, made.stderr
+    state = state_of(home)
+    tag, hosts = state["tag"], state["hosts"]
+    assert state["phase"] == "up" and tag.startswith("rlu") and len(hosts) == 2
+    said = made.stdout
+    # Every change is named: claim, state, bridge, each namespace, veth, address, sshd pid.
+    assert f"tag {tag}, claimed by {CLAIMS_DIR / tag}" in said
+    assert f"bridge {tag}br {state['bridge_address']}/24" in said
+    for h in hosts:
+        line = (
+            f"  host {h['index']}: netns {h['netns']}, veth {h['veth']}, eth0 {h['address']}/24,"
+            f" sshd pid {h['sshd']['pid']}\n"
+        )
+        assert line in said, said
+    assert "Undo all of it: ringleader testhosts down" in said
+    # 80 columns, but for a line with a path in it (printed whole, to copy)
+    assert all(len(line) <= 80 or str(home) in line for line in said.splitlines()), said
+    hostfile, config = home / "testhosts" / "hosts.json", home / "testhosts" / "ssh_config"
+    assert json.loads(hostfile.read_text()) == [
+        {"ssh": h["address"], "ips": [h["address"]]} for h in hosts
+    ]
+    assert f"export RINGLEADER_SSH_CONFIG={config}" in said
+    assert f"ringleader doctor --hostfile {hostfile}" in said
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "allreduce.py").write_text(ALLREDUCE)
+    user = home_env(home, COLUMNS="80", RINGLEADER_SSH_CONFIG=str(config))
+    doctor = subprocess.run(
+        [sys.executable, "-m", "ringleader", "doctor", "--hostfile", str(hostfile),
+         "--no-bandwidth", "--min-free-gb", "0.01"],
+        env=user, cwd=project, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert doctor.returncode == 0 and "all 2 hosts ready" in doctor.stdout, doctor.stdout
+    launched = subprocess.run(
+        [sys.executable, "-m", "ringleader", "launch", "--hostfile", str(hostfile), "--",
+         "python", "allreduce.py"],
+        env=user, cwd=project, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    for h in hosts:  # one rank on each host, at its address, over eth0 (gloo's interface)
+        i, address = h["index"], h["address"]
+        assert f"[{i}/2 {address}] rank {i} of 2: sum 3" in launched.stdout, launched.stdout
+        assert f"{address}: ranks {i}, interface eth0" in launched.stderr
+
+    listed = cli(home, "testhosts", "list")
+    assert listed.returncode == 0 and f"Test hosts {tag}: up\n" in listed.stdout, listed.stdout
+    down = cli(home, "testhosts", "down")
+    assert down.returncode == 0, down.stderr
+    for p in recorded_sshds(state):
+        assert f"stopped sshd pid {p.pid}" in down.stdout
+    assert f"deleted bridge {tag}br" in down.stdout and "Nothing of them is left." in down.stdout
+    assert_nothing_left(home, state)
+
+
+def test_up_twice_is_refused_and_down_with_nothing_up_changes_nothing(home: Path) -> None:
+    idle = cli(home, "testhosts", "down")
+    assert idle.returncode == 0 and "nothing to take down" in idle.stdout, idle.stderr
+    assert not home.exists()
+    assert cli(home, "testhosts", "up", "1").returncode == 0
+    state = state_of(home)
+    before = tag_objects(state["tag"]), sorted(os.listdir(CLAIMS_DIR))
+    again = cli(home, "testhosts", "up", "1")
+    assert again.returncode == 5, again.stderr
+    assert f"test hosts {state['tag']} are already up" in again.stderr
+    assert "ringleader testhosts down" in again.stderr and again.stdout == ""
+    assert (tag_objects(state["tag"]), sorted(os.listdir(CLAIMS_DIR))) == before
+    assert state_of(home) == state
+    assert cli(home, "testhosts", "down").returncode == 0
+    assert cli(home, "testhosts", "down").returncode == 0  # again: nothing, and says so
+    assert_nothing_left(home, state)
+
+
+def test_down_removes_what_an_up_killed_midway_had_made(home: Path) -> None:
+    env = home_env(home, COLUMNS="80", PYTHONUNBUFFERED="1")
+    up = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "testhosts", "up", "8"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert up.stdout is not None
+    for line in up.stdout:  # the first host's sshd runs; seven hosts are still to come
+        if line.startswith("  host 0:"):
+            break
+    up.send_signal(signal.SIGKILL)
+    up.wait(timeout=30)
+    state = state_of(home)
+    assert state["phase"] == "creating" and state["creator"]["pid"] == up.pid
+    assert recorded_sshds(state) and all(p.alive() for p in recorded_sshds(state))
+    # A process inside one of its namespaces (as a login or a rank would be).
+    netns = state["hosts"][0]["netns"]
+    inside = subprocess.Popen(["ip", "netns", "exec", netns, "sleep", "300"])
+    wait_until(lambda: str(inside.pid) in run("ip", "netns", "pids", netns).stdout, 10, "sleep")
+
+    listed = cli(home, "testhosts", "list")
+    assert "half-made: its `up` was stopped" in listed.stdout, listed.stdout
+    refused = cli(home, "testhosts", "up", "2")
+    assert refused.returncode == 5 and "stopped midway" in refused.stderr, refused.stderr
+    down = cli(home, "testhosts", "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert f"processes left in {netns} (logins, ranks): killed" in down.stdout
+    assert inside.wait(timeout=30) == -signal.SIGKILL
+    assert_nothing_left(home, state)
+
+
+def test_a_host_that_fails_undoes_the_hosts_made_before_it(home: Path) -> None:
+    said: list[str] = []
+
+    def third_host_fails(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        if argv[:3] == ("ip", "netns", "add") and argv[3].endswith("h2"):
+            raise TestHostError(f"{' '.join(argv)}: injected failure")
+        return run(*argv, **kw)  # type: ignore[arg-type]
+
+    with pytest.raises(kept.SetupFailed, match="injected failure"):
+        kept.up(3, home, said.append, runner=third_host_fails)
+    tag = said[0].split()[1].rstrip(",")
+    pids = [int(line.rsplit(" ", 1)[1]) for line in said if line.startswith("host ")]
+    assert len(pids) == 2  # hosts 0 and 1 ran their sshd before host 2 failed
+    assert said[-1].startswith("undone: every namespace, link and sshd above")
+    assert tag_objects(tag) == ([], [])
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)  # reaped, not just dead
+    assert not (home / "testhosts").exists() and not kept.claim_file(tag).exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["0"], "N: must be between 1 and 32 hosts, got 0"),
+        (["300"], "N: must be between 1 and 32 hosts, got 300"),
+        (["three"], "N: 'three' is not a whole number"),
+        (["3", "--bogus"], "no such option: --bogus"),
+        ([], "missing argument N"),
+    ],
+)
+def test_bad_input_names_the_argument_and_makes_nothing(
+    home: Path, args: list[str], named: str
+) -> None:
+    claims = sorted(os.listdir(CLAIMS_DIR)) if CLAIMS_DIR.is_dir() else []
+    done = cli(home, "testhosts", "up", *args)
+    assert done.returncode == 2 and named in done.stderr, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert not home.exists()
+    assert (sorted(os.listdir(CLAIMS_DIR)) if CLAIMS_DIR.is_dir() else []) == claims
+
+
+@pytest.mark.parametrize("args", [["up", "2"], ["down"]])
+def test_not_root_exits_2_saying_so(home: Path, args: list[str]) -> None:
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    done = subprocess.run(
+        [*nobody, sys.executable, "-m", "ringleader", "testhosts", *args],
+        env=home_env(home, COLUMNS="80"), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"`ringleader testhosts {args[0]}` needs root" in done.stderr
+    assert "fix: run it as root" in done.stderr and not home.exists()
+
+
+def test_homes_and_test_runs_each_keep_their_own_network(
+    home: Path, tmp_path: Path, make_test_hosts
+) -> None:
+    other = tmp_path / "other-home"
+    try:
+        assert cli(home, "testhosts", "up", "1").returncode == 0
+        assert cli(other, "testhosts", "up", "1").returncode == 0
+        mine, theirs = state_of(home), state_of(other)
+        net: TestHostNetwork = make_test_hosts(1)  # a test run's, beside them
+        assert len({mine["tag"], theirs["tag"], net.tag}) == 3
+        addresses = {mine["hosts"][0]["address"], theirs["hosts"][0]["address"]}
+        assert len(addresses | {net.hosts[0].address}) == 3  # three subnets
+        cleanup_stale()  # a test run's sweep leaves users' networks alone
+        assert all(tag_objects(s["tag"])[0] for s in (mine, theirs))
+        listed = cli(home, "testhosts", "list")
+        assert f"Test hosts {theirs['tag']} of another home are up here" in listed.stdout
+        assert cli(home, "testhosts", "down").returncode == 0
+        assert_nothing_left(home, mine)
+        again = cli(other, "testhosts", "list")
+        assert f"Test hosts {theirs['tag']}: up\n" in again.stdout, again.stdout
+        assert net.ssh(0, "true").returncode == 0
+    finally:
+        cli(other, "testhosts", "down")
+    assert_nothing_left(other, theirs)
