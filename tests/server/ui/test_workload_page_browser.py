@@ -64,6 +64,9 @@ REDRAWN = """() => [...document.querySelectorAll("figure.chart")].every((f) => !
   || +f.dataset.drawnWidth === Math.max(280, Math.floor(f.getBoundingClientRect().width) - 2))"""
 
 
+SPAN = "svg => [+svg.dataset.x0, +svg.dataset.x1]"  # the x axis' range, as drawn
+
+
 def _charts_readable(ui: UI, names: list[str]) -> dict[str, dict]:
     """Every drawn chart's text is at least 11 px on screen, no axis title is drawn
     over a tick label, nothing is cut off, and a legend's marker stands off its text."""
@@ -144,6 +147,10 @@ def test_a_distributed_run_is_watched_live_to_completion(ui: UI, tmp_path: Path)
     assert rows.count("Succeeded") == 3, rows
     charts = ["loss", "rate", "step", "cpu", "memory"]
     _charts_readable(ui, charts)
+    # The time charts share the run's span; the rate is drawn smoothed.
+    spans = {n: page.eval_on_selector(f"#chart-{n} svg", SPAN) for n in ("rate", "cpu", "memory")}
+    assert spans["rate"] == spans["cpu"] == spans["memory"] and spans["rate"][0] == 0, spans
+    assert page.locator("#chart-rate path.series[data-window]").count() == 4  # 3 ranks, total
     for name in ("rate", "step", "cpu", "memory"):  # never negative: from 0
         layout = page.eval_on_selector(f"#chart-{name}", CHART_LAYOUT)
         assert layout["lowestY"] in ("0", "0 s", "0 MiB", "0 GiB"), (name, layout)
@@ -235,4 +242,83 @@ def test_a_failure_shows_its_root_cause_and_a_waiting_workload_its_reason(ui: UI
     page.set_viewport_size(NARROW)
     _tables_fit(ui)
     ui.shot("workload-failed-narrow")
+    assert not ui.console_errors, ui.console_errors
+
+
+def _jagged_run(wid: str, start: float = 1000.0) -> dict:
+    """A 48 s run's metrics: CPU and memory sampled all along, the ranks' rate reported
+    every half second in its last 18 s only, jagged (100 and 300 samples/s in turn)."""
+
+    def point(k: int, rank: int) -> dict:
+        rate = 100.0 + 200 * (k % 2) + 20 * rank
+        return {
+            "attempt": 0,
+            "step": k,
+            "time": start + 30 + k / 2,
+            "loss": 1.0,
+            "samples": int(rate / 2),
+            "samplesPerSecond": rate,
+            "stepTime": 0.5,
+        }
+
+    pods = ["too-big-master-0", "too-big-worker-0"]
+    series = [
+        {"pod": pod, "rank": rank, "records": 37, "points": [point(k, rank) for k in range(37)]}
+        for rank, pod in enumerate(pods)
+    ]
+    used = [
+        {
+            "pod": pod,
+            "node": "vm",
+            "points": [
+                {"time": start + t, "cpu": 0.5, "memoryBytes": 200 << 20} for t in range(49)
+            ],
+        }
+        for pod in pods
+    ]
+    return {"workloadId": wid, "collected": True, "series": series, "resources": used,
+            "totalSamplesPerSecond": 420.0, "until": start + 48}  # fmt: skip
+
+
+# Each series' smoothed line and its faint measured one: their heights on screen, and
+# where the smoothed one starts, as a share of the plot's width.
+SMOOTHED = """fig => {
+  const svg = fig.querySelector("svg");
+  const axis = [...svg.querySelectorAll("line.axis")].pop().getBBox();  // the x axis
+  return [...svg.querySelectorAll("path.series")].map((line) => {
+    const raw = svg.querySelector(`path.raw[data-series="${line.dataset.series}"]`);
+    const box = line.getBBox();
+    return { name: line.dataset.series, smooth: box.height, raw: raw.getBBox().height,
+             from: (box.x - axis.x) / axis.width, to: (box.x + box.width - axis.x) / axis.width };
+  });
+}"""
+
+
+def test_the_rate_chart_covers_the_whole_run_smoothed(ui: UI):
+    api = _api(ui)
+    wid = _submit(api, "too-big", "python -c pass", workers=1,
+                  compute={"gpuDevicesRequest": 64})  # fmt: skip
+    run = _jagged_run(wid)
+    later = {**run, "series": [], "resources": []}  # nothing new since
+    ui.page.route(f"**/workloads/{wid}/metrics*", lambda route: route.fulfill(
+        json=later if "since" in route.request.url else run))  # fmt: skip
+    ui.login(path=f"/workloads/{wid}")
+    page = ui.page
+    page.wait_for_selector("#chart-rate path.series")
+    # The x axis is the run's metrics span, 0 to 48 s, on every time chart.
+    for name in ("rate", "cpu", "memory"):
+        assert page.eval_on_selector(f"#chart-{name} svg", SPAN) == [0, 48], name
+    assert page.locator("#chart-rate .tick-x").last.text_content() == "40"
+    lines = page.eval_on_selector("#chart-rate", SMOOTHED)
+    assert [line["name"] for line in lines] == [
+        "too-big-master-0 · rank 0", "too-big-worker-0 · rank 1", "total"]  # fmt: skip
+    for line in lines:
+        # Drawn where the rate was reported (the last 18 of 48 s) ...
+        assert 0.6 < line["from"] < 0.65 and line["to"] > 0.99, line
+        # ... as a moving average: a jagged 100-300 series becomes a line near its mean.
+        assert line["smooth"] < 0.3 * line["raw"], line
+    # Over 1/25 of the axis, or 12 reports (every 0.5 s here) when that is more.
+    assert "Lines: averages over 6 s" in page.inner_text("#chart-rate .chart-last")
+    _charts_readable(ui, ["rate", "cpu", "memory"])
+    page.locator("#charts").screenshot(path=str(ARTIFACTS / "workload-rate-smoothed.png"))
     assert not ui.console_errors, ui.console_errors

@@ -14,6 +14,8 @@ const charts = (() => {
   const MARKERS = ["circle", "square", "triangle", "diamond", "cross", "triangle-down"];
   const MAX_DRAWN = 600; // points drawn per series (the table keeps the numbers)
   const MARKS_PER_SERIES = 10;
+  // A smoothed chart averages over 1/25 of its x axis, and over 12 reports at least.
+  const SMOOTH_PARTS = 25, SMOOTH_POINTS = 12;
 
   function el(name, attrs = {}, parent = null) {
     const node = document.createElementNS(NS, name);
@@ -73,6 +75,33 @@ const charts = (() => {
     return out;
   }
 
+  // A centred moving average over ``window`` (x units) of points sorted by x: a noisy
+  // per-report rate reads as its trend. The ends average the half window they have.
+  function smooth(points, window) {
+    if (!(window > 0) || points.length < 3) return points;
+    const out = [];
+    let lo = 0, hi = 0, sum = 0;
+    for (const [x] of points) {
+      while (hi < points.length && points[hi][0] <= x + window / 2) sum += points[hi++][1];
+      while (points[lo][0] < x - window / 2) sum -= points[lo++][1];
+      out.push([x, sum / (hi - lo)]);
+    }
+    return out;
+  }
+
+  // The series' typical (median) x step between two reports.
+  function spacing(series) {
+    const gaps = [];
+    for (const s of series) {
+      for (let k = 1; k < s.points.length; k++) {
+        const dx = s.points[k][0] - s.points[k - 1][0];
+        if (dx > 0) gaps.push(dx);
+      }
+    }
+    gaps.sort((a, b) => a - b);
+    return gaps.length ? gaps[Math.floor(gaps.length / 2)] : 0;
+  }
+
   // How wide a label is drawn: measured when the SVG is on screen, else estimated.
   function textWidth(node) {
     let width = 0;
@@ -88,9 +117,13 @@ const charts = (() => {
   }
 
   // draw(figure, {title, xLabel, yLabel, series: [{name, points: [[x, y], ...]}],
-  //               formatY, formatX, at, fromZero, empty}): replaces the figure's content.
-  // fromZero: a quantity that is never negative (cores, bytes, rates, durations): its
-  // axis starts at 0. at(x): where a latest point is, in words ("14.0 s after start").
+  //               formatY, formatX, at, fromZero, xRange, smooth, empty}): replaces the
+  // figure's content. fromZero: a quantity that is never negative (cores, bytes, rates,
+  // durations): its axis starts at 0. at(x): where a latest point is, in words ("14.0 s
+  // after start"). xRange: [lo, hi] the x axis covers at least (the whole run, when the
+  // series cover only part of it). smooth: each series drawn as its moving average (over
+  // 1/SMOOTH_PARTS of the x axis, SMOOTH_POINTS reports at least) over its values as
+  // measured (faint); the words and the table keep the measured values.
   function draw(figure, options) {
     const formatY = options.formatY || number;
     const formatX = options.formatX || number;
@@ -111,6 +144,9 @@ const charts = (() => {
     let xs = [], ys = [];
     for (const s of series) for (const [x, y] of s.points) { xs.push(x); ys.push(y); }
     let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+    if (options.xRange) { x0 = Math.min(x0, options.xRange[0]); x1 = Math.max(x1, options.xRange[1]); }
+    const window = options.smooth ? Math.max((x1 - x0) / SMOOTH_PARTS, SMOOTH_POINTS * spacing(series)) : 0;
+    if (window) for (const s of series) for (const [x, y] of (s.smoothed = smooth(s.points, window))) ys.push(y);
     let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
     if (options.fromZero) y0 = Math.min(0, y0);
     else if (y0 > 0 && y0 < (y1 - y0) * 0.5) y0 = 0; // near zero: start at zero
@@ -127,7 +163,7 @@ const charts = (() => {
     y0 = Math.min(y0, yTicks[0]); y1 = Math.max(y1, yTicks[yTicks.length - 1]);
 
     const svg = el("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img",
-      "aria-labelledby": caption.id + " " + figure.id + "-last" }, figure);
+      "aria-labelledby": caption.id + " " + figure.id + "-last", "data-x0": x0, "data-x1": x1 }, figure);
     // The y ticks' labels first: the widest sets the left margin, and the axis title
     // gets a band of its own left of them (it never overlaps them).
     const yLabels = yTicks.map((t) => {
@@ -166,9 +202,11 @@ const charts = (() => {
     series.forEach((s, i) => {
       const color = COLORS[i % COLORS.length], dash = DASHES[i % DASHES.length];
       const shape = MARKERS[i % MARKERS.length];
-      const drawn = thin(s.points);
-      const d = drawn.map(([x, y], k) => `${k ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join("");
-      const attrs = { class: "series", d, stroke: color, "data-series": s.name, "data-points": s.points.length };
+      const path = (points) => points.map(([x, y], k) => `${k ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`).join("");
+      if (s.smoothed) el("path", { class: "raw", d: path(thin(s.points)), stroke: color, "data-series": s.name }, svg);
+      const drawn = thin(s.smoothed || s.points);
+      const attrs = { class: "series", d: path(drawn), stroke: color, "data-series": s.name, "data-points": s.points.length };
+      if (s.smoothed) attrs["data-window"] = window;
       if (dash) attrs["stroke-dasharray"] = dash;
       el("path", attrs, svg);
       const every = Math.max(1, Math.ceil(drawn.length / MARKS_PER_SERIES));
@@ -195,7 +233,9 @@ const charts = (() => {
       const [x, y] = s.points[s.points.length - 1];
       return `${s.name}: ${formatY(y)} at ${at(x)}`;
     });
-    const words = html("p", "Latest: " + last.join("; ") + ".", figure);
+    const over = `${number(window)}${options.xUnit ? " " + options.xUnit : ""}`;
+    const smoothed = window ? ` Lines: averages over ${over}; faint lines: each value as measured.` : "";
+    const words = html("p", "Latest: " + last.join("; ") + "." + smoothed, figure);
     words.className = "chart-last";
     words.id = figure.id + "-last";
 
@@ -218,5 +258,5 @@ const charts = (() => {
     }
   }
 
-  return { draw, number };
+  return { draw, number, smooth };
 })();

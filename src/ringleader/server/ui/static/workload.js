@@ -168,13 +168,24 @@
   // ----- charts ---------------------------------------------------------------------------
   const ranks = new Map(); // "pod · rank N" -> {rank, pod, points: []}
   const pods = new Map(); // pod -> {node, points: []}
-  let since = null, t0 = null, metricsDone = false, collected = true, totalNow = null;
+  let since = null, t0 = null, tEnd = null, metricsDone = false, collected = true, totalNow = null;
   const MAX_KEPT = 4000;
 
+  // Points kept per series: past the cap every other one goes (the last stays), so a
+  // long run is kept whole at a coarser grain, never cut to its latest minutes.
   function keep(list, more) {
     list.push(...more);
-    if (list.length > MAX_KEPT) list.splice(0, list.length - MAX_KEPT);
+    while (list.length > MAX_KEPT) {
+      const last = list[list.length - 1];
+      const halved = list.filter((_, i) => i % 2 === 0);
+      if (halved[halved.length - 1] !== last) halved.push(last);
+      list.splice(0, list.length, ...halved);
+    }
   }
+  const seen = (time) => {
+    if (t0 === null || time < t0) t0 = time;
+    if (tEnd === null || time > tEnd) tEnd = time;
+  };
 
   async function pollMetrics() {
     if (metricsDone) return;
@@ -189,18 +200,20 @@
         const key = `${s.pod} · rank ${s.rank}`;
         if (!ranks.has(key)) ranks.set(key, { rank: s.rank, points: [] });
         keep(ranks.get(key).points, s.points);
-        for (const p of s.points) if (t0 === null || p.time < t0) t0 = p.time;
+        for (const p of s.points) seen(p.time);
       }
       for (const r of m.resources || []) {
         if (!pods.has(r.pod)) pods.set(r.pod, { node: r.node, points: [] });
         const known = pods.get(r.pod);
         const last = known.points.length ? known.points[known.points.length - 1].time : -Infinity;
         keep(known.points, (r.points || []).filter((p) => p.time > last));
-        for (const p of r.points || []) if (t0 === null || p.time < t0) t0 = p.time;
+        for (const p of r.points || []) seen(p.time);
       }
-      if (m.until !== null && m.until !== undefined) since = m.until;
+      if (m.until !== null && m.until !== undefined) { since = m.until; seen(m.until); }
       drawCharts();
-      if (finished) metricsDone = true; // one read after the end, then no more
+      // One read after the end, then no more; unless a cap left some unread (partial):
+      // a long run's points come in more than one answer, and all of them are charted.
+      if (finished && !m.partial) metricsDone = true;
     } catch (err) { /* the next tick tries again */ }
   }
 
@@ -230,21 +243,25 @@
       : "This backend does not collect what the ranks report.";
     charts.draw(figure("loss"), { title: "Loss per rank", xLabel: "step", yLabel: "loss", empty: none,
       series: sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [p.step, p.loss]) })) });
+    // The time charts share one x axis, the whole run so far: a rate reported for a few
+    // seconds of it shows when those were, not stretched over the chart.
+    const run = tEnd === null ? undefined : [0, elapsed(tEnd)];
     const rate = sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [elapsed(p.time), p.samplesPerSecond]) }));
     if (ranks.size > 1) rate.push({ name: "total", points: totalRate() });
     charts.draw(figure("rate"), { title: "Samples per second" + (totalNow !== null ? ` (latest total ${charts.number(totalNow)})` : ""),
-      xLabel: SINCE, at: afterStart, yLabel: "samples/s", fromZero: true, empty: none, series: rate });
+      xLabel: SINCE, at: afterStart, yLabel: "samples/s", fromZero: true, empty: none, series: rate,
+      xRange: run, smooth: true, xUnit: "s" });
     charts.draw(figure("step"), { title: "Step time", xLabel: "step", yLabel: "seconds per step", empty: none,
       fromZero: true, formatY: seconds, series: sorted().map(([key, s]) => ({ name: key, points: s.points.map((p) => [p.step, p.stepTime]) })) });
     const perPod = [...pods.entries()].sort((a, b) => a[0].localeCompare(b[0]));
     const noUse = "No CPU/memory samples yet.";
-    charts.draw(figure("cpu"), { title: "CPU per pod", xLabel: SINCE, at: afterStart, yLabel: "CPU cores", fromZero: true, empty: noUse,
+    charts.draw(figure("cpu"), { title: "CPU per pod", xLabel: SINCE, at: afterStart, yLabel: "CPU cores", fromZero: true, empty: noUse, xRange: run,
       series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.cpu]) })) });
     // Memory in MiB or GiB (whichever reads better), so the ticks are round numbers.
     let most = 0;
     for (const [, r] of perPod) for (const p of r.points) if (p.memoryBytes > most) most = p.memoryBytes;
     const [unit, size] = most >= 2 * 2 ** 30 ? ["GiB", 2 ** 30] : ["MiB", 2 ** 20];
-    charts.draw(figure("memory"), { title: "Memory per pod", xLabel: SINCE, at: afterStart, yLabel: "memory", fromZero: true, empty: noUse,
+    charts.draw(figure("memory"), { title: "Memory per pod", xLabel: SINCE, at: afterStart, yLabel: "memory", fromZero: true, empty: noUse, xRange: run,
       formatY: (v) => `${charts.number(v)} ${unit}`,
       series: perPod.map(([pod, r]) => ({ name: pod, points: r.points.map((p) => [elapsed(p.time), p.memoryBytes == null ? null : p.memoryBytes / size]) })) });
   }
