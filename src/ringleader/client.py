@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -90,6 +91,9 @@ if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
 M = TypeVar("M", bound=BaseModel)
+# Pauses before each resend of a submission the server may not have answered (the
+# Idempotency-Key makes a resend safe); then the last failure is raised.
+SUBMIT_RETRY_PAUSES_S = (0.5, 1.0)
 # How long ``token`` waits in all, as the server's Retry-After asks, before a 429 is raised.
 TOKEN_RETRY_BUDGET_S = 30.0
 
@@ -210,10 +214,12 @@ class Client(AssetCalls):
             self.request("DELETE", "/api/v1/token")
             self._token = None
 
-    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def request(
+        self, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: Any
+    ) -> httpx.Response:
         """One authenticated call; an error status raises its typed error."""
         for fresh in (False, True):  # one retry with a new token if ours expired
-            headers = {"Authorization": f"Bearer {self.token(fresh)}"}
+            headers = {**(headers or {}), "Authorization": f"Bearer {self.token(fresh)}"}
             with self._reaching():
                 response = self.http.request(method, path, headers=headers, **kwargs)
             if response.status_code != 401:
@@ -241,9 +247,25 @@ class Client(AssetCalls):
         return self._get(MeOut, "/api/v1/me")
 
     def submit_distributed(self, spec: WorkloadSpec) -> Accepted:
-        """Record the intent to run ``spec``; the server's loops place and start it."""
-        response = self.request("POST", "/api/v1/workloads/distributed", json=request_json(spec))
-        return Accepted.model_validate(response.json())
+        """Record the intent to run ``spec``; the server's loops place and start it.
+
+        Sent with an ``Idempotency-Key`` of its own and sent again, with the same key,
+        when the server could not be reached or its answer was lost: the server then
+        answers as it did the first time, so a retry never makes a second workload.
+        """
+        headers = {"Idempotency-Key": uuid.uuid4().hex}
+        body = request_json(spec)
+        for pause in (*SUBMIT_RETRY_PAUSES_S, None):
+            try:
+                response = self.request(
+                    "POST", "/api/v1/workloads/distributed", headers=headers, json=body
+                )
+                return Accepted.model_validate(response.json())
+            except ServerUnreachable:
+                if pause is None:
+                    raise
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def list_workloads(self, filters: list[str] | None = None, **params: Any) -> WorkloadList:
         """One page of workloads; ``filters`` are Run:ai's ``filterBy`` (``name==mnist``)."""

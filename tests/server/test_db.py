@@ -114,7 +114,7 @@ def test_migrations_are_packaged_next_to_the_code() -> None:
 
     assert (migrate.MIGRATIONS_DIR / "env.py").is_file()
     assert (migrate.MIGRATIONS_DIR / "script.py.mako").is_file()
-    assert head_revision() == "0008"
+    assert head_revision() == "0009"
 
 
 # ----- engine settings --------------------------------------------------------------

@@ -202,6 +202,10 @@ class Workload(Base):
         Index("ix_workloads_requested_pods_id", "requested_pods", "id"),
         Index("ix_workloads_requested_gpus_id", "requested_gpus", "id"),
         Index("ix_workloads_requested_cpu_cores_id", "requested_cpu_cores", "id"),
+        # A retried submission is the first one (migration 0009, services/idempotency.py).
+        Index(
+            "uq_workloads_created_by_idempotency_key", "created_by", "idempotency_key", unique=True
+        ),
     )
 
     id: Mapped[str] = _id_column()
@@ -228,6 +232,9 @@ class Workload(Base):
     requested_pods: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     requested_gpus: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     requested_cpu_cores: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    # The submission's Idempotency-Key header and its body's digest (None without one).
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_digest: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

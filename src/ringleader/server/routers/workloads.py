@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.types import Receive, Scope, Send
@@ -26,7 +26,7 @@ from ringleader.server.schemas import (
     WorkloadList,
     WorkloadOut,
 )
-from ringleader.server.services import views
+from ringleader.server.services import idempotency, views
 from ringleader.server.services import workloads as svc
 from ringleader.server.services.logs import log_text
 from ringleader.server.services.metrics import MAX_POINTS, WorkloadMetrics, workload_metrics
@@ -39,11 +39,20 @@ router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
 def submit(
     body: WorkloadSpec,
     request: Request,
+    idempotency_key: str | None = Header(
+        default=None,
+        alias=idempotency.HEADER,
+        description="Sent again with the same body (a retry), the submission answers as "
+        "the first did and makes no second workload; another body with it is a 422.",
+    ),
     user: User = Depends(current_user),
     s: Session = Depends(get_session),
 ) -> Accepted:
     state = request.app.state
-    accepted = svc.accept(s, user, body, backends=state.backends, cluster=state.cluster)
+    key = idempotency.checked_key(idempotency_key)
+    accepted = svc.accept(
+        s, user, body, backends=state.backends, cluster=state.cluster, idempotency_key=key
+    )
     state.background.submitted()
     return accepted
 

@@ -46,6 +46,7 @@ from ringleader.server.backends.base import check_supported, check_suspendable
 from ringleader.server.images import resolve_image
 from ringleader.server.models import Project, ProjectMember, User, Workload
 from ringleader.server.schemas import Accepted
+from ringleader.server.services import idempotency
 from ringleader.server.services.clusters import Cluster, check_cluster
 from ringleader.server.services.roles import require_role
 from ringleader.server.snapshot import pod_requests
@@ -272,13 +273,27 @@ def accept(
     *,
     backends: BackendSet | None = None,
     cluster: Cluster | None = None,
+    idempotency_key: str | None = None,
 ) -> Accepted:
-    """Submit and commit: the 202 of POST .../distributed, or the 409 of a taken name."""
+    """Submit and commit: the 202 of POST .../distributed, or the 409 of a taken name.
+
+    With ``idempotency_key``, a submission this user made before with that key and
+    the same body answers as it did, and nothing new is made (``idempotency``)."""
+    body_digest = idempotency.digest(body) if idempotency_key is not None else None
+    if idempotency_key is not None and body_digest is not None:
+        replay = idempotency.earlier(session, user, idempotency_key, body_digest)
+        if replay is not None:
+            return accepted(replay)
     workload = submit(session, user, body, backends=backends, cluster=cluster)
+    workload.idempotency_key, workload.request_digest = idempotency_key, body_digest
     try:
         session.commit()
     except IntegrityError:
         session.rollback()
+        if idempotency_key is not None and body_digest is not None:  # a retry raced us
+            replay = idempotency.earlier(session, user, idempotency_key, body_digest)
+            if replay is not None:
+                return accepted(replay)
         conflict = name_taken(session, workload)
         if conflict is not None:
             raise conflict from None
