@@ -56,6 +56,7 @@ def test_without_assets_every_row_says_what_is_used_and_problems_come_first(api:
     assert shown["Compute per pod"].startswith("nothing asked")
     assert shown["Name"] == "not given yet (step 2)"
     assert "Workers: must be at least 1" in shown["To fix first"], shown
+    assert "Name" not in shown["To fix first"]  # not given yet: its row says so
     assert "-" not in shown.values()
     # The page itself (no script) carries the summary of the form as loaded.
     page = api.client.get("/workloads/new", headers=HTML).text

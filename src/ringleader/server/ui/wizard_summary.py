@@ -196,6 +196,9 @@ def recap(s: Session, user: User, values: dict[str, str]) -> list[tuple[str, str
         rows += [(f"Master: {key.lower()}", value) for key, value in own]
     else:
         rows.append(("Master", "the workers' environment and compute"))
+    for unset in ("project", "name"):  # its row says "not ... yet" already
+        if not values[unset].strip():
+            errors.pop(unset, None)
     if errors:
         problems = "; ".join(f"{wf.label(f) if f else 'Form'}: {m}" for f, m in errors.items())
         rows.append(("To fix first", problems))
