@@ -273,3 +273,30 @@ def test_homes_and_test_runs_each_keep_their_own_network(
     finally:
         cli(other, "testhosts", "down")
     assert_nothing_left(other, theirs)
+
+
+def test_down_finds_hosts_whose_state_file_was_deleted(home: Path) -> None:
+    assert cli(home, "testhosts", "up", "2").returncode == 0
+    state = state_of(home)
+    subprocess.run(["rm", "-rf", str(home / "testhosts")], check=True)
+    down = cli(home, "testhosts", "down")  # the claim under /run still names this home
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert f"{kept.claim_file(state['tag'])} names it" in down.stdout
+    assert f"deleted bridge {state['tag']}br" in down.stdout
+    assert_nothing_left(home, state)  # the sshds ended with their namespaces
+
+
+def test_hosts_whose_sshds_are_gone_are_said_to_be(home: Path) -> None:
+    """As after a reboot (or an sshd killed by hand): neither up nor list claim they run."""
+    assert cli(home, "testhosts", "up", "2").returncode == 0
+    state = state_of(home)
+    for sshd in recorded_sshds(state):
+        os.kill(sshd.pid, signal.SIGKILL)
+        wait_until(lambda sshd=sshd: not sshd.alive(), 10, f"sshd {sshd.pid} gone")
+    listed = cli(home, "testhosts", "list")
+    assert "up, but host 0, 1 does not answer" in listed.stdout, listed.stdout
+    again = cli(home, "testhosts", "up", "2")
+    assert again.returncode == 5 and "none of their sshds runs" in again.stderr, again.stderr
+    down = cli(home, "testhosts", "down")
+    assert down.returncode == 0 and "stopped sshd" not in down.stdout, down.stdout
+    assert_nothing_left(home, state)

@@ -113,15 +113,15 @@ def down() -> None:
     hosts_kept.require_root("down")
     home = home_dir()
     found = Kept.read(hosts_kept.state_dir(home))
-    if found is None:
-        state = hosts_kept.state_dir(home) / hosts_kept.STATE_FILE
-        _print(f"No test hosts are up for {home}: nothing to take down.")
-        _print(f"(There is no {state}.)")
-        _others(hosts_kept.state_dir(home), "down")
+    if found is not None:
+        _print(f"Taking down test hosts {found.tag} ({found.n} hosts, {_made(found)}):")
+    if hosts_kept.down(home, _say):
+        _print("Nothing of them is left.")
         return
-    _print(f"Taking down test hosts {found.tag} ({found.n} hosts, {_made(found)}):")
-    hosts_kept.down(home, _say)
-    _print("Nothing of them is left.")
+    state = hosts_kept.state_dir(home) / hosts_kept.STATE_FILE
+    _print(f"No test hosts are up for {home}: nothing to take down.")
+    _print(f"(There is no {state}.)")
+    _others(hosts_kept.state_dir(home), "down")
 
 
 @app.command("list")

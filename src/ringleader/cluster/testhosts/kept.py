@@ -154,16 +154,21 @@ def claimed_by(tag: str) -> Path | None:
     return None
 
 
-def other_networks(mine: Path | None) -> list[tuple[str, Path]]:
-    """(tag, state directory) of every claimed user network on this machine but ours."""
+def _claims() -> list[tuple[str, Path]]:
+    """(tag, state directory) of every claim on this machine."""
     if not CLAIMS_DIR.is_dir():
         return []
     found = []
     for path in sorted(CLAIMS_DIR.iterdir()):
         owner = claimed_by(path.name)
-        if owner is not None and owner != mine:
+        if owner is not None:
             found.append((path.name, owner))
     return found
+
+
+def other_networks(mine: Path) -> list[tuple[str, Path]]:
+    """(tag, state directory) of every user network on this machine but ``mine``'s."""
+    return [(tag, owner) for tag, owner in _claims() if owner != mine]
 
 
 def check_count(n: int) -> None:
@@ -199,6 +204,11 @@ def _refuse_existing(found: Kept) -> Conflict:
         return Conflict(
             f"an earlier `ringleader testhosts up` was stopped midway and left test hosts"
             f" {found.tag} half-made {where}\n  fix: `ringleader testhosts down` removes them"
+        )
+    if not any(sshd.alive() for _, sshd in found.sshds()):
+        return Conflict(
+            f"test hosts {found.tag} were made here but none of their sshds runs (a reboot?)"
+            f" {where}\n  fix: `ringleader testhosts down` removes what is left of them"
         )
     return Conflict(
         f"test hosts {found.tag} are already up: {found.n} hosts, hosts file"
@@ -266,15 +276,14 @@ def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
         net.start()  # on failure it has torn down what it made, files included
     except BaseException as exc:
         claim_file(tag).unlink(missing_ok=True)
-        left = [*tag_objects(tag, runner)[0], *tag_objects(tag, runner)[1]]
-        left += [f"sshd pid {p.pid}" for _, p in kept.sshds() if p.alive()]
-        say(
-            f"undone: every namespace, link and sshd above, {directory} and the claim"
-            if not left
-            else f"could not undo: {', '.join(left)}"
-        )
+        left = _leftovers(kept, runner)
+        if left:
+            say(f"could not undo: {', '.join(left)}")
+        else:
+            say(f"undone: every namespace, link and sshd above, {directory} and the claim")
         if isinstance(exc, Exception):
-            raise SetupFailed(f"making test host failed: {exc}") from None
+            gone = "; nothing of them is left" if not left else ""
+            raise SetupFailed(f"making the test hosts failed: {exc}{gone}") from None
         raise
     net.detach()
     hosts = [{"ssh": h.address, "ips": [h.address]} for h in net.hosts]
@@ -284,8 +293,32 @@ def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
     return kept
 
 
-def down(home: Path, say: Say, runner: Runner = run) -> Kept | None:
-    """Remove everything ``up`` made for ``home``; None when it had made nothing.
+def _leftovers(kept: Kept, runner: Runner, objects: bool = True) -> list[str]:
+    """What of the network still exists: its namespaces and links, its sshds."""
+    left = [name for names in tag_objects(kept.tag, runner) for name in names] if objects else []
+    return left + [f"sshd pid {p.pid}" for _, p in kept.sshds() if p.alive()]
+
+
+def _unrecorded(directory: Path, say: Say, runner: Runner) -> bool:
+    """Remove the networks claimed for ``directory`` whose state file is gone (the home
+    was deleted while they were up); True if there was one. Their sshds run inside
+    their namespaces, so deleting those ends them."""
+    tags = [tag for tag, owner in _claims() if owner == directory]
+    for tag in tags:
+        say(f"{directory / STATE_FILE} is gone, but {claim_file(tag)} names it")
+        deleted, errors = remove_tag(tag, runner)
+        for line in deleted:
+            say(line if line.endswith("killed") else f"deleted {line}")
+        claim_file(tag).unlink(missing_ok=True)
+        say(f"removed {claim_file(tag)}")
+        left = [name for names in tag_objects(tag, runner) for name in names]
+        if errors or left:
+            raise SetupFailed(f"test hosts {tag} are not all gone: {', '.join(errors + left)}")
+    return bool(tags)
+
+
+def down(home: Path, say: Say, runner: Runner = run) -> bool:
+    """Remove everything ``up`` made for ``home``; False when it had made nothing.
 
     Safe to run again, and after the ``up`` that made them was killed.
     """
@@ -293,7 +326,7 @@ def down(home: Path, say: Say, runner: Runner = run) -> Kept | None:
     directory = state_dir(home)
     kept = Kept.read(directory)
     if kept is None:
-        return None
+        return _unrecorded(directory, say, runner)
     if kept.phase == "creating" and kept.creator.alive():
         raise _refuse_existing(kept)
     owner = claimed_by(kept.tag)
@@ -313,12 +346,10 @@ def down(home: Path, say: Say, runner: Runner = run) -> Kept | None:
     if ours and owner is not None:
         claim_file(kept.tag).unlink(missing_ok=True)
         say(f"removed {claim_file(kept.tag)}")
-    left = [*tag_objects(kept.tag, runner)[0], *tag_objects(kept.tag, runner)[1]] if ours else []
-    left += [f"sshd pid {p.pid}" for _, p in kept.sshds() if p.alive()]
-    left += [str(directory)] * directory.exists()
+    left = _leftovers(kept, runner, objects=ours) + [str(directory)] * directory.exists()
     if errors or left:
         raise SetupFailed(f"test hosts {kept.tag} are not all gone: {', '.join(errors + left)}")
-    return kept
+    return True
 
 
 @dataclass(frozen=True)
