@@ -197,6 +197,27 @@ def test_down_removes_what_an_up_killed_midway_had_made(home: Path) -> None:
     assert_nothing_left(home, state)
 
 
+def test_ctrl_c_during_up_undoes_what_it_had_made(home: Path) -> None:
+    env = home_env(home, COLUMNS="80", PYTHONUNBUFFERED="1")
+    up = subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "testhosts", "up", "8"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert up.stdout is not None
+    said = []
+    for line in up.stdout:
+        said.append(line)
+        if line.startswith("  host 1:"):
+            state = state_of(home)  # what it has made so far, as down would read it
+            up.send_signal(signal.SIGINT)
+            break
+    rest, err = up.communicate(timeout=60)
+    assert up.returncode == 130 and "error: interrupted" in err, err
+    assert "  undone: every namespace, link and sshd above" in rest, "".join(said) + rest
+    assert len(recorded_sshds(state)) == 2
+    assert_nothing_left(home, state)
+
+
 def test_a_host_that_fails_undoes_the_hosts_made_before_it(home: Path) -> None:
     said: list[str] = []
 
@@ -246,7 +267,8 @@ def test_not_root_exits_2_saying_so(home: Path, args: list[str]) -> None:
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"`ringleader testhosts {args[0]}` needs root" in done.stderr
-    assert "fix: run it as root" in done.stderr and not home.exists()
+    assert f"fix: run it as root: sudo ringleader testhosts {' '.join(args)}" in done.stderr
+    assert not home.exists()
 
 
 def test_homes_and_test_runs_each_keep_their_own_network(

@@ -58,11 +58,11 @@ Say = Callable[[str], None]
 class NotRoot(InvalidSpec):
     """Namespaces, veths and sshd on port 22 need root."""
 
-    def __init__(self, command: str) -> None:
+    def __init__(self, command: str, args: str = "") -> None:
         super().__init__(
             f"`ringleader testhosts {command}` needs root: it creates and removes network"
-            " namespaces, veths, a bridge and sshd processes\n  fix: run it as root"
-            f" (sudo ringleader testhosts {command})"
+            " namespaces, veths, a bridge and sshd processes\n  fix: run it as root:"
+            f" sudo ringleader testhosts {command}{args} (or in a root shell, sudo -i)"
         )
 
 
@@ -177,9 +177,9 @@ def check_count(n: int) -> None:
         raise InvalidSpec(f"must be between 1 and {MAX_HOSTS} hosts, got {n}", "N")
 
 
-def require_root(command: str) -> None:
+def require_root(command: str, args: str = "") -> None:
     if os.geteuid() != 0:
-        raise NotRoot(command)
+        raise NotRoot(command, args)
 
 
 @contextlib.contextmanager
@@ -237,7 +237,7 @@ def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
     directory holds other files) or ``SetupFailed``; on any failure nothing is left.
     """
     check_count(n)
-    require_root("up")
+    require_root("up", f" {n}")
     missing = missing_prerequisites(runner)
     if missing:
         raise SetupFailed(
