@@ -13,23 +13,8 @@ import httpx
 
 from ringleader.spec import MAX_COMMAND_CHARS
 from tests.server.conftest import API
-from tests.server.ui.forms import HTML
+from tests.server.ui.forms import HTML, compute_asset, env_asset, wizard_form
 from tests.server.ui.forms import login as _login
-
-
-def _form(api: API, **fields: str) -> dict[str, str]:
-    """A filled wizard: seed 002's choices in project default, a command that runs here."""
-    return {
-        "project": api.project_id(),
-        "framework": "PyTorch",
-        "topology": "master",
-        "name": "dist",
-        "command": "python -c 'print(1)'",
-        "workers": "2",
-        "backoff_limit": "6",
-        "gpu_request_type": "portion",
-        **fields,
-    }
 
 
 def _post(api: API, csrf: str, form: dict[str, str]) -> httpx.Response:
@@ -109,40 +94,14 @@ def _form_values(page: str) -> dict[str, str]:
     return reader.values
 
 
-def _env_asset(api: API, name: str = "pytorch-dt", project: str = "default", **spec: Any) -> str:
-    body = {
-        "meta": {"name": name, "scope": "project", "projectId": api.project_id(project)},
-        "spec": {"image": "kubeflow/pytorch-dist-mnist:latest", **spec},
-    }
-    made = api.post("/api/v1/asset/environment", json=body)
-    assert made.status_code == 202, made.text
-    return made.json()["meta"]["id"]
-
-
-def _compute_asset(api: API, name: str = "small-fraction", project: str = "default") -> str:
-    body = {
-        "meta": {"name": name, "scope": "project", "projectId": api.project_id(project)},
-        "spec": {
-            "gpuDevicesRequest": 1,
-            "gpuRequestType": "portion",
-            "gpuPortionRequest": 0.1,
-            "cpuCoreRequest": 0.1,
-            "cpuMemoryRequest": "100M",
-        },
-    }
-    made = api.post("/api/v1/asset/compute", json=body)
-    assert made.status_code == 202, made.text
-    return made.json()["meta"]["id"]
-
-
 def test_the_wizard_builds_the_same_spec_as_the_api_and_lands_on_the_workload(api: API):
     csrf = _login(api)
     page = api.client.get("/workloads/new", headers=HTML)
     assert page.status_code == 200
     for legend in ("1. Project", "2. Name", "3. Environment", "4. Workers", "5. General"):
         assert legend in page.text
-    env, compute = _env_asset(api), _compute_asset(api)
-    form = _form(
+    env, compute = env_asset(api), compute_asset(api)
+    form = wizard_form(
         api,
         command="",
         environment=env,
@@ -177,7 +136,7 @@ def test_the_wizard_builds_the_same_spec_as_the_api_and_lands_on_the_workload(ap
 
 def test_a_different_master_setup_becomes_the_master_spec(api: API):
     csrf = _login(api)
-    form = _form(
+    form = wizard_form(
         api,
         master_differs="on",
         master_command="python -c 'print(0)'",
@@ -202,7 +161,7 @@ def test_a_different_master_setup_becomes_the_master_spec(api: API):
 
 def test_every_problem_is_shown_by_its_field_values_kept_nothing_created(api: API):
     csrf = _login(api)
-    form = _form(
+    form = wizard_form(
         api,
         name="Bad_Name",
         command="python 'unclosed",
@@ -232,23 +191,23 @@ def test_every_problem_is_shown_by_its_field_values_kept_nothing_created(api: AP
 def test_service_refusals_land_on_their_fields(api: API):
     csrf = _login(api)
     # No command and not interactive: the service's InvalidSpec, where=spec.command.
-    answer = _post(api, csrf, _form(api, command=""))
+    answer = _post(api, csrf, wizard_form(api, command=""))
     assert answer.status_code == 422
     assert "a command is required" in _field_error(answer.text, "command")
     # What is no image reference (shell syntax): where=spec.image.
-    answer = _post(api, csrf, _form(api, image="nginx:1;id"))
+    answer = _post(api, csrf, wizard_form(api, image="nginx:1;id"))
     assert "not an image reference" in _field_error(answer.text, "image")
     # An unknown priority class.
-    answer = _post(api, csrf, _form(api, priority_class="vip"))
+    answer = _post(api, csrf, wizard_form(api, priority_class="vip"))
     assert "unknown priority class" in _field_error(answer.text, "priority_class")
     # A taken name: the form says so, and only one workload exists.
-    assert _post(api, csrf, _form(api)).status_code == 303
-    answer = _post(api, csrf, _form(api))
+    assert _post(api, csrf, wizard_form(api)).status_code == 303
+    answer = _post(api, csrf, wizard_form(api))
     assert answer.status_code == 422
     assert "already exists" in _field_error(answer.text, "name")
     assert not re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", _field_error(answer.text, "name"))  # no ids
     # No project chosen, and an unknown asset.
-    answer = _post(api, csrf, _form(api, project="", environment="nope"))
+    answer = _post(api, csrf, wizard_form(api, project="", environment="nope"))
     assert "choose a project" in _field_error(answer.text, "project")
     assert "no such environment" in _field_error(answer.text, "environment")
     assert len(_workloads(api)) == 1
@@ -256,8 +215,8 @@ def test_service_refusals_land_on_their_fields(api: API):
 
 def test_a_bad_value_from_an_asset_is_blamed_on_the_asset(api: API):
     csrf = _login(api)
-    env = _env_asset(api, "nginx", image="nginx:1;id", command="run")
-    answer = _post(api, csrf, _form(api, command="", environment=env))
+    env = env_asset(api, "nginx", image="nginx:1;id", command="run")
+    answer = _post(api, csrf, wizard_form(api, command="", environment=env))
     assert answer.status_code == 422
     assert "not an image reference" in _field_error(answer.text, "environment")
     assert _workloads(api) == []
@@ -270,7 +229,7 @@ def test_new_environment_and_compute_are_saved_selected_and_nothing_else(api: AP
     page = api.get("/workloads/new").text
     for label in ("Environment name", "Image URL", "Compute resource name"):
         assert f">{label}</label>" in page
-    form = _form(
+    form = wizard_form(
         api,
         image="not/this:one",
         new_environment_name="pytorch-dt",
@@ -288,7 +247,7 @@ def test_new_environment_and_compute_are_saved_selected_and_nothing_else(api: AP
     assert re.search(rf'<option value="{env["meta"]["id"]}"[^>]* selected>pytorch-dt', answer.text)
     assert 'value="dist"' in answer.text  # the rest of the form is kept
     # The seed's small-fraction: 1 device, 10% of it, 0.1 cores, 100M.
-    form = _form(
+    form = wizard_form(
         api,
         new_compute_gpu_portion="10",
         new_compute_cpu_cores="0.1",
@@ -314,11 +273,11 @@ def test_new_environment_and_compute_are_saved_selected_and_nothing_else(api: AP
 
 def test_creating_needs_the_csrf_token_and_this_origin(api: API):
     csrf = _login(api)
-    refused = api.client.post("/workloads/new", data=_form(api), headers=HTML)
+    refused = api.client.post("/workloads/new", data=wizard_form(api), headers=HTML)
     assert refused.status_code == 403
     cross = api.client.post(
         "/workloads/new",
-        data={"csrf_token": csrf, **_form(api)},
+        data={"csrf_token": csrf, **wizard_form(api)},
         headers={**HTML, "Origin": "http://evil.example"},
     )
     assert cross.status_code == 403
@@ -339,7 +298,7 @@ def test_the_name_check_says_free_taken_or_invalid(api: API):
         return answer.json()
 
     assert check("dist")["available"] is True
-    assert _post(api, csrf, _form(api)).status_code == 303
+    assert _post(api, csrf, wizard_form(api)).status_code == 303
     taken = check("dist")
     assert taken["available"] is False and "already exists" in taken["message"]
     assert "Not a valid name" in check("Dist!")["message"]
@@ -348,7 +307,7 @@ def test_the_name_check_says_free_taken_or_invalid(api: API):
 
 def test_copy_and_edit_prefills_the_form_with_a_free_name(api: API):
     csrf = _login(api)
-    form = _form(api, env="A=1", cpu_cores="0.5", gpu_portion="20", workers="3")
+    form = wizard_form(api, env="A=1", cpu_cores="0.5", gpu_portion="20", workers="3")
     assert _post(api, csrf, form).status_code == 303
     (workload,) = _workloads(api)
     page = api.client.get(f"/workloads/new?copy={workload['id']}", headers=HTML)
@@ -387,17 +346,17 @@ def _researcher(api: API, name: str) -> tuple[str, str]:
 
 def test_a_user_sees_and_picks_only_their_projects_and_assets(api: API):
     assert api.post("/api/v1/org-unit/projects", json={"name": "team-b"}).status_code in (200, 201)
-    other_env = _env_asset(api, "secret-env", project="team-b")
-    _env_asset(api, "mine", project="default")
+    other_env = env_asset(api, "secret-env", project="team-b")
+    env_asset(api, "mine", project="default")
     creds = _researcher(api, "rita")
     csrf = _login(api, *creds)
     page = api.client.get("/workloads/new", headers=HTML).text
     assert ">default</option>" in page and "team-b" not in page
     assert "mine" in page and "secret-env" not in page
     # Picking them anyway: another project's asset is not found, the project too.
-    answer = _post(api, csrf, _form(api, environment=other_env))
+    answer = _post(api, csrf, wizard_form(api, environment=other_env))
     assert "no such environment" in _field_error(answer.text, "environment")
-    answer = _post(api, csrf, _form(api, project=api.project_id("team-b")))
+    answer = _post(api, csrf, wizard_form(api, project=api.project_id("team-b")))
     assert "no such project" in _field_error(answer.text, "project")
     # Copying another project's workload: not found.
     made = api.submit("theirs", "python -c 'print(1)'", project="team-b")
@@ -410,23 +369,25 @@ def test_a_user_sees_and_picks_only_their_projects_and_assets(api: API):
 def test_bounds_an_unknown_action_and_a_viewer_are_refused_by_their_fields(api: API):
     creds = _researcher(api, "vic")
     csrf = _login(api)
-    answer = _post(api, csrf, _form(api, working_dir="/x" * 3000))
+    answer = _post(api, csrf, wizard_form(api, working_dir="/x" * 3000))
     assert answer.status_code == 422
     assert "at most 4096 characters" in _field_error(answer.text, "working_dir")
     # A command longer than one exec argument can take: refused by the API's one bound.
-    answer = _post(api, csrf, _form(api, command="a" * 200_000))
+    answer = _post(api, csrf, wizard_form(api, command="a" * 200_000))
     assert answer.status_code == 422
     assert f"at most {MAX_COMMAND_CHARS} characters" in _field_error(answer.text, "command")
     assert len(answer.text) < 3 * MAX_COMMAND_CHARS  # shown again cut, not 200 KB twice
-    answer = _post(api, csrf, _form(api, action="launch-missiles"))
+    answer = _post(api, csrf, wizard_form(api, action="launch-missiles"))
     assert answer.status_code == 400 and "unknown action" in answer.text
     put = api.put("/api/v1/org-unit/projects/default/members/vic", json={"role": "viewer"})
     assert put.status_code == 200, put.text
     csrf = _login(api, *creds)
-    answer = _post(api, csrf, _form(api))
+    answer = _post(api, csrf, wizard_form(api))
     assert answer.status_code == 422
     assert "a viewer of project 'default' cannot" in _field_error(answer.text, "project")
-    answer = _post(api, csrf, _form(api, new_environment_name="env", action="create-environment"))
+    answer = _post(
+        api, csrf, wizard_form(api, new_environment_name="env", action="create-environment")
+    )
     assert "cannot create its assets" in _field_error(answer.text, "project")
     assert _workloads(api) == [] and api.get("/api/v1/asset/environment").json()["entries"] == []
 
@@ -441,7 +402,7 @@ def test_the_framework_step_offers_the_registrys_and_each_is_created_as_chosen(a
                        ("JAX", ""), ("XGBoost", "master")]  # fmt: skip
     assert re.search(r'value="TF" data-head="chief"[^>]*> TensorFlow</label>', page)
     for framework in ("TF", "JAX", "XGBoost"):
-        form = _form(api, framework=framework, name=f"fw-{framework.lower()}",
+        form = wizard_form(api, framework=framework, name=f"fw-{framework.lower()}",
                      topology="workers", gpu_request_type="")  # fmt: skip
         answer = _post(api, csrf, form)
         assert answer.status_code == 303, answer.text

@@ -8,9 +8,8 @@ import re
 from html import unescape
 
 from tests.server.conftest import API
-from tests.server.ui.forms import FETCH, HTML
+from tests.server.ui.forms import FETCH, HTML, compute_asset, env_asset, wizard_form
 from tests.server.ui.forms import login as _login
-from tests.server.ui.test_wizard import _compute_asset, _env_asset, _form
 
 
 def _recap(page: str) -> dict[str, str]:
@@ -21,7 +20,7 @@ def _recap(page: str) -> dict[str, str]:
 def _summary(api: API, csrf: str, **fields: str) -> dict[str, str]:
     answer = api.client.post(
         "/workloads/new/summary",
-        data={"csrf_token": csrf, **_form(api, **fields)},
+        data={"csrf_token": csrf, **wizard_form(api, **fields)},
         headers={**FETCH, "X-CSRF-Token": csrf},
     )
     assert answer.status_code == 200, answer.text
@@ -30,8 +29,8 @@ def _summary(api: API, csrf: str, **fields: str) -> dict[str, str]:
 
 def test_the_summary_names_the_assets_and_what_they_fill_in(api: API):
     csrf = _login(api)
-    env = _env_asset(api, working_dir="/workspace", command="python train.py")
-    compute = _compute_asset(api)
+    env = env_asset(api, working_dir="/workspace", command="python train.py")
+    compute = compute_asset(api)
     shown = _summary(api, csrf, environment=env, compute=compute, command="")
     assert shown["Environment"] == "pytorch-dt (kubeflow/pytorch-dist-mnist:latest)"
     assert shown["Image"] == "kubeflow/pytorch-dist-mnist:latest"
@@ -65,7 +64,7 @@ def test_without_assets_every_row_says_what_is_used_and_problems_come_first(api:
 
 def test_the_summary_needs_the_csrf_token(api: API):
     _login(api)
-    answer = api.client.post("/workloads/new/summary", data=_form(api), headers=FETCH)
+    answer = api.client.post("/workloads/new/summary", data=wizard_form(api), headers=FETCH)
     assert answer.status_code == 403
 
 
