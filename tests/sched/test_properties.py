@@ -29,6 +29,7 @@ from ringleader.sched import (
     Workload,
     schedule,
 )
+from ringleader.sched.scheduler import _Cycle
 from tests.sched.helpers import GiB, apply, settle
 
 EPS = 1e-6
@@ -297,6 +298,43 @@ def test_same_snapshot_same_decisions_whatever_the_input_order(case, rng: random
         workloads=tuple(rng.sample(snapshot.workloads, len(snapshot.workloads))),
     )
     assert schedule(snapshot) == schedule(snapshot) == schedule(shuffled)
+
+
+@FAST
+@given(clusters)
+def test_remembered_misses_change_no_decision(case) -> None:
+    """A miss answered from memory (same requests, project, pool and rule, in the same
+    state) is the miss the trial would find: decisions and reasons are identical."""
+    snapshot, arrivals = case
+    for arrived in [[], *arrivals]:
+        snapshot = replace(snapshot, workloads=snapshot.workloads + tuple(arrived))
+        remembered = schedule(snapshot)
+        _Cycle.remember_misses = False
+        try:
+            tried = schedule(snapshot)
+        finally:
+            _Cycle.remember_misses = True
+        assert remembered == tried
+        snapshot = apply(snapshot, remembered)
+
+
+def test_a_remembered_miss_is_only_its_own_projects() -> None:
+    """The same request from two projects in the same state: one is over its quota
+    (non-preemptible work waits), the other places; neither takes the other's answer."""
+    from tests.sched.helpers import gpu_node, job, project
+
+    snapshot = Snapshot(
+        nodes=(gpu_node("n1", gpus=2),),
+        projects=(project("full", gpu=0), project("room", gpu=2)),
+        workloads=(
+            job("a", "full", gpus=1, at=1.0, preemptible=False),
+            job("b", "room", gpus=1, at=2.0, preemptible=False),
+        ),
+    )
+    decisions = schedule(snapshot)
+    assert [p.workload for p in decisions.placements] == ["b"]
+    assert [p.workload for p in decisions.pending] == ["a"]
+    assert "quota" in decisions.pending[0].reason
 
 
 def pods_per_node(node: Node, pod: PodRequest) -> int:

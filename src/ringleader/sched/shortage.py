@@ -39,8 +39,8 @@ def explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: 
     if cluster.explained_at != cluster.journal.version:
         cluster.explanations.clear()
         cluster.explained_at = cluster.journal.version
-    signatures = tuple(map(_signature, pods))
-    key = (pool, shortfall.placed, _signature(shortfall.pod), *signatures)
+    signatures = tuple(map(request_signature, pods))
+    key = (pool, shortfall.placed, request_signature(shortfall.pod), *signatures)
     if len(set(signatures)) > 1:  # the reason names a pod, so the names matter too
         key += tuple(p.name for p in pods)
     if key not in cluster.explanations:
@@ -48,7 +48,8 @@ def explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: 
     return cluster.explanations[key]
 
 
-def _signature(pod: PodRequest | None) -> tuple[object, ...]:
+def request_signature(pod: PodRequest | None) -> tuple[object, ...]:
+    """What of a pod placement and its reasons read: its request, not its name."""
     if pod is None:
         return ()
     return (
@@ -82,7 +83,7 @@ def _explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall:
         return _pool_shortage(cluster, pool, pods)
     if len(pods) == 1:
         head = f"needs {what} on one node in pool {pool}"
-    elif all(_signature(p) == _signature(pod) for p in pods):
+    elif all(request_signature(p) == request_signature(pod) for p in pods):
         head = f"a gang of {len(pods)} pods needs {what} per pod in pool {pool}"
     else:
         head = f"pod {pod.name} of a gang of {len(pods)} needs {what} on one node in pool {pool}"
@@ -97,7 +98,7 @@ def _pool_shortage(cluster: Cluster, pool: str, pods: Sequence[PodRequest]) -> s
     """Each pod would fit somewhere, but the pool has too little for all of them."""
     need = gang_needs(pods, cluster.max_device_memory(pool))
     free = cluster.pool_free[pool]
-    identical = all(_signature(p) == _signature(pods[0]) for p in pods)
+    identical = all(request_signature(p) == request_signature(pods[0]) for p in pods)
     for i, words in (
         (WHOLE, lambda v: counted(v, "whole GPU")),
         (SHARE, lambda v: counted(v, "GPU")),

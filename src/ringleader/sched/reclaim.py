@@ -1,0 +1,110 @@
+"""Placing a workload by preempting others: the cycle's reclaim and priority
+preemption, as a part of ``scheduler._Cycle`` kept in its own module.
+
+Which victims is ``preemption.choose_victims``'s; what is here is when the
+cycle may preempt at all (reclaim: within its deserved quota or fair share;
+priority: a lower priority of its own project), which running workloads are
+candidates, and the reason each victim is told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from ringleader.sched.model import RESOURCES, Preemption, Workload
+from ringleader.sched.preemption import Candidate, choose_victims
+from ringleader.sched.quota import EPS
+from ringleader.sched.text import UNITS, amount
+
+if TYPE_CHECKING:
+    from ringleader.sched.quota import QuotaBook
+    from ringleader.sched.state import CycleState
+
+
+# What quota a placement must respect (``scheduler``'s nomenclature).
+Rule = Literal["deserved", "fair-share", "any"]
+
+
+class Reclaiming:
+    """The preemption half of a cycle (mixed into ``scheduler._Cycle``, whose
+    state, quota book and trials it uses)."""
+
+    state: CycleState
+    book: QuotaBook
+    preemptions: list[Preemption]
+    preemptible_in: dict[str, list[Workload]]
+    preemptible_of: dict[tuple[str, str], list[Workload]]
+    _estimate: Callable[..., Any]
+    _try: Callable[..., Any]
+    _gang_of: Callable[..., Any]
+    _commit: Callable[..., Any]
+
+    def _place_with_preemption(self, workload: Workload, pool: str, rule: Rule) -> bool:
+        if not self.preemptible_in.get(pool):
+            return False
+        request = self._estimate(workload, pool)
+        may_reclaim = rule == "deserved" and self.book.in_quota(workload.project, pool, request)
+        may_reclaim |= rule == "fair-share" and self.book.within_fair_share(
+            workload.project, pool, request
+        )
+        own = self.preemptible_of.get((pool, workload.project))
+        if not may_reclaim and not (own and own[0].priority < workload.priority):
+            return False  # no candidate at all: choose_victims would find none
+
+        def eligible(candidate: Candidate) -> bool:
+            if not candidate.reclaim:
+                return True
+            return self.book.above_fair_share(candidate.workload.project, pool, request)
+
+        def fits() -> bool:
+            return isinstance(self._try(workload, pool, rule, explained=False), list)
+
+        candidates = self._candidates(workload, pool, may_reclaim)
+        victims = choose_victims(self.state, candidates, eligible, fits)
+        if victims is None:
+            return False
+        for victim in victims:
+            self.preemptions.append(
+                Preemption(victim.workload.id, self._why(victim, workload, pool), workload.id)
+            )
+            self.state.release(victim.workload)
+        in_order = self._gang_of(workload).in_order
+        grants = self._try(workload, pool, rule, keep=in_order)
+        if not isinstance(grants, list):  # choose_victims checked this very trial
+            raise RuntimeError(f"preemption for {workload.id} made no room: {grants.reason}")
+        self._commit(workload, pool, grants, taken=in_order)
+        return True
+
+    def _candidates(self, workload: Workload, pool: str, may_reclaim: bool) -> Iterator[Candidate]:
+        """Other projects' work first (reclaim), then the project's own lower
+        priorities; each in giving-up order, skipping the already preempted."""
+        holdings = self.state.holdings
+        if may_reclaim:
+            for other in self.preemptible_in.get(pool, ()):
+                if other.project != workload.project and holdings[other.id]:
+                    yield Candidate(other, reclaim=True)
+        # The project's own, in the same order: lowest priority first, so the
+        # lower priorities are a prefix.
+        for other in self.preemptible_of.get((pool, workload.project), ()):
+            if other.priority >= workload.priority:
+                break
+            if holdings[other.id]:
+                yield Candidate(other, reclaim=False)
+
+    def _why(self, victim: Candidate, workload: Workload, pool: str) -> str:
+        other = victim.workload
+        if not victim.reclaim:
+            return (
+                f"preempted by {workload.id} of the same project {workload.project}, "
+                f"a higher priority ({workload.priority} > {other.priority})"
+            )
+        used = self.book.used(other.project, pool)
+        fair = self.book.fair_share(other.project, pool)
+        i = next((i for i in range(3) if used[i] > fair[i] + EPS), 0)
+        resource = RESOURCES[i]
+        return (
+            f"reclaimed for {workload.id} of project {workload.project}: project {other.project} "
+            f"uses {amount(resource, used[i])} {UNITS[resource]} in pool {pool}, above its fair "
+            f"share of {amount(resource, fair[i])}"
+        )
