@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from ringleader.cluster.probe import files
 
 
@@ -29,3 +31,30 @@ def test_a_worktree_is_read_with_git_like_its_checkout(tmp_path: Path) -> None:
         (where / "cache" / "blob.bin").write_bytes(b"0" * 10)  # ignored: never counted
         (where / "notes.txt").write_text("new\n")  # untracked, not ignored: copied
         assert files(str(where)) == [".gitignore", "notes.txt", "train.py"], where
+
+
+def test_a_directory_past_the_bounds_is_not_fingerprinted_and_doctor_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """doctor run from /tmp or a home directory read every byte until its probe timed
+    out ("a bug in ringleader"); past the bounds the code is not compared, and why."""
+    from ringleader.cluster import doctor, probe
+
+    for i in range(12):
+        (tmp_path / f"f{i}.txt").write_text("x" * 100)
+    monkeypatch.setattr(probe, "FINGERPRINT_MAX_FILES", 10)
+    code, count = probe.fingerprint(str(tmp_path))
+    assert code == probe.TOO_BIG and count > 10
+    monkeypatch.setattr(probe, "FINGERPRINT_MAX_FILES", 100)
+    monkeypatch.setattr(probe, "FINGERPRINT_MAX_BYTES", 1000)
+    assert probe.fingerprint(str(tmp_path))[0] == probe.TOO_BIG  # 1,200 bytes
+    monkeypatch.setattr(probe, "FINGERPRINT_MAX_BYTES", 10_000)
+    code, count = probe.fingerprint(str(tmp_path))
+    assert count == 12 and len(code) == 16
+
+    facts = {"workdir": True, "code": probe.TOO_BIG, "files": 20_001}
+    check = doctor.code_check("/tmp", "h1", facts, {"code": "abc", "files": 3})
+    assert check.ok is None and "not compared" in check.detail and "/tmp" in check.detail
+    same = doctor.code_check("/w", "h1", {"workdir": True, "code": code, "files": 12},
+                             {"code": code, "files": 12})  # fmt: skip
+    assert same.ok is True

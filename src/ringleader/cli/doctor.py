@@ -264,4 +264,5 @@ def _doctor_table(reports: list, checks: tuple[str, ...], below: tuple[str, ...]
                 console.print(f"[red]{r.host}[/] {name}: {check.detail}\n  fix: {check.fix}")
     if all(r.ok for r in reports):
         first = reports[0].checks
-        console.print(f"all {len(reports)} hosts ready; code {first['code'].detail}")
+        ready = "the host is ready" if len(reports) == 1 else f"all {len(reports)} hosts ready"
+        console.print(f"{ready}; code: {first['code'].detail}")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ringleader.cluster import probe
+from ringleader.cluster.probe import FINGERPRINT_MAX_BYTES, FINGERPRINT_MAX_FILES, TOO_BIG
 from ringleader.launch.ssh import SSHOptions, classify_failure, host_argv, is_here
 
 CHECKS = (
@@ -192,14 +193,7 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
     checks["versions"] = _same(
         theirs, ours, f"`ringleader install` (pip install the same versions on {name})"
     )
-    if facts["workdir"]:
-        checks["code"] = _same(
-            f"{facts['code']} ({facts['files']} files)",
-            f"{local['code']} ({local['files']} files)",
-            f"`ringleader sync` to copy this directory to {name}",
-        )
-    else:
-        checks["code"] = Check(None, "no working directory")
+    checks["code"] = code_check(plan.workdir, name, facts, local)
     free = facts["free_bytes"]
     checks["disk"] = (
         Check(True, f"{free / 1e9:.1f} GB free")
@@ -345,6 +339,24 @@ def _mesh(plan: Plan, reports: list[HostReport]) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def code_check(workdir: str, name: str, facts: dict[str, Any], local: dict[str, Any]) -> Check:
+    """The code check: the working directory's fingerprint there against here's."""
+    if not facts["workdir"]:
+        return Check(None, "no working directory")
+    if TOO_BIG in (facts["code"], local["code"]):
+        return Check(
+            None,
+            f"not compared: {workdir} holds over {FINGERPRINT_MAX_FILES:,} files or "
+            f"{FINGERPRINT_MAX_BYTES >> 30} GB; run doctor from your project's directory "
+            "(or leave data out with a .ringleaderignore)",
+        )
+    return _same(
+        f"{facts['code']} ({facts['files']} files)",
+        f"{local['code']} ({local['files']} files)",
+        f"`ringleader sync` to copy this directory to {name}",
+    )
 
 
 def _same(theirs: str, ours: str, fix: str) -> Check:

@@ -33,11 +33,18 @@ import time
 RUNTIME_TIMEOUT_S = 20.0
 RUNTIME_BUSY = "no answer in time (busy?)"
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".mypy_cache", ".ruff_cache"}
+#: What ``fingerprint`` reads at most: a project's code is far less.  Past it (doctor run
+#: from /tmp or a home directory, a data set beside the code) the code is not compared,
+#: and doctor says why, instead of reading gigabytes until its probe times out.
+FINGERPRINT_MAX_FILES = 20_000
+FINGERPRINT_MAX_BYTES = 1 << 30
+TOO_BIG = "too-big"
 
 
-def files(workdir: str) -> list[str]:
+def files(workdir: str, limit: int | None = None) -> list[str]:
     """What ``sync`` copies: git's tracked and unignored files, or every file but
-    caches; both without what ``.ringleaderignore`` names."""
+    caches; both without what ``.ringleaderignore`` names.  With ``limit``, a walk
+    stops once it has found more than that many (the caller only needs to know)."""
     ignore = os.path.join(workdir, ".ringleaderignore")
     patterns = []
     if os.path.isfile(ignore):
@@ -61,6 +68,8 @@ def files(workdir: str) -> list[str]:
             relative = os.path.relpath(os.path.join(root, name), workdir)
             if not name.endswith((".pyc", ".pyo")) and not ignored(relative, patterns):
                 found.append(relative)
+        if limit is not None and len(found) > limit:
+            break
     return sorted(found)
 
 
@@ -77,8 +86,20 @@ def ignored(relative: str, patterns: list[str]) -> bool:
 
 
 def fingerprint(workdir: str) -> tuple[str, int]:
+    """A digest of the code's names and contents, and how many files; ``TOO_BIG``
+    (with the count found so far) past ``FINGERPRINT_MAX_FILES`` or ``_BYTES``."""
     digest = hashlib.sha256()
-    names = files(workdir)
+    names = files(workdir, limit=FINGERPRINT_MAX_FILES)
+    if len(names) > FINGERPRINT_MAX_FILES:
+        return TOO_BIG, len(names)
+    size = 0
+    for name in names:
+        try:
+            size += os.stat(os.path.join(workdir, name)).st_size
+        except OSError:
+            continue
+        if size > FINGERPRINT_MAX_BYTES:
+            return TOO_BIG, len(names)
     for name in names:
         digest.update(name.encode() + b"\0")
         try:
