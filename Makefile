@@ -15,7 +15,7 @@ HOROVOD_VENV ?= .horovod
 HOROVOD_STAMP := $(HOROVOD_VENV)/.ringleader-installed
 PODMAN_DROP_IN := /etc/containers/containers.conf.d/50-ringleader.conf
 
-.PHONY: setup system horovod demo demo-image demo-stop test test-gpu lint docs docs-serve bench bench-slurm bench-ui clean
+.PHONY: setup system horovod demo demo-image demo-stop test test-gpu lint docs docs-serve docs-screenshots bench bench-slurm bench-ui clean
 
 setup: system $(STAMP)
 
@@ -71,6 +71,10 @@ demo-stop:
 docs: setup
 	$(VENV)/bin/python -m ringleader.cli.docs_reference
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The manual's screenshots (docs/ui/*.png) taken afresh by the browser tests that make them.
+docs-screenshots: setup
+	RINGLEADER_DOC_SCREENSHOTS=1 CI=true $(VENV)/bin/pytest -q tests/server/ui -k browser
 
 docs-serve: docs
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000

@@ -172,3 +172,17 @@ def test_a_runnable_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
                                                 ("RINGLEADER_HOME", "RINGLEADER_URL")}})  # fmt: skip
     else:
         _run_block(block, work, {**base, "RINGLEADER_HOME": str(tmp_path / "home")})
+
+
+def test_every_screenshot_in_the_manual_is_one_a_browser_test_takes() -> None:
+    """docs/ui's images are the browser tests' own shots (copied by `make
+    docs-screenshots`), so each names a page state a test reaches and checks."""
+    taken = "\n".join(p.read_text() for p in (REPO / "tests").rglob("*_browser.py"))
+    images = sorted((REPO / "docs" / "ui").glob("*.png"))
+    assert images
+    untaken = [
+        p.name
+        for p in images
+        if f'shot("{p.stem}"' not in taken and f'_shots(ui, "{p.stem}"' not in taken
+    ]
+    assert not untaken, untaken
