@@ -26,9 +26,9 @@ def test_every_apt_get_of_make_system_waits_for_the_dpkg_lock(tmp_path: Path) ->
     fake = bin_dir / "apt-get"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    drop_in = f"PODMAN_DROP_IN={tmp_path / 'drop-in.conf'}"
     done = subprocess.run(
-        ["make", "-s", "system", "APT_PACKAGES=rl-no-such-package-xyz",
-         "PODMAN_DROP_IN=" + str(tmp_path / "drop-in.conf")],  # fmt: skip
+        ["make", "-s", "system", "APT_PACKAGES=rl-no-such-package-xyz", drop_in],
         cwd=REPO,
         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
         capture_output=True,
