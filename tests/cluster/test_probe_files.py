@@ -58,3 +58,32 @@ def test_a_directory_past_the_bounds_is_not_fingerprinted_and_doctor_says_why(
     same = doctor.code_check("/w", "h1", {"workdir": True, "code": code, "files": 12},
                              {"code": code, "files": 12})  # fmt: skip
     assert same.ok is True
+
+
+def test_a_ringleader_home_inside_the_directory_is_never_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A home kept beside the code (its live database, logs and access key) made doctor's
+    code check differ between two reads and sync copy the credentials to every host."""
+    from ringleader.cluster import probe, sync
+    from ringleader.launch.ssh import SSHOptions
+
+    (tmp_path / "train.py").write_text("print(1)\n")
+    home = tmp_path / "home"
+    (home / "runs").mkdir(parents=True)
+    (home / "credentials.json").write_text("{}")
+    (home / "ringleader.db-wal").write_bytes(b"changes at every write")
+    (home / "runs" / "log.txt").write_text("x")
+    assert probe.files(str(tmp_path)) == ["train.py"]
+    before = probe.fingerprint(str(tmp_path))
+    (home / "ringleader.db-wal").write_bytes(b"another write")
+    assert probe.fingerprint(str(tmp_path)) == before
+    # In a git checkout too (an untracked, unignored home).
+    _git("init", "-q", str(tmp_path))
+    assert probe.files(str(tmp_path)) == ["train.py"]
+    # sync leaves this machine's home out.
+    monkeypatch.setenv("RINGLEADER_HOME", str(home))
+    argv = sync.rsync_argv(tmp_path, "h1", SSHOptions())
+    assert "--exclude=/home/" in argv
+    monkeypatch.setenv("RINGLEADER_HOME", str(tmp_path.parent / "elsewhere"))
+    assert not [a for a in sync.rsync_argv(tmp_path, "h1", SSHOptions()) if "--exclude=/home" in a]

@@ -41,9 +41,37 @@ FINGERPRINT_MAX_BYTES = 1 << 30
 TOO_BIG = "too-big"
 
 
+#: What makes a directory a ringleader home (``RINGLEADER_HOME``): its database, its
+#: server's record, its credentials.  A home inside the working directory is this
+#: machine's (a live database, logs, an access key): never code to compare or copy.
+HOME_MARKERS = ("credentials.json", "server.json", "ringleader.db")
+
+
+def is_home(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, marker)) for marker in HOME_MARKERS)
+
+
+def _outside_homes(workdir: str, names: list[str]) -> list[str]:
+    """``names`` less those under a ringleader home (each directory asked once)."""
+    verdicts: dict[str, bool] = {}
+
+    def in_home(name: str) -> bool:
+        parts = name.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            folder = "/".join(parts[:i])
+            if folder not in verdicts:
+                verdicts[folder] = is_home(os.path.join(workdir, folder))
+            if verdicts[folder]:
+                return True
+        return False
+
+    return [n for n in names if not in_home(n)]
+
+
 def files(workdir: str, limit: int | None = None) -> list[str]:
     """What ``sync`` copies: git's tracked and unignored files, or every file but
-    caches; both without what ``.ringleaderignore`` names.  With ``limit``, a walk
+    caches; both without what ``.ringleaderignore`` names or a ringleader home
+    holds (``HOME_MARKERS``).  With ``limit``, a walk
     stops once it has found more than that many (the caller only needs to know)."""
     ignore = os.path.join(workdir, ".ringleaderignore")
     patterns = []
@@ -60,10 +88,13 @@ def files(workdir: str, limit: int | None = None) -> list[str]:
         )
         if done.returncode == 0:
             names = [n for n in done.stdout.decode().split("\0") if n]
-            return sorted(n for n in names if os.path.isfile(os.path.join(workdir, n)))
+            names = [n for n in names if os.path.isfile(os.path.join(workdir, n))]
+            return sorted(_outside_homes(workdir, names))
     found = []
     for root, dirs, names in os.walk(workdir):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and not is_home(os.path.join(root, d))
+        )
         for name in names:
             relative = os.path.relpath(os.path.join(root, name), workdir)
             if not name.endswith((".pyc", ".pyo")) and not ignored(relative, patterns):
