@@ -165,7 +165,10 @@ class Client(AssetCalls):
                     raise Unauthorized(
                         f"a server already listens on {url} but {home} holds no credentials "
                         "for it (it was started with another RINGLEADER_HOME, maybe by another "
-                        "user): run `ringleader login`, or set RINGLEADER_URL to your own server"
+                        "user)\n  fix: log in to it with a key its admin gives you (`ringleader "
+                        "login --client-id ID --client-secret SECRET`), or start your own on "
+                        "another port (`ringleader server --port 8471 --run-as server` in "
+                        "another shell): this home's commands then use it"
                     ) from None
                 raise Unauthorized(
                     "no credentials: run `ringleader login` (or start the local server, "

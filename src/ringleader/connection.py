@@ -118,6 +118,8 @@ def local_server(home: Path) -> str:
         record = live_record(home)
         url = record.url if record else LOCAL_URL
         if healthy(url):
+            if proc is not None and proc.poll() is None:  # ours: say so, once
+                _say_started(home, url, proc.pid)
             return url
         exited = proc is not None and proc.poll() is not None
         if record is None and proc is None:
@@ -136,6 +138,16 @@ def local_server(home: Path) -> str:
                 fix=f"see why in {home / 'server.log'}",
             )
         time.sleep(0.1)
+
+
+def _say_started(home: Path, url: str, pid: int) -> None:
+    """Tell the user (on stderr: stdout is the command's own) that a server now runs
+    in the background for this home, where its log is, and how to stop it."""
+    print(
+        f"ringleader: started a server for {home} at {url} (pid {pid}); it keeps running "
+        f"in the background (log: {home / 'server.log'}; stop it with `kill {pid}`)",
+        file=sys.stderr,
+    )
 
 
 def port_taken(url: str) -> bool:

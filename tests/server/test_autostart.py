@@ -55,6 +55,9 @@ def test_first_command_starts_a_local_server(fresh: Fresh) -> None:
     )  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert "'first' has been submitted successfully" in first.stdout
+    # It says that a server now runs in the background, where, and how to stop it.
+    assert f"started a server for {fresh.home} at {LOCAL_URL}" in first.stderr, first.stderr
+    assert "kill " in first.stderr and str(fresh.home / "server.log") in first.stderr
 
     # One server, detached (the command has returned), owning the listening socket.
     listeners = _listeners(DEFAULT_PORT)
@@ -94,6 +97,15 @@ def test_first_command_starts_a_local_server(fresh: Fresh) -> None:
     assert _servers(fresh.home) == [pid]
     log = (fresh.home / "server.log").read_text()
     assert "address already in use" not in log.lower() and "errno 98" not in log.lower(), log
+    assert "started a server" not in listing.stderr  # said once, by the command that did
+
+    # Another home meets that server on the default port: told why, and the ways out.
+    other = Fresh(fresh.home.parent / "other-home")
+    refused = other.cli("list")
+    assert refused.returncode == 6, refused.stdout + refused.stderr
+    assert "holds no credentials" in refused.stderr and "fix: " in refused.stderr
+    assert "ringleader server --port 8471" in refused.stderr, refused.stderr
+    assert not (other.home / "server.json").exists()  # it started nothing
 
 
 def test_the_listening_socket_is_tcp_so_responses_are_not_delayed() -> None:
