@@ -123,6 +123,19 @@ def test_ranks_filter_no_prefix_and_log_dir(script, tmp_path: Path) -> None:
         assert (logs / "attempt-0" / f"rank-{rank}.stderr").read_text() == f"err {rank}\n"
 
 
+def test_log_dir_has_every_ranks_files_even_for_a_silent_rank(script, tmp_path: Path) -> None:
+    """As torchrun's --log-dir: a file per rank and stream from the attempt's start, so a
+    reader finds each rank's (the digits example prints from rank 0 only)."""
+    logs = tmp_path / "logs"
+    body = "import os; print('only', os.environ['RANK']) if os.environ['RANK'] == '0' else None"
+    proc = launch("-n", "3", "--log-dir", str(logs), "--", "python", script(body))
+    assert proc.returncode == 0, proc.stderr
+    made = sorted(p.name for p in (logs / "attempt-0").iterdir())
+    assert made == [f"rank-{r}.{s}" for r in range(3) for s in ("stderr", "stdout")], made
+    assert (logs / "attempt-0" / "rank-0.stdout").read_text() == "only 0\n"
+    assert (logs / "attempt-0" / "rank-2.stdout").read_text() == ""
+
+
 def test_two_launches_at_once_get_different_ports(script, tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -275,6 +275,9 @@ class Recorder:
     ) -> None:
         self._append(attempt + self.offset, rank, stream, text)
 
+    def attempt_started(self, attempt: int, ranks: list[int]) -> None:
+        """Nothing to make: a workload's logs are read per pod from what its ranks wrote."""
+
     def notice(self, text: str) -> None:
         if text.startswith(MPIRUN_NOTICE):
             self._append(self.state["attempt"], MPIRUN, "stderr", text[len(MPIRUN_NOTICE) :])

@@ -3,7 +3,8 @@
 A line arrives whole from the agent, so writing it with its prefix in one
 ``write`` keeps ranks from mixing inside a line.  stdout stays stdout and
 stderr stays stderr.  Log files keep every rank even when the console shows
-only some (``--ranks``): ``DIR/attempt-N/rank-R.stdout|stderr``.
+only some (``--ranks``): ``DIR/attempt-N/rank-R.stdout|stderr``, made for every
+rank when the attempt starts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class OutputSink(Protocol):
     ) -> None: ...
 
     def notice(self, text: str) -> None: ...
+
+    def attempt_started(self, attempt: int, ranks: list[int]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -60,6 +63,16 @@ class ConsoleSink:
             handle = open(folder / f"rank-{rank}.{stream}", "a", encoding="utf-8")  # noqa: SIM115
             self._files[key] = handle
         return handle
+
+    def attempt_started(self, attempt: int, ranks: list[int]) -> None:
+        """Every rank's two files exist from the attempt's start, empty for a rank that
+        prints nothing (a reader finds each rank's, as torchrun's --log-dir makes them)."""
+        if self.log_dir is None:
+            return
+        with self._lock:
+            for rank in ranks:
+                for stream in ("stdout", "stderr"):
+                    self._log_file(attempt, rank, stream)
 
     def line(
         self, *, rank: int, world: int, host: str, stream: str, text: str, attempt: int
