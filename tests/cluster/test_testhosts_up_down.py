@@ -183,12 +183,17 @@ def test_up_twice_is_refused_and_down_with_nothing_up_changes_nothing(home: Path
     assert_nothing_left(home, state)
 
 
-def test_down_removes_what_an_up_killed_midway_had_made(home: Path) -> None:
+def _start_up(home: Path, hosts: int) -> subprocess.Popen[str]:
+    """``testhosts up HOSTS`` as a process whose lines the test reads as they come."""
     env = home_env(home, COLUMNS="80", PYTHONUNBUFFERED="1")
-    up = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "testhosts", "up", "8"],
+    return subprocess.Popen(
+        [sys.executable, "-m", "ringleader", "testhosts", "up", str(hosts)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+
+
+def test_down_removes_what_an_up_killed_midway_had_made(home: Path) -> None:
+    up = _start_up(home, 8)
     assert up.stdout is not None
     for line in up.stdout:  # the first host's sshd runs; seven hosts are still to come
         if line.startswith("  host 0:"):
@@ -215,11 +220,7 @@ def test_down_removes_what_an_up_killed_midway_had_made(home: Path) -> None:
 
 
 def test_ctrl_c_during_up_undoes_what_it_had_made(home: Path) -> None:
-    env = home_env(home, COLUMNS="80", PYTHONUNBUFFERED="1")
-    up = subprocess.Popen(
-        [sys.executable, "-m", "ringleader", "testhosts", "up", "8"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    up = _start_up(home, 8)
     assert up.stdout is not None
     said = []
     for line in up.stdout:
