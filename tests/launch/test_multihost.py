@@ -301,3 +301,47 @@ def test_host_going_away_fails_fast_and_its_ranks_stop(
     assert f"host      : {net.hosts[1].address}" in err and "lost the link" in err
     # The cut-off host's agent hears no heartbeat and stops its ranks by itself.
     wait_until(lambda: job_pids(job) == [], timeout=15, what="the cut-off host's ranks to stop")
+
+
+WIDE = """
+import os, sys, time
+rank = int(os.environ["RANK"])
+for i in range(200):  # long lines from every rank at once: none may be cut or mixed
+    print(f"LINE {rank} {i} " + str(rank % 10) * 400, flush=True)
+open(f"printed-{rank}", "w").close()  # the filesystem is shared: a barrier for rank 13
+if rank == 13:
+    while len([n for n in os.listdir(".") if n.startswith("printed-")]) < 16:
+        time.sleep(0.05)
+    print("rank 13 gives up", file=sys.stderr)
+    sys.exit(3)
+time.sleep(300)
+"""
+
+
+def test_sixteen_ranks_on_four_hosts_keep_whole_lines_fail_fast_and_leave_nothing(
+    make_test_hosts, tmp_path: Path
+) -> None:
+    """At width (issue 27, item 4): 4 hosts x 4 ranks print long lines at once, every line
+    arrives whole under its own rank's prefix; one rank's exit stops all 16 everywhere,
+    names that rank and its host, and no process of the job is left on any host."""
+    net = make_test_hosts(4)
+    (tmp_path / "wide.py").write_text(WIDE)
+    job = "rl-mh-wide"
+    proc = launch(
+        "--hostfile", hosts_json(net, tmp_path / "hosts.json", slots=4),
+        "--ssh-config", str(net.ssh_config), "--run-id", job,
+        "--", "python", "wide.py", cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 3, readable(proc.stderr)
+    seen: dict[int, int] = {}
+    for line in proc.stdout.splitlines():
+        m = re.fullmatch(r"\[(\d+)/16 (\S+)\] LINE (\d+) (\d+) (\d{400})", line)
+        if line.split("] ", 1)[-1].startswith("LINE"):
+            assert m, f"a cut or mixed line: {line[:120]}"
+            assert m.group(1) == m.group(3) and set(m.group(5)) == {str(int(m.group(3)) % 10)}
+            seen[int(m.group(1))] = seen.get(int(m.group(1)), 0) + 1
+    assert seen == dict.fromkeys(range(16), 200), sorted(seen.items())
+    summary = proc.stderr.split("Root Cause", 1)[1]
+    assert "rank      : 13" in summary and f"host      : {net.hosts[3].address}" in summary
+    assert "rank 13 gives up" in summary
+    assert job_pids(job) == []
