@@ -9,6 +9,7 @@ Plus a few commands driven as a user runs them (``ringleader ... --help``).
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -147,3 +148,72 @@ def test_submit_help_lists_runai_flags_with_their_meaning(command: str) -> None:
     for flag in flags:
         assert f" {flag} " in shown, f"{command}: {flag} missing\n{shown}"
     assert "[-- COMMAND [ARGS]...]" in shown
+
+
+# A line of help that is an example: ``ringleader ...``, or a shell line that runs it
+# (``sudo ringleader ...``, ``echo x | ringleader ...``), after a label (``Example:``).
+_LABEL = re.compile(r"^(?:[A-Z][A-Za-z ]*:\s+)?")
+_EXAMPLE = re.compile(r"^(?:ringleader |(?:sudo|salloc|srun|echo|curl|[A-Z_]+=)\S*\s.*ringleader)")
+
+
+def _example_lines(help_text: str) -> list[str]:
+    lines = [_LABEL.sub("", line.strip(), count=1) for line in help_text.splitlines()]
+    return [line for line in lines if _EXAMPLE.match(line)]
+
+
+def _rendered_help(path: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")
+    shown = CliRunner().invoke(typer_app(), [*path.split(), "--help"], prog_name="ringleader")
+    assert shown.exit_code == 0, shown.output
+    return shown.output
+
+
+def test_the_example_finder_sees_examples() -> None:
+    text = "Examples:\n  ringleader a -n 2\n  sudo ringleader b\nExample: ringleader c\nsee x"
+    text += "\n  echo 'x' | ringleader d\nIn a script: curl $(ringleader token) http://h/\n"
+    assert _example_lines(text) == [
+        "ringleader a -n 2",
+        "sudo ringleader b",
+        "ringleader c",
+        "echo 'x' | ringleader d",
+        "curl $(ringleader token) http://h/",
+    ]
+
+
+@pytest.mark.parametrize(("path", "command"), [("", None), *ALL], ids=["ringleader", *PATHS])
+def test_help_at_80_columns_can_be_copied(
+    path: str, command: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user copies from ``--help`` at 80 columns works when pasted: each example
+    (comment included) on one line of its own, never wrapped and never continued on
+    the next line; each value hint (``user|account:NAME|server``) whole; a usage line
+    that names an argument as ``NAME``, not ``{NAME}`` (which reads as a choice), and
+    ``HOST...``, not ``HOST......``; and one-line summaries, so that a command list
+    shows no line broken mid-sentence."""
+    shown = _rendered_help(path, monkeypatch)
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if "usage:" in line.lower())
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    usage = lines[start:end]
+    assert usage and not any("{" in line or "...." in line for line in usage), f"{path}:\n{shown}"
+    if command is None:
+        summaries = {name: entry.summary for name, entry in COMMANDS.items()}
+    else:
+        help_text = command.help or ""
+        for example in _example_lines(help_text):
+            assert any(example in line for line in lines), f"{path}: {example!r} wraps\n{shown}"
+        source = [line.strip() for line in help_text.splitlines()]
+        for before, after in itertools.pairwise(source):
+            if _EXAMPLE.match(_LABEL.sub("", before, count=1)):
+                assert not before.endswith("\\") and not after.startswith("-"), (
+                    f"{path}: an example goes on over two lines: {before!r} {after!r}"
+                )
+        for param in getattr(command, "params", []):
+            if param.metavar and " " not in param.metavar:
+                hint = param.metavar
+                assert any(hint in line for line in lines), f"{path}: {hint} wraps\n{shown}"
+        subs = getattr(command, "commands", {})
+        summaries = {name: (sub.help or "").strip().split("\n\n")[0] for name, sub in subs.items()}
+    broken = {name: text for name, text in summaries.items() if "\n" in text}
+    assert not broken, f"{path}: summaries with a line break: {broken}"

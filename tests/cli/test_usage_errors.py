@@ -34,6 +34,33 @@ CASES = {
         "error: no such option: --all-project",
         "did you mean --all-projects? see `ringleader list --help`",
     ),
+    "unknown option, the start of one": (
+        ["list", "--al"],
+        "error: no such option: --al",
+        "did you mean --all-projects? see `ringleader list --help`",
+    ),
+    "unknown option, the start of one, of a nested command": (
+        ["distributed", "logs", "job", "--fol"],
+        "error: no such option: --fol",
+        "did you mean --follow? see `ringleader distributed logs --help`",
+    ),
+    "unknown option of launch, spelled like one": (
+        ["launch", "--nprocs", "2", "--", "true"],
+        "error: no such option: --nprocs",
+        "did you mean --nproc? see `ringleader launch --help`",
+    ),
+    "unknown submit option, spelled like two": (
+        ["submit-dist", "pytorch", "job", "--worker", "2", "--", "true"],
+        "error: no such option: --worker",
+        "did you mean --workers or --working-dir? Options of the workload's command go after"
+        " `--` (see `ringleader submit-dist pytorch --help`)",
+    ),
+    "unknown submit option, the start of one": (
+        ["submit-dist", "pytorch", "job", "--workers", "2", "--clean", "All", "--", "true"],
+        "error: no such option: --clean",
+        "did you mean --clean-pod-policy or --command? Options of the workload's command go after"
+        " `--` (see `ringleader submit-dist pytorch --help`)",
+    ),
     "unknown submit option": (
         ["submit-mpi", "job", "--processes", "2", "--gpus", "1", "--", "true"],
         "error: no such option: --gpus",
@@ -94,6 +121,11 @@ CASES = {
         "error: no such command 'lst'",
         "did you mean 'list'? `ringleader --help` lists the commands",
     ),
+    "no such command, letters swapped": (
+        ["lsit"],
+        "error: no such command 'lsit'",
+        "did you mean 'list'? `ringleader --help` lists the commands",
+    ),
     "unknown option of launch": (
         ["launch", "--foo", "-n", "1", "--", "true"],
         "error: no such option: --foo",
@@ -141,3 +173,23 @@ def test_the_commands_own_errors_keep_their_form(tmp_path: Path) -> None:
     """Past parsing, a command's errors are ``reports_errors``' (here: no server)."""
     done = _ringleader(tmp_path, "list")
     assert done.returncode == 7 and done.stderr.startswith("error: cannot reach"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("typed", "close", "first"),
+    [
+        ("--al", ["--help"], ["--all-projects", "--help"]),  # the start of one option
+        ("--all-project", ["--all-projects"], ["--all-projects"]),
+        ("--nprocs", ["--nproc"], ["--nproc"]),  # no option starts so: spelling decides
+        ("--wor", ["--workers", "--memory"], ["--workers", "--working-dir", "--memory"]),
+        ("--", ["--help"], ["--help"]),  # the start of every option says nothing
+        ("-a", [], []),
+    ],
+)
+def test_an_option_cut_short_is_suggested_before_one_spelled_alike(
+    typed: str, close: list[str], first: list[str]
+) -> None:
+    from ringleader.cli.common import likely_options
+
+    options = ["--all-projects", "--help", "--nproc", "--workers", "--working-dir", "--memory"]
+    assert likely_options(typed, options, close) == first

@@ -41,7 +41,7 @@ ENVIRONMENT_HELP = (
     "Environment assets: image, command, variables; named at submit (--environment-asset)."
 )
 environment_app = typer.Typer(
-    help=f"{ENVIRONMENT_HELP}\n\nExample: ringleader environment create pytorch-dt"
+    help=f"{ENVIRONMENT_HELP}\n\nExample:\n\n  ringleader environment create pytorch-dt"
     " -i kubeflow/pytorch-dist-mnist:latest",
     no_args_is_help=True,
 )

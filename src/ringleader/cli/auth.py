@@ -32,7 +32,9 @@ def login(
 ) -> None:
     """Store an access key (0600) for this user and check it works.
 
-    Example: ringleader login --url http://gpu-box:8470 --client-id rl-... --client-secret ...
+    Example:
+
+      ringleader login --url http://gpu-box:8470 --client-id ID --client-secret KEY
     """
     from ringleader.client import Client
 
@@ -63,6 +65,9 @@ def token() -> None:
 
     Example: ringleader token
 
-    In a script: curl -H "Authorization: Bearer $(ringleader token)" http://127.0.0.1:8470/api/v1/workloads
+    In a script:
+
+      TOKEN=$(ringleader token)
+      curl -H "Authorization: Bearer $TOKEN" localhost:8470/api/v1/workloads
     """
     print(client().token(fresh=True))

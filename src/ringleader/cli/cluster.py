@@ -129,8 +129,7 @@ def hostfile(
         help="The server's SSH nodes instead of a file (slots: each node's GPUs, else 1).",
     ),
 ) -> None:
-    """Write the MPI hostfile (`ADDRESS slots=N` per line) for a hosts.json or the
-    server's node inventory.
+    """Write the MPI hostfile (`ADDRESS slots=N` lines) of a hosts.json or the server's nodes.
 
     The conversion the guides do by hand; errors name file:line.
 

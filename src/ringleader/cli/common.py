@@ -17,7 +17,7 @@ import functools
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -201,6 +201,7 @@ def _usage_message(exc: Exception) -> tuple[str, str]:
         hint = str(getattr(exc, "message", "")).removeprefix(f"No such option: {option}")
         hint = hint.lstrip(". ").strip()
         close = list(getattr(exc, "possibilities", None) or ())  # the closest first
+        close = likely_options(option, _long_options(getattr(exc, "ctx", None)), close)
         if close and not hint:
             hint = f"did you mean {close[0]}?"
         return f"no such option: {option}", hint
@@ -216,6 +217,30 @@ def _usage_message(exc: Exception) -> tuple[str, str]:
     text = re.sub(r"'(-[\w-]+|[A-Z][A-Z0-9_]*)'", r"\1", text)  # --tail, NAME: no quotes
     error, _, close = _sentence(text).partition(". Did you mean ")
     return error, f"did you mean {close}" if close else ""
+
+
+def likely_options(typed: str, options: Iterable[str], close: Sequence[str]) -> list[str]:
+    """The options to suggest for an unknown ``typed``, the likeliest first.
+
+    First the real options that ``typed`` begins (``--al`` is ``--all-projects``
+    cut short, whatever difflib thinks closer by its letters: ``--help``), when
+    there are at most three; then ``close``, the options spelled most like it
+    (difflib's, as click and ``submit_argv`` find them: ``--nprocs`` -> ``--nproc``).
+    """
+    starting = {o for o in options if typed.startswith("--") and o.startswith(typed)}
+    first = [o for o in close if o in starting] + sorted(starting - set(close))
+    return list(dict.fromkeys([*first, *close] if len(starting) <= 3 else close))
+
+
+def _long_options(ctx: Any) -> list[str]:
+    """The ``--long`` options of the command a click context is for (``--help`` too)."""
+    if ctx is None:
+        return []
+    names = [*ctx.command.get_help_option_names(ctx)]
+    for param in ctx.command.get_params(ctx):
+        if param.param_type_name == "option":
+            names += [*param.opts, *param.secondary_opts]
+    return [name for name in names if name.startswith("--")]
 
 
 def _sentence(text: str) -> str:

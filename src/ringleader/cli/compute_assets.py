@@ -101,7 +101,9 @@ def compute_create(
 ) -> None:
     """Create a compute-resource asset to name at submit (seed 002's "small-fraction").
 
-    Example: ringleader compute create small-fraction -g 0.1 --cpu 0.1 --memory 100M
+    Example:
+
+      ringleader compute create small-fraction -g 0.1 --cpu 0.1 --memory 100M
     """
     from ringleader.server.compute_asset_schemas import (
         ComputeCreationRequest,

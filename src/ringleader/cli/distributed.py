@@ -24,9 +24,7 @@ from ringleader.cli.submit_options import SubmitOptions, submit_options
 
 app = typer.Typer(
     help="Distributed workloads, Run:ai CLI v2 style.\n\n"
-    "Example: ringleader distributed submit mnist --framework PyTorch --workers 2 "
-    "--gpu-devices-request 1 --gpu-request-type portion --gpu-portion-request 0.1 "
-    "-- python -m ringleader.examples.digits",
+    "Example:\n\n  ringleader distributed submit mnist --workers 2 -- python train.py",
     no_args_is_help=True,
 )
 
@@ -53,9 +51,16 @@ app = typer.Typer(
 def submit(ctx: typer.Context, options: SubmitOptions) -> None:
     """Submit a distributed workload; the command follows --.
 
-    Example: ringleader distributed submit mnist --framework PyTorch --workers 2
-    --gpu-request-type portion --gpu-portion-request 0.1 --gpu-devices-request 1
-    --cpu-memory-request 100M -- python -m ringleader.examples.digits
+    Examples:
+
+      ringleader distributed submit mnist --workers 2 -- python train.py
+
+      ringleader distributed submit hello --framework MPI --workers 2 -- hostname
+
+    A tenth of a GPU per pod: --gpu-devices-request 1
+    --gpu-request-type portion --gpu-portion-request 0.1
+
+    A ready-made command to try: python -m ringleader.examples.digits
     """
     accepted, project = v1_submit.submit(options)
     console.print(f"Creating distributed workload {accepted.name} (id {accepted.workload_id})")

@@ -63,8 +63,10 @@ def kubeflow(
     ),
     project: str = PROJECT,
 ) -> None:
-    """Write a workload as Kubeflow's PyTorchJob, TFJob, XGBoostJob, JAXJob or MPIJob
-    (or, with --trainer-v2, Kubeflow Trainer's TrainJob), for `kubectl apply -f`.
+    """Write a workload as a Kubeflow job, for `kubectl apply -f`.
+
+    A PyTorchJob, TFJob, XGBoostJob, JAXJob or MPIJob; with --trainer-v2,
+    Kubeflow Trainer's TrainJob.
 
     Example: ringleader export kubeflow mnist -o mnist.yaml
     """

@@ -25,13 +25,14 @@ from ringleader.server.config import home_dir
 
 registry_app = typer.Typer(
     help="The cluster's image registry (Debian's docker-registry), under the server's home."
-    "\n\nExample: ringleader registry start && ringleader image push localhost/team/train:1",
+    "\n\nExamples:\n\n  ringleader registry start"
+    "\n\n  ringleader image push localhost/team/train:1",
     no_args_is_help=True,
 )
 image_app = typer.Typer(
     help="Images: build them here, push them to the cluster's registry, list what it holds."
-    "\n\nExample: ringleader image build -t localhost/team/train:1 . && "
-    "ringleader image push localhost/team/train:1",
+    "\n\nExamples:\n\n  ringleader image build -t localhost/team/train:1 ."
+    "\n\n  ringleader image push localhost/team/train:1",
     no_args_is_help=True,
 )
 DATA_DIR = typer.Option(
@@ -223,9 +224,10 @@ def list_images(
     ),
     data_dir: str = DATA_DIR,
 ) -> None:
-    """List the registry's images, and which nodes hold each: this one and the
-    server's SSH nodes (the image the tag names in the registry now, by its ID, what
-    a workload of it runs; each node is asked over ssh).
+    """List the registry's images, and which nodes hold each: this one and the SSH nodes.
+
+    A node holds an image when it has the image the tag names in the registry
+    now, by its ID: what a workload of it runs. Each node is asked over ssh.
 
     Example:
 
@@ -314,9 +316,11 @@ def base(
     by mmdebstrap and imported into podman: the FROM of images built here
     (examples/images/pytorch-cpu/Containerfile).
 
-    Example:
+    Its name: localhost/ringleader/debian-python:bookworm unless --tag says another.
 
-      ringleader image base     # as root: localhost/ringleader/debian-python:bookworm
+    Example (as root):
+
+      ringleader image base
     """
     if problem := bad_reference(tag):
         raise InvalidSpec(f"{tag!r} is not an image reference: {problem}", "--tag")

@@ -64,13 +64,17 @@ def launch(ctx: typer.Context, **options: Any) -> None:
 
       ringleader launch --hostfile hostfile --nproc-per-node 2 -- python train.py
 
-      ringleader launch -H a:2,b:2 --max-restarts 2 --log-dir logs -- python train.py
+      ringleader launch -H a:2,b:2 --max-restarts 2 -- python train.py
+
+      ringleader launch -n 4 --log-dir logs -- python train.py
 
       ringleader launch --framework mpi -n 3 -- python -m mpi4py.bench helloworld
 
       salloc -N 2 ringleader launch --nproc-per-node 2 -- python train.py
 
-      ringleader launch --slurm -N 2 --nproc-per-node 2 --time 1:00:00 -- python train.py
+      ringleader launch --slurm -N 2 --time 1:00:00 -- python train.py
+
+      ringleader launch --slurm -N 2 --nproc-per-node 2 -- python train.py
     """
     try:
         parse_ranks(options["ranks"])

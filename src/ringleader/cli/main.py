@@ -76,7 +76,9 @@ def _tidy_help(command: Any) -> None:
     """Help that reads as a usage line: no ``<bool>`` after an on/off flag (``--help``
     included), ``<str>`` rather than ``<list[str]>`` for a repeatable option, and an
     argument named in capitals (``NAME``, in help and errors) without a Python type
-    beside it (its help says what it is; choices and paths still show).
+    beside it (its help says what it is; choices and paths still show).  A required
+    argument shows in the usage line as ``NAME``, as other tools show it, not as
+    Typer's ``{NAME}``, which reads as "one of these choices".
 
     A command that declares its own metavar keeps it.  Typer's display helpers
     are internal, hence the ``getattr``: another Typer shows its own help.
@@ -92,6 +94,7 @@ def _tidy_help(command: Any) -> None:
         if isinstance(param, TyperArgument):
             if param.metavar is None:
                 param.metavar = param.name.upper()
+            param.get_usage_pieces = functools.partial(_usage_pieces, param.get_usage_pieces)
             if isinstance(shown, str) and _PYTHON_TYPE.fullmatch(shown):
                 param.display_type_rich = lambda ctx: None
             continue
@@ -104,6 +107,13 @@ def _tidy_help(command: Any) -> None:
     if isinstance(command, TyperGroup):
         for sub in command.commands.values():
             _tidy_help(sub)
+
+
+def _usage_pieces(usage_pieces: Any, ctx: Any) -> list[str]:
+    """An argument's words in the usage line, a required one bare: ``NAME``, not
+    ``{NAME}``; and one ``...`` after a metavar that says it already (``HOST...``)."""
+    pieces = [re.sub(r"^\{(.*)\}(\.\.\.)?$", r"\1\2", p) for p in usage_pieces(ctx)]
+    return [re.sub(r"(\.\.\.)+(\]?)$", r"...\2", piece) for piece in pieces]
 
 
 def _quiet(help_option: Any) -> Any:
@@ -184,8 +194,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "hostfile": LazyCommand(
         "ringleader.cli.cluster:hostfile",
-        "Write the MPI hostfile (`ADDRESS slots=N` per line) for a hosts.json or the\n"
-        "server's node inventory.",
+        "Write the MPI hostfile (`ADDRESS slots=N` lines) of a hosts.json or the server's nodes.",
     ),
     "doctor": LazyCommand(
         "ringleader.cli.doctor:doctor",

@@ -106,7 +106,9 @@ def add(
 
       ringleader nodes add gpu1
 
-      ringleader nodes add gpu2 --ssh ubuntu@10.0.0.12 --address 192.168.100.12 --pool a100
+      ringleader nodes add gpu2 --ssh ubuntu@10.0.0.12 --pool a100
+
+      ringleader nodes add gpu3 --ssh ubuntu@gpu3 --address 192.168.100.13
     """
     name = host if ssh else None
     node = client().add_node(_body(ssh or host, name, address, pool))

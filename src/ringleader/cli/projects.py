@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 project_app = typer.Typer(
     help="Projects: create (with quotas), list, members, set the current one.\n\n"
-    "Example: ringleader project create team-a --gpu 2 && ringleader project set team-a",
+    "Examples:\n\n  ringleader project create team-a --gpu 2\n\n  ringleader project set team-a",
     no_args_is_help=True,
 )
 config_app = typer.Typer(
@@ -106,7 +106,9 @@ def project_create(
 
       ringleader project create team-a --gpu 2 --gpu-limit 4
 
-      ringleader project create team-b --gpu 1 --over-quota-weight 3 --cpu 16 --memory 64G
+      ringleader project create team-b --gpu 1 --over-quota-weight 3
+
+      ringleader project create team-c --gpu 1 --cpu 16 --memory 64G
     """
     quotas = (gpu, gpu_limit, cpu, cpu_limit, memory, memory_limit)
     resources = (

@@ -85,19 +85,21 @@ def server(
 
       ringleader server --host 0.0.0.0 --port 8470
 
-      ringleader server --simulate-nodes 4x8gpu        # try quotas, fractions, preemption
+      ringleader server --simulate-nodes 4x8gpu   # try quotas, preemption
 
       ringleader server --nodes-file nodes.yaml --placement spread
 
-      ringleader server --no-local-node          # then: ringleader nodes import hosts.json
+      ringleader server --no-local-node   # then: ringleader nodes import FILE
 
       ringleader server --backend local --backend mypkg.engines.MyBackend@big
 
       ringleader server --backend slurm:gpu,account=ml   # Slurm partition gpu
 
-      sudo ringleader server --workload-python /usr/bin/python3   # workloads as rl-USER
+    As root, workloads run as OS accounts rl-USER:
 
-      sudo ringleader server --host-path-allow /data   # image pods may mount /data/...
+      sudo ringleader server --workload-python /usr/bin/python3
+
+      sudo ringleader server --host-path-allow /data   # pods may mount /data/...
     """
     serve(checked_config(
         host=host, port=port, data_dir=data_dir, simulate_nodes=simulate_nodes,

@@ -179,7 +179,7 @@ RunAsOption = Annotated[
     str | None,
     typer.Option(
         "--run-as",
-        metavar="user|account:NAME|server",
+        metavar="MODE",
         help="Who workloads run as: user (an unprivileged OS account of the submitter: its"
         " osUser, else --run-as-template, created on first use; needs a root server; the"
         " default as root), account:NAME (every workload as the existing OS account NAME;"

@@ -27,10 +27,27 @@ from ringleader.spec import Framework
 if TYPE_CHECKING:
     from ringleader.server.schemas import Accepted
 
+# An example line of help, indented two spaces, fits this: rich shows help at 80
+# columns in 78 of them, and an example wrapped over two lines cannot be copied.
+EXAMPLE_COLUMNS = 76
+
+
+def example_help(head: str, command: str) -> str:
+    """The help's ``Example:`` of ``HEAD -- COMMAND``, on one line that fits 80
+    columns; where that line would not, the example runs ``python train.py`` and
+    COMMAND is named on a line of its own, to try."""
+    line = f"{head} -- {command}"
+    if len(line) <= EXAMPLE_COLUMNS:
+        return f"Example:\n\n  {line}"
+    return f"Example:\n\n  {head} -- python train.py\n\nA ready-made command to try: {command}"
+
+
 submit_dist = typer.Typer(
     help="Submit a distributed workload: `submit-dist FRAMEWORK NAME --workers N -- CMD`.\n\n"
-    "Example: ringleader submit-dist pytorch mnist --workers 2 -g 0.1 "
-    "-- python -m ringleader.examples.digits",
+    + example_help(
+        "ringleader submit-dist pytorch mnist --workers 2 -g 0.1",
+        "python -m ringleader.examples.digits",
+    ),
     no_args_is_help=True,
 )
 # submit-dist's options, after --workers; submit-mpi takes the same.
@@ -123,7 +140,7 @@ def framework_verb(
     submit_framework.__doc__ = (
         f"Submit {article} {label} workload: {head}; the command follows --."
         f"\n\nRanks: {framework.summary}."
-        f"\n\nExample: {example} NAME --workers 2 -- {framework.example}"
+        f"\n\n{example_help(f'{example} NAME --workers 2', framework.example)}"
     )
     submit_framework.__name__ = f"submit_{framework.name}"
     return submit_framework
@@ -157,7 +174,12 @@ _add_v1_verbs()
 def submit_mpi(ctx: typer.Context, options: SubmitOptions) -> None:
     """Submit an MPI workload (old Run:ai verb; same as `submit-dist mpi --workers`).
 
-    Example: ringleader submit-mpi dist --processes 2 -g 1
-    -i gcr.io/run-ai-demo/quickstart-distributed
+    Examples:
+
+      ringleader submit-mpi dist --processes 2 -- python train.py
+
+      ringleader submit-mpi dist --processes 2 -g 1 -i IMAGE
+
+    Run:ai's quickstart IMAGE: gcr.io/run-ai-demo/quickstart-distributed
     """
     _submitted(options, Framework.MPI)

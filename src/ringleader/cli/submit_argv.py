@@ -126,7 +126,10 @@ def _flag_of(token: str) -> tuple[str, str | None]:
 
 
 def _no_such_option(flag: str, by_flag: dict[str, Any]) -> NoSuchOption:
-    close = difflib.get_close_matches(flag, [f for f in by_flag if f.startswith("--")], n=3)
+    from ringleader.cli.common import likely_options
+
+    flags = [f for f in by_flag if f.startswith("--")]
+    close = likely_options(flag, flags, difflib.get_close_matches(flag, flags, n=3))[:3]
     hint = f" Did you mean {' or '.join(close)}?" if close else ""
     return NoSuchOption(
         flag,

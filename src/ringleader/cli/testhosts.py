@@ -21,8 +21,8 @@ from ringleader.defaults import home_dir
 
 app = typer.Typer(
     help="Test hosts on this machine: network namespaces, each with its own sshd (root)."
-    "\n\nExample: ringleader testhosts up 3 && ringleader doctor --hostfile"
-    " ~/.ringleader/testhosts/hosts.json",
+    "\n\nExamples:\n\n  ringleader testhosts up 3"
+    "\n\n  ringleader doctor --hostfile ~/.ringleader/testhosts/hosts.json",
     no_args_is_help=True,
 )
 

@@ -14,15 +14,17 @@ from __future__ import annotations
 import typer
 
 from ringleader.cli.distributed import add_v1_verbs
-from ringleader.cli.submit import framework_verb
+from ringleader.cli.submit import example_help, framework_verb
 from ringleader.cli.submit_argv import SubmitCommand
 from ringleader.cli.submit_flags import COMMAND, V2_COMPUTE, V2_SCHEDULING
 from ringleader.launch import frameworks
 
 app = typer.Typer(
     help="Training workloads, Run:ai CLI v2's words: `training FRAMEWORK submit NAME`.\n\n"
-    "Example: ringleader training pytorch submit mnist --workers 2 -g 0.5 "
-    "-- python -m ringleader.examples.digits",
+    + example_help(
+        "ringleader training pytorch submit mnist --workers 2",
+        "python -m ringleader.examples.digits",
+    ),
     no_args_is_help=True,
 )
 # What ``training FRAMEWORK submit`` takes besides NAME, --workers (and --slots-per-worker).
@@ -39,9 +41,10 @@ def _add_framework_groups() -> None:
             continue
         verb = framework.cli_verb
         label = framework.label
-        example = f"ringleader training {verb} submit NAME --workers 2 -- {framework.example}"
+        example = example_help(f"ringleader training {verb} submit NAME --workers 2",
+                               framework.example)  # fmt: skip
         group = typer.Typer(help=f"{label} training workloads: submit, and v1's verbs."
-                            f"\n\nExample: {example}", no_args_is_help=True)  # fmt: skip
+                            f"\n\n{example}", no_args_is_help=True)  # fmt: skip
         prefix = f"ringleader training {verb}"
         submit = framework_verb(framework, *V2, example=f"{prefix} submit",
                                 next_prefix="ringleader training")  # fmt: skip
