@@ -3,6 +3,7 @@ tracked and unignored files in a checkout, a worktree (whose ``.git`` is a file)
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -60,30 +61,37 @@ def test_a_directory_past_the_bounds_is_not_fingerprinted_and_doctor_says_why(
     assert same.ok is True
 
 
-def test_a_ringleader_home_inside_the_directory_is_never_code(
+def test_this_machines_home_inside_the_directory_is_never_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A home kept beside the code (its live database, logs and access key) made doctor's
-    code check differ between two reads and sync copy the credentials to every host."""
-    from ringleader.cluster import probe, sync
+    code check differ between two reads and sync copy the credentials to every host.
+    Only this machine's home is left out, by doctor and sync alike: a project's own
+    config/credentials.json is code like any file."""
+    from ringleader.cluster import doctor, probe, sync
     from ringleader.launch.ssh import SSHOptions
 
     (tmp_path / "train.py").write_text("print(1)\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "credentials.json").write_text("{}")  # the project's own
     home = tmp_path / "home"
     (home / "runs").mkdir(parents=True)
     (home / "credentials.json").write_text("{}")
     (home / "ringleader.db-wal").write_bytes(b"changes at every write")
-    (home / "runs" / "log.txt").write_text("x")
-    assert probe.files(str(tmp_path)) == ["train.py"]
-    before = probe.fingerprint(str(tmp_path))
-    (home / "ringleader.db-wal").write_bytes(b"another write")
-    assert probe.fingerprint(str(tmp_path)) == before
-    # In a git checkout too (an untracked, unignored home).
-    _git("init", "-q", str(tmp_path))
-    assert probe.files(str(tmp_path)) == ["train.py"]
-    # sync leaves this machine's home out.
+    os.mkfifo(tmp_path / "a.fifo")  # read, it would hang the probe
     monkeypatch.setenv("RINGLEADER_HOME", str(home))
-    argv = sync.rsync_argv(tmp_path, "h1", SSHOptions())
-    assert "--exclude=/home/" in argv
+    plan = doctor.Plan(hosts=[], workdir=str(tmp_path), python="python")
+    assert doctor._skips(plan) == ["--skip=home"]
+    code = ["config/credentials.json", "train.py"]
+    assert probe.files(str(tmp_path), skip=("home",)) == code
+    before = probe.fingerprint(str(tmp_path), ("home",))
+    (home / "ringleader.db-wal").write_bytes(b"another write")
+    assert probe.fingerprint(str(tmp_path), ("home",)) == before
+    (tmp_path / "config" / "credentials.json").write_text('{"changed": 1}')
+    assert probe.fingerprint(str(tmp_path), ("home",)) != before
+    _git("init", "-q", str(tmp_path))  # in a git checkout too (an untracked, unignored home)
+    assert probe.files(str(tmp_path), skip=("home",)) == code
+    assert "--exclude=/home/" in sync.rsync_argv(tmp_path, "h1", SSHOptions())
     monkeypatch.setenv("RINGLEADER_HOME", str(tmp_path.parent / "elsewhere"))
-    assert not [a for a in sync.rsync_argv(tmp_path, "h1", SSHOptions()) if "--exclude=/home" in a]
+    assert doctor._skips(plan) == []
+    assert not [a for a in sync.rsync_argv(tmp_path, "h1", SSHOptions()) if "--exclude=/h" in a]

@@ -42,6 +42,7 @@ from typing import Any
 
 from ringleader.cluster import probe
 from ringleader.cluster.probe import FINGERPRINT_MAX_BYTES, FINGERPRINT_MAX_FILES, TOO_BIG
+from ringleader.defaults import home_inside
 from ringleader.launch.ssh import SSHOptions, classify_failure, host_argv, is_here
 
 CHECKS = (
@@ -129,6 +130,12 @@ def _image(plan: Plan, name: str, target: str) -> Check:
     return Check(False, f"{plan.image} is {there[:12]} there (here: {wanted[:12]})", fix)
 
 
+def _skips(plan: Plan) -> list[str]:
+    """The probe's ``--skip``: this machine's home when it lies in the working directory."""
+    home = home_inside(Path(plan.workdir))
+    return [f"--skip={home}"] if home is not None else []
+
+
 def _local_facts(plan: Plan) -> dict[str, Any]:
     done = subprocess.run(
         [
@@ -138,6 +145,7 @@ def _local_facts(plan: Plan) -> dict[str, Any]:
             "facts",
             plan.workdir,
             "127.0.0.1",
+            *_skips(plan),
         ],
         capture_output=True,
         text=True,
@@ -150,6 +158,7 @@ def _facts(plan: Plan, host: tuple[str, str], master: str, local: dict[str, Any]
     name, target = host
     report = HostReport(name, target)
     args = ["facts", plan.workdir, master, *([plan.interface] if plan.interface else [])]
+    args += _skips(plan)
     started = time.time()
     done = subprocess.run(
         _remote(plan, target, *args),

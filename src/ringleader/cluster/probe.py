@@ -3,7 +3,8 @@
 Self-contained (standard library only, no ringleader import): it must run
 where ringleader is missing or differs, which is what it helps find.
 
-    python - facts WORKDIR MASTER_ADDRESS [INTERFACE]   -> one JSON line of facts
+    python - facts WORKDIR MASTER_ADDRESS [INTERFACE] [--skip=DIR]...
+                                                        -> one JSON line of facts
     python - listen ADDRESS                             -> prints a port, accepts until EOF
     python - connect ADDRESS:PORT...                    -> one JSON line: target -> error|null
     python - node                                       -> one JSON line: the node's resources
@@ -41,37 +42,17 @@ FINGERPRINT_MAX_BYTES = 1 << 30
 TOO_BIG = "too-big"
 
 
-#: What makes a directory a ringleader home (``RINGLEADER_HOME``): its database, its
-#: server's record, its credentials.  A home inside the working directory is this
-#: machine's (a live database, logs, an access key): never code to compare or copy.
-HOME_MARKERS = ("credentials.json", "server.json", "ringleader.db")
+def _outside(names: list[str], skip: list[str]) -> list[str]:
+    """``names`` less those under a ``skip`` directory (relative to the working one)."""
+    prefixes = tuple(d.strip("/") + "/" for d in skip if d.strip("/"))
+    return [n for n in names if not n.startswith(prefixes)] if prefixes else names
 
 
-def is_home(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, marker)) for marker in HOME_MARKERS)
-
-
-def _outside_homes(workdir: str, names: list[str]) -> list[str]:
-    """``names`` less those under a ringleader home (each directory asked once)."""
-    verdicts: dict[str, bool] = {}
-
-    def in_home(name: str) -> bool:
-        parts = name.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            folder = "/".join(parts[:i])
-            if folder not in verdicts:
-                verdicts[folder] = is_home(os.path.join(workdir, folder))
-            if verdicts[folder]:
-                return True
-        return False
-
-    return [n for n in names if not in_home(n)]
-
-
-def files(workdir: str, limit: int | None = None) -> list[str]:
-    """What ``sync`` copies: git's tracked and unignored files, or every file but
-    caches; both without what ``.ringleaderignore`` names or a ringleader home
-    holds (``HOME_MARKERS``).  With ``limit``, a walk
+def files(workdir: str, limit: int | None = None, skip: tuple[str, ...] = ()) -> list[str]:
+    """What ``sync`` copies: git's tracked and unignored regular files, or every
+    regular file but caches; both without what ``.ringleaderignore`` names or the
+    ``skip`` directories hold (this machine's ringleader home, when it lies inside:
+    doctor passes it, as sync excludes it).  With ``limit``, a walk
     stops once it has found more than that many (the caller only needs to know)."""
     ignore = os.path.join(workdir, ".ringleaderignore")
     patterns = []
@@ -89,19 +70,19 @@ def files(workdir: str, limit: int | None = None) -> list[str]:
         if done.returncode == 0:
             names = [n for n in done.stdout.decode().split("\0") if n]
             names = [n for n in names if os.path.isfile(os.path.join(workdir, n))]
-            return sorted(_outside_homes(workdir, names))
+            return sorted(_outside(names, list(skip)))
     found = []
     for root, dirs, names in os.walk(workdir):
-        dirs[:] = sorted(
-            d for d in dirs if d not in SKIP_DIRS and not is_home(os.path.join(root, d))
-        )
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         for name in names:
             relative = os.path.relpath(os.path.join(root, name), workdir)
-            if not name.endswith((".pyc", ".pyo")) and not ignored(relative, patterns):
+            if name.endswith((".pyc", ".pyo")) or ignored(relative, patterns):
+                continue
+            if os.path.isfile(os.path.join(root, name)):  # not a FIFO, socket or device
                 found.append(relative)
         if limit is not None and len(found) > limit:
             break
-    return sorted(found)
+    return sorted(_outside(found, list(skip)))
 
 
 def ignored(relative: str, patterns: list[str]) -> bool:
@@ -116,11 +97,11 @@ def ignored(relative: str, patterns: list[str]) -> bool:
     return False
 
 
-def fingerprint(workdir: str) -> tuple[str, int]:
+def fingerprint(workdir: str, skip: tuple[str, ...] = ()) -> tuple[str, int]:
     """A digest of the code's names and contents, and how many files; ``TOO_BIG``
     (with the count found so far) past ``FINGERPRINT_MAX_FILES`` or ``_BYTES``."""
     digest = hashlib.sha256()
-    names = files(workdir, limit=FINGERPRINT_MAX_FILES)
+    names = files(workdir, limit=FINGERPRINT_MAX_FILES, skip=skip)
     if len(names) > FINGERPRINT_MAX_FILES:
         return TOO_BIG, len(names)
     size = 0
@@ -275,9 +256,11 @@ def gpus() -> list[str]:
     return ["nvidia-smi failed"] if lines is None else lines
 
 
-def facts(workdir: str, master: str, interface: str | None) -> dict[str, object]:
+def facts(
+    workdir: str, master: str, interface: str | None, skip: tuple[str, ...] = ()
+) -> dict[str, object]:
     present = os.path.isdir(workdir)
-    code, count = fingerprint(workdir) if present else (None, 0)
+    code, count = fingerprint(workdir, skip) if present else (None, 0)
     disk = shutil.disk_usage(workdir if present else os.path.expanduser("~"))
     name, address, route_error = route(master, interface)
     master_address, master_error = resolve(master)
@@ -423,8 +406,10 @@ def connect(targets: list[str]) -> dict[str, str | None]:
 
 def main(argv: list[str]) -> int:
     mode, args = argv[0], argv[1:]
+    skip = tuple(a[len("--skip=") :] for a in args if a.startswith("--skip="))
+    args = [a for a in args if not a.startswith("--skip=")]
     if mode == "facts":
-        print(json.dumps(facts(args[0], args[1], args[2] if len(args) > 2 else None)))
+        print(json.dumps(facts(args[0], args[1], args[2] if len(args) > 2 else None, skip)))
     elif mode == "listen":
         listen(args[0])
     elif mode == "connect":

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ringleader.defaults import home_dir
+from ringleader.defaults import home_inside
 from ringleader.errors import InvalidSpec
 from ringleader.launch.ssh import SSHOptions, classify_failure, host_argv, is_here, ssh_argv
 
@@ -54,11 +54,9 @@ def rsync_argv(source: Path, target: str, opts: SSHOptions) -> list[str]:
     argv += ["-e", _rsh(opts), "--exclude=/.git", "--filter=:- .gitignore"]
     if (source / IGNORE_FILE).is_file():
         argv += [f"--exclude-from={source / IGNORE_FILE}"]
-    # This machine's ringleader home, when it lies inside the directory: its database,
-    # logs and access key are this machine's, never code (doctor leaves it out too).
-    home = home_dir().resolve()
-    if home.is_relative_to(source.resolve()) and home != source.resolve():
-        argv += [f"--exclude=/{home.relative_to(source.resolve()).as_posix()}/"]
+    home = home_inside(source)  # never code (doctor leaves it out too)
+    if home is not None:
+        argv += [f"--exclude=/{home}/"]
     # The same path there; --mkpath (rsync >= 3.2.3) creates missing parents. rsync
     # >= 3.2.4 protects the remote path from the remote shell itself: no quoting here.
     return [*argv, "--mkpath", f"{path}/", f"{target}:{path}/"]
