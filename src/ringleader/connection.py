@@ -118,8 +118,8 @@ def local_server(home: Path) -> str:
         record = live_record(home)
         url = record.url if record else LOCAL_URL
         if healthy(url):
-            if proc is not None and proc.poll() is None:  # ours: say so, once
-                _say_started(home, url, proc.pid)
+            if proc is not None and record is not None and record.pid == proc.pid:
+                _say_started(home, url, proc.pid)  # ours answers (not a racing command's)
             return url
         exited = proc is not None and proc.poll() is not None
         if record is None and proc is None:

@@ -136,6 +136,30 @@ def test_log_dir_has_every_ranks_files_even_for_a_silent_rank(script, tmp_path: 
     assert (logs / "attempt-0" / "rank-2.stdout").read_text() == ""
 
 
+def test_log_dir_files_of_mpi_ranks_and_of_ended_attempts(
+    script, tmp_path: Path, mpirun_available
+) -> None:
+    """mpirun's ranks get their files too (named by rank, never mpirun's own -1); the
+    files of an attempt that ended are closed when the next starts (256 ranks and two
+    restarts would hold 1,536 files open otherwise)."""
+    from ringleader.launch.output import ConsoleSink
+
+    logs = tmp_path / "logs"
+    body = "import os; print('hi') if os.environ['OMPI_COMM_WORLD_RANK'] == '0' else None"
+    proc = launch("--framework", "mpi", "-n", "2", "--log-dir", str(logs), "--",
+                  "python", script(body))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    made = sorted(p.name for p in (logs / "attempt-0").iterdir())
+    assert made == [f"rank-{r}.{s}" for r in range(2) for s in ("stderr", "stdout")], made
+
+    sink = ConsoleSink(log_dir=tmp_path / "unit")
+    sink.attempt_started(0, [0, 1])
+    first = list(sink._files.values())
+    sink.attempt_started(1, [0, 1])
+    assert all(handle.closed for handle in first) and len(sink._files) == 4
+    sink.close()
+
+
 def test_two_launches_at_once_get_different_ports(script, tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -70,6 +70,8 @@ class ConsoleSink:
         if self.log_dir is None:
             return
         with self._lock:
+            for key in [k for k in self._files if k[0] < attempt]:  # that attempt has ended
+                self._files.pop(key).close()
             for rank in ranks:
                 for stream in ("stdout", "stderr"):
                     self._log_file(attempt, rank, stream)

@@ -206,7 +206,7 @@ class Supervisor:
         plan = self._build_plan(attempt, facts, port)
         self.state.attempt, self.state.master_port = attempt, port
         self.observer.on_attempt_started(attempt, plan)
-        self.sink.attempt_started(attempt, sorted(r.rank for n in plan.nodes for r in n.ranks))
+        self.sink.attempt_started(attempt, list(range(self.spec.world_size)))
         self._set_phase("Running")
         outcome = AttemptResult(attempt=attempt, started=time.time())
         tails: dict[int, deque[str]] = {}
