@@ -40,14 +40,20 @@ POD_ROUTES: frozenset[tuple[str, str]] = frozenset(
 WORKLOAD_ROUTES = "/api/v1/workloads"
 
 
+# POSTs that only read (a form sent to be shown back, too big for a URL): a reader session,
+# so they never wait for or hold the write lock.
+READ_ONLY_POSTS = frozenset({"/workloads/new/summary"})
+
+
 def get_session(request: Request) -> Iterator[Session]:
     """One session per request; the route commits what it changed.
 
-    GET and HEAD get a reader session, so they never wait for (or hold) the
-    write lock; every other method gets a writer session.
+    GET and HEAD (and ``READ_ONLY_POSTS``) get a reader session, so they never wait
+    for (or hold) the write lock; every other request gets a writer session.
     """
     state = request.app.state
-    sessions = state.readers if request.method in READ_METHODS else state.sessions
+    reads = request.method in READ_METHODS or request.url.path in READ_ONLY_POSTS
+    sessions = state.readers if reads else state.sessions
     with sessions() as session:
         yield session
 

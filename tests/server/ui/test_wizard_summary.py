@@ -88,3 +88,17 @@ def test_a_new_form_starts_on_the_project_the_user_works_in(api: API):
     api.submit("one", "python -c pass")  # in default: where the user works now
     assert chosen() == "default"
     assert chosen("/workloads/new?project=alpha") == "alpha"
+
+
+def test_the_summary_reads_without_the_write_lock(api: API):
+    """It only reads: while another writer holds the database's write lock (a background
+    loop's commit, say), opening the Summary step still answers at once instead of
+    waiting its turn on the writer (on SQLite, one connection) with the loop blocked."""
+    from sqlalchemy import text
+
+    csrf = _login(api)
+    with api.client.app.state.sessions() as writer:
+        writer.execute(text("UPDATE users SET name = name WHERE 1 = 0"))  # takes the lock
+        shown = _summary(api, csrf)
+        writer.rollback()
+    assert shown["Type"].startswith("PyTorch distributed training")

@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from ringleader.errors import NotFound
 from ringleader.launch import frameworks
@@ -212,7 +213,8 @@ async def summary(
     s: Session = Depends(get_session),
 ) -> HTMLResponse:
     """The Summary step's rows for the form as it is now (the page asks when the step
-    opens); nothing is created or saved."""
+    opens); nothing is created or saved (a reader session: ``deps.READ_ONLY_POSTS``)."""
     values = wf.bounded_values(await request.form(), wf.FieldErrors())
-    html = fragment("wizard_summary.html", recap=recap(s, user, values))
+    rows = await run_in_threadpool(recap, s, user, values)  # its queries: off the event loop
+    html = fragment("wizard_summary.html", recap=rows)
     return with_headers(HTMLResponse(html))
