@@ -218,6 +218,10 @@ def test_image_pods_go_only_to_nodes_with_a_container_runtime_and_say_so() -> No
     assert bound_nodes(decisions, "proc") == ["bare"]  # process pods go anywhere
     alone = replace(snapshot, nodes=(bare,), workloads=(_in_image(job("img", "a")),))
     assert reason(alone, "img") == (
-        "pod img-0 runs in a container image, and no ready node in pool default has a "
+        "its pods run in a container image, and no ready node in pool default has a "
         "container runtime (podman or docker; `ringleader nodes list` shows each node's)"
     )
+    # Another project's gang of the same requests is told the same, and no name of ours.
+    two = replace(alone, projects=(project("a", 16), project("b", 16)),
+                  workloads=(_in_image(job("img", "a")), _in_image(job("other", "b"))))  # fmt: skip
+    assert "img" not in reason(two, "other")

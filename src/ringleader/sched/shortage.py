@@ -74,7 +74,9 @@ def _explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall:
     pod = shortfall.pod or max(pods, key=pod_size)
     if pod.image and not any(n.runs_images for n in nodes):
         return (
-            f"pod {pod.name} runs in a container image, and no ready node in pool {pool} "
+            # No pod name: the reason is shared by every gang of the same requests
+            # (``explain``'s cache), other projects' workloads included.
+            f"its pods run in a container image, and no ready node in pool {pool} "
             "has a container runtime (podman or docker; `ringleader nodes list` shows each "
             "node's)"
         )
