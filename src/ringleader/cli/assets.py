@@ -110,7 +110,7 @@ def environment_create(
     project: str = PROJECT_OPTION,
     scope: str = SCOPE_OPTION,
 ) -> None:
-    """Create an environment asset to name at submit (seed 002's "+NEW ENVIRONMENT").
+    """Create an environment asset to name at submit (Run:ai's "+NEW ENVIRONMENT").
 
     Examples:
 

@@ -99,7 +99,7 @@ def compute_create(
     project: str = PROJECT_OPTION,
     scope: str = SCOPE_OPTION,
 ) -> None:
-    """Create a compute-resource asset to name at submit (seed 002's "small-fraction").
+    """Create a compute-resource asset to name at submit (e.g. "small-fraction").
 
     Example:
 

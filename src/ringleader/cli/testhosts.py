@@ -38,7 +38,10 @@ def _say(line: str) -> None:
 
 def _made(found: Kept) -> str:
     """When and by which process the network was made, for people."""
-    with_zone = datetime.fromisoformat(found.created)
+    try:
+        with_zone = datetime.fromisoformat(found.created)
+    except (TypeError, ValueError):  # a state file edited by hand: said, never a crash
+        return f"made at an unreadable time ({found.created!r}) by pid {found.creator.pid}"
     return f"made {with_zone:%Y-%m-%d %H:%M} UTC by pid {found.creator.pid}"
 
 
@@ -51,8 +54,8 @@ def up(
 
     Each host has its own address (10.77.X.10, .11, ...), hostname, host key
     and sshd on port 22, reached from here over a bridge, with a key made for
-    them: seed 003's hosts.json on one machine. Needs root. Prints each change
-    as it is made, writes hosts.json and an ssh config under
+    them: a multi-machine walkthrough's hosts, on one machine. Needs root.
+    Prints each change as it is made, writes hosts.json and an ssh config under
     $RINGLEADER_HOME/testhosts, and the commands to type next. Nothing is left
     half-made: a failure undoes what was made.
 
