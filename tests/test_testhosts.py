@@ -7,6 +7,7 @@ verification or leaked namespaces, those tests would prove nothing (or poison la
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ringleader.cluster.testhosts import TestHostError
 from tests.fixtures.testhosts import (
     TestHostNetwork,
     cleanup_stale,
@@ -228,3 +230,41 @@ def test_stale_leftovers_of_dead_runs_are_removed() -> None:
         for tag in (stale, live):
             subprocess.run(["ip", "link", "del", f"{tag}br"], capture_output=True)
             subprocess.run(["ip", "netns", "del", f"{tag}h0"], capture_output=True)
+
+
+@pytest.mark.parametrize(("owner", "mode"), [(65534, 0o777), (0, 0o777), (0, 0o755)])
+def test_a_directory_made_by_someone_else_is_refused_never_written_into(
+    owner: int, mode: int
+) -> None:
+    """The test network's directory is predictable (``/tmp/rlt<pid>-<seq>-net``): one a
+    local user made first would let them swap authorized_keys or mounts.sh, which root
+    runs, so it is refused, and nothing is made or written."""
+    require_test_hosts()
+    net = TestHostNetwork(1)
+    net.dir.mkdir()
+    os.chown(net.dir, owner, owner)
+    os.chmod(net.dir, mode)
+    planted = net.dir / "authorized_keys"
+    planted.write_text("ssh-ed25519 AAAA planted\n")
+    try:
+        with pytest.raises(TestHostError, match="not a directory test hosts made"):
+            net.start()
+        assert os.listdir(net.dir) == ["authorized_keys"]
+        assert planted.read_text() == "ssh-ed25519 AAAA planted\n"
+        assert not ({net.bridge} | {h.veth for h in net.hosts}) & _links()
+        assert not {h.netns for h in net.hosts} & _netns()
+    finally:
+        net.close()
+        shutil.rmtree(net.dir, ignore_errors=True)
+
+
+def test_a_leftover_directory_of_ours_is_made_anew() -> None:
+    """Root's, mode 0700: a dead run's (its pid since reused); emptied, then used."""
+    require_test_hosts()
+    net = TestHostNetwork(1)
+    net.dir.mkdir(mode=0o700)
+    (net.dir / "stale").write_text("from a dead run\n")
+    with net:
+        assert not (net.dir / "stale").exists()
+        assert net.ssh(0, "true").returncode == 0
+    assert not net.dir.exists()

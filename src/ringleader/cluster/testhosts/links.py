@@ -15,7 +15,9 @@ Nomenclature (see the package docstring for the whole scheme):
 
 Invariants: nothing here signals a process it cannot tie to a network of ours: a
 recorded pid only while its start time is the one recorded, and otherwise only the
-processes the kernel lists inside one of our namespaces (``ip netns pids``).
+processes the kernel lists inside one of our namespaces (``ip netns pids``); nothing
+here deletes an object whose tag is not one of the two forms above (``TAG_RE``), so
+no tag matches another program's names (a tag ``et`` would match ``eth0``).
 """
 
 from __future__ import annotations
@@ -33,12 +35,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ringleader.cluster.testhosts.paths import is_ours
+
 SUBNET_PREFIX = "10.77"
 SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/local/sbin"])
 LOCK_FILE = Path("/run/ringleader-testhosts.lock")
 CLAIMS_DIR = Path("/run/ringleader-testhosts")
 TEST_TAG_RE = re.compile(r"^rlt([0-9a-f]+)-([0-9a-f]+)(?:br|h\d+|v\d+|-net)$")
 USER_TAG_PREFIX = "rlu"
+USER_TAG_RE = re.compile(r"^rlu\d{1,6}$")
+TAG_RE = re.compile(r"^(?:rlu\d{1,6}|rlt[0-9a-f]{1,8}-[0-9a-f]{1,2})$")
 
 Runner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -121,6 +127,15 @@ def delete_link(name: str, runner: Runner = run) -> list[str]:
     return [proc.stderr.strip()] if proc.returncode and "Cannot find" not in proc.stderr else []
 
 
+def in_netns(pid: int, netns: str) -> bool:
+    """Whether the process runs in the named namespace (as ``ip netns identify`` tells)."""
+    try:
+        mine, named = os.stat(f"/proc/{pid}/ns/net"), os.stat(f"/run/netns/{netns}")
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (named.st_dev, named.st_ino)
+
+
 def netns_pids(netns: str, runner: Runner = run) -> list[int]:
     """Live processes inside the namespace, as the kernel lists them."""
     out = runner("ip", "netns", "pids", netns, check=False).stdout.split()
@@ -173,7 +188,10 @@ def remove_tag(tag: str, runner: Runner = run) -> tuple[list[str], list[str]]:
     """Delete every namespace and link of the tag (veths before the bridge).
 
     Returns (what was deleted, one phrase each; errors). Works on a half-built network.
+    Raises ``ValueError`` for a tag of neither form (``TAG_RE``).
     """
+    if not TAG_RE.match(tag):
+        raise ValueError(f"{tag!r} is not a test-host tag (rlu<k> or rlt<pid>-<seq>)")
     netns, links = tag_objects(tag, runner)
     deleted: list[str] = []
     errors: list[str] = []
@@ -212,7 +230,7 @@ def cleanup_stale(runner: Runner = run, tmp: Path | None = None) -> None:
         if dead(link):
             delete_link(link, runner)
     for path in Path(tmp or tempfile.gettempdir()).glob("rlt*-net"):
-        if path.is_dir() and dead(path.name):
+        if dead(path.name) and is_ours(path):  # never one another user made there
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -9,7 +9,11 @@ Invariants:
   error propagates (hosts 1-2 of a failed host 3 included).
 * Teardown kills only pids we started, then whatever still runs inside *our*
   namespaces, then deletes namespaces, veths and the bridge by name, so it works on a
-  half-built network and is idempotent.
+  half-built network and is idempotent. The files go only when nothing else is left
+  (what is left is said; ``ringleader testhosts down`` retries from them).
+* Root writes only into directories it made exclusively, below directories no other
+  user can change (``paths``): a predictable ``/tmp/rlt...-net`` made by someone
+  else is refused, never written into.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ringleader.cluster.testhosts import sshd
 from ringleader.cluster.testhosts.links import (
     LOCK_FILE,
     SUBNET_PREFIX,
+    TAG_RE,
     ProcessId,
     Runner,
     TestHostError,
@@ -40,6 +45,7 @@ from ringleader.cluster.testhosts.links import (
     free_octet,
     run,
 )
+from ringleader.cluster.testhosts.paths import changeable_by_others, is_ours, make_private_dir
 
 INTERFACE = "eth0"
 IFNAMSIZ = 15
@@ -82,8 +88,9 @@ class TestHost:
 class TestHostNetwork:
     """N test hosts on one bridge; use as a context manager (or ``start()``/``close()``).
 
-    ``tag`` and ``dir`` default to a test run's (``rlt<pid>-<seq>``, a temp dir);
-    ``progress`` hears one line per change made, as it is made.
+    ``tag`` and ``dir`` default to a test run's (``rlt<pid>-<seq>``, a temp dir that
+    the network makes and removes); a ``dir`` given is the caller's: made by it
+    (root's, 0700) and left to it. ``progress`` hears one line per change made.
     """
 
     __test__ = False  # not a pytest test class despite the name
@@ -104,6 +111,8 @@ class TestHostNetwork:
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.tag = tag or new_test_tag()
+        if not TAG_RE.match(self.tag):
+            raise ValueError(f"tag {self.tag!r}: a test network's rlt<pid>-<seq> or rlu<k>")
         if n < 1 or len(f"{self.tag}v{n - 1}") > IFNAMSIZ or 10 + n > 253:
             raise ValueError(f"n={n}: 1 or more, and interface names stay <= {IFNAMSIZ} chars")
         hidden = {i: tuple(map(os.fspath, ps)) for i, ps in (hidden_dirs or {}).items()}
@@ -114,7 +123,10 @@ class TestHostNetwork:
         self.own_containers = own_containers
         self.sshd_options = dict(sshd_options or {})
         self.ready_timeout = ready_timeout
-        self.dir = dir or Path(tempfile.gettempdir()) / f"{self.tag}-net"  # made by start()
+        self._own_dir = dir is None
+        self._made_dir = False  # True once start() has made it (then close() removes it)
+        self.dir = dir or Path(tempfile.gettempdir()).resolve() / f"{self.tag}-net"
+        sshd.check_quotable(self.dir)
         self.ssh_config = self.dir / "ssh_config"
         self.known_hosts = self.dir / "known_hosts"
         self.identity_file = self.dir / "id_ed25519"
@@ -163,8 +175,12 @@ class TestHostNetwork:
         atexit.register(self.close)
         try:
             self._build()
-        except BaseException:
-            self.close()
+        except BaseException as exc:
+            try:
+                self.close()
+            except TestHostError as undo:  # say both: what failed, what is left of it
+                if isinstance(exc, Exception):
+                    raise TestHostError(f"{exc}; undoing it: {undo}") from exc
             raise
         return self
 
@@ -173,8 +189,29 @@ class TestHostNetwork:
         teardown at exit; a later ``down`` finds it by its tag and recorded pids."""
         atexit.unregister(self.close)
 
+    def _make_dir(self) -> None:
+        """The network's directory: made exclusively (a test run's, in a temp dir only
+        root may change but for its sticky bit), or the caller's, checked to be root's."""
+        if not self._own_dir:
+            if not is_ours(self.dir):
+                raise TestHostError(f"{self.dir} is not a directory of root's, mode 0700")
+            return
+        problem = changeable_by_others(self.dir.parent)
+        if problem is not None:
+            where, why = problem
+            raise TestHostError(
+                f"{self.dir}: {where} {why}, so another user could change what root writes"
+                " there\n  fix: point TMPDIR at a directory only root can change"
+            )
+        try:
+            make_private_dir(self.dir, leftover_ok=True)
+        except FileExistsError as exc:
+            raise TestHostError(f"{self.dir} {exc.strerror}\n  fix: remove it") from None
+        self._made_dir = True
+
     def _build(self) -> None:
         run_ = self._run
+        self._make_dir()  # before anything else: a refusal leaves nothing behind
         LOCK_FILE.touch(exist_ok=True)
         with LOCK_FILE.open() as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -184,7 +221,6 @@ class TestHostNetwork:
             run_("ip", "addr", "add", f"{self.bridge_address}/24", "dev", self.bridge)
         run_("ip", "link", "set", self.bridge, "up")
         self._progress(f"bridge {self.bridge} {self.bridge_address}/24 (root namespace)")
-        self.dir.mkdir(mode=0o700, exist_ok=True)
         keygen = ("ssh-keygen", "-q", "-t", "ed25519", "-N", "")
         run_(*keygen, "-C", f"{self.tag}-client", "-f", str(self.identity_file))
         shutil.copy(self.identity_file.with_suffix(".pub"), self.authorized_keys)
@@ -202,7 +238,7 @@ class TestHostNetwork:
         """Namespace, veth, address, route, host key, sshd; its known_hosts line."""
         run_ = self._run
         h.address = self._addr(10 + h.index)
-        h.dir.mkdir(exist_ok=True)
+        make_private_dir(h.dir)
         run_("ip", "netns", "add", h.netns)
         run_("ip", "link", "add", h.veth, "type", "veth", "peer", "name", INTERFACE,
              "netns", h.netns)  # fmt: skip
@@ -311,6 +347,7 @@ class TestHostNetwork:
         for h in self.hosts:
             errors += delete_netns(h.netns, h.veth, self._run)
         errors += delete_link(self.bridge, self._run)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        if errors:
+        if errors:  # the files stay: a later ``down`` (or the stale sweep) retries
             raise TestHostError("test-host teardown incomplete: " + "; ".join(errors))
+        if self._made_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)

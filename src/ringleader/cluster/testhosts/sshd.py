@@ -23,6 +23,24 @@ from ringleader.cluster.testhosts.links import SBIN_PATH, TestHostError
 from ringleader.cluster.testhosts.mounts import hide_script, own_containers_script
 
 
+def check_quotable(path: Path) -> None:
+    """``ValueError`` when ``path`` cannot be written in an ssh(d) config: a value is
+    quoted with double quotes there, and nothing escapes a quote or a line break."""
+    bad = [c for c in ('"', "\n", "\r", "\0") if c in str(path)]
+    if bad:
+        raise ValueError(
+            f"{str(path)!r} holds {', '.join(map(repr, bad))}, which an ssh config cannot quote"
+        )
+
+
+def quoted(path: Path, *, tokens: bool = False) -> str:
+    """``path`` as one config value: in double quotes (it may hold spaces), ``%``
+    doubled where ssh(d) expands ``%`` tokens in that option."""
+    check_quotable(path)
+    text = str(path).replace("%", "%%") if tokens else str(path)
+    return f'"{text}"'
+
+
 def sshd_config(
     host_dir: Path, authorized_keys: Path, password_auth: bool, extra: Mapping[str, str]
 ) -> str:
@@ -30,14 +48,18 @@ def sshd_config(
     options = {
         "Port": "22",
         "AddressFamily": "inet",
-        "HostKey": str(host_dir / "ssh_host_ed25519_key"),
-        "PidFile": str(host_dir / "sshd.pid"),
-        "AuthorizedKeysFile": str(authorized_keys),
+        "HostKey": quoted(host_dir / "ssh_host_ed25519_key"),
+        "PidFile": quoted(host_dir / "sshd.pid"),
+        "AuthorizedKeysFile": quoted(authorized_keys, tokens=True),
         "PermitRootLogin": "prohibit-password",
         "PubkeyAuthentication": "yes",
         "PasswordAuthentication": "yes" if password_auth else "no",
         "KbdInteractiveAuthentication": "no",
-        "StrictModes": "no",  # temp dirs are not owned/permissioned like ~/.ssh
+        # sshd's StrictModes refuses authorized_keys below any group/other-writable
+        # directory, sticky or not: every test network's (in /tmp) would be refused.
+        # Root checks these paths itself instead (``paths``: made exclusively, below
+        # directories only root can change but for a sticky bit).
+        "StrictModes": "no",
         "UsePAM": "no",
         "UseDNS": "no",
         "PrintMotd": "no",
@@ -53,9 +75,9 @@ def sshd_config(
 def ssh_config(identity_file: Path, known_hosts: Path) -> str:
     """The client side: our key, our known_hosts only, batch mode, checked host keys."""
     options = {
-        "IdentityFile": identity_file,
+        "IdentityFile": quoted(identity_file, tokens=True),
         "IdentitiesOnly": "yes",
-        "UserKnownHostsFile": known_hosts,
+        "UserKnownHostsFile": quoted(known_hosts, tokens=True),
         "GlobalKnownHostsFile": "/dev/null",  # only our keys, never the machine's
         "StrictHostKeyChecking": "yes",
         "UpdateHostKeys": "no",  # known_hosts is ours and read-only in spirit
