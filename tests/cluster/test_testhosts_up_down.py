@@ -28,6 +28,7 @@ from ringleader.cluster.testhosts.links import (
     ProcessId,
     TestHostError,
     cleanup_stale,
+    remove_tag,
     run,
     tag_objects,
 )
@@ -339,3 +340,282 @@ def test_hosts_whose_sshds_are_gone_are_said_to_be(home: Path) -> None:
     down = cli(home, "testhosts", "down")
     assert down.returncode == 0 and "stopped sshd" not in down.stdout, down.stdout
     assert_nothing_left(home, state)
+
+
+# --- what root trusts: its own directories, its own state, its own claims ----------------
+
+NOBODY = 65534
+
+
+def forge(home: Path, tag: str = "rlu999999", sshd: dict | None = None, **fields: object) -> Path:
+    """A state file as root would find it in ``home`` (a directory only root can change),
+    written by hand: what a forged, corrupted or stale record looks like to ``down``."""
+    directory = kept.state_dir(home)
+    directory.mkdir(parents=True)
+    os.chmod(directory, 0o700)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = {"index": 0, "netns": f"{tag}h0", "veth": f"{tag}v0", "address": "", "sshd": sshd}
+    body = {
+        "version": 1, "tag": tag, "n": 1, "phase": "up", "creator": {"pid": gone.pid,
+        "start": 0}, "created": "2025-01-01T00:00:00+00:00", "bridge_address": None,
+        "hosts": [host], **fields,
+    }  # fmt: skip
+    path = directory / "state.json"
+    path.write_text(json.dumps(body))
+    return path
+
+
+def read_only_runner(calls: list[tuple[str, ...]]):
+    """A runner that runs only what reads (``ip netns list/pids``) and records the rest,
+    refused, so a test can show what ``down`` would have changed, without the change."""
+
+    def runner(*argv: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        if argv[:3] in (("ip", "netns", "list"), ("ip", "netns", "pids")):
+            return run(*argv, **kw)  # type: ignore[arg-type]
+        calls.append(argv)
+        return subprocess.CompletedProcess(argv, 1, "", "refused by the test")
+
+    return runner
+
+
+def claim_for(home: Path) -> str:
+    """A tag claimed for ``home`` as ``up`` claims one (under the machine's lock)."""
+    with kept._machine_lock():
+        return kept._claim_tag(kept.state_dir(home), run)
+
+
+@pytest.mark.parametrize(
+    ("owner", "mode", "why"),
+    [
+        (NOBODY, 0o755, f"is owned by uid {NOBODY}, not root"),
+        (0, 0o777, "is writable by users other than root (mode 777)"),
+        (0, 0o775, "is writable by users other than root (mode 775)"),
+    ],
+)
+def test_a_home_another_user_can_change_is_refused_before_anything_is_written(
+    tmp_path: Path, owner: int, mode: int, why: str
+) -> None:
+    """With RINGLEADER_HOME below a user's directory (``sudo -E``), the user could
+    rename root's ``testhosts/`` and put their own keys and scripts in its place."""
+    require_test_hosts()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, owner, owner)
+    os.chmod(theirs, mode)
+    home = theirs / "home"
+    stranger = subprocess.Popen(["sleep", "300"])
+    try:
+        done = cli(home, "testhosts", "up", "1")
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert f"RINGLEADER_HOME: {home / 'testhosts'} is not safe for root to use" in done.stderr
+        assert f"{theirs} {why}" in done.stderr and "Traceback" not in done.stderr
+        assert done.stdout == "" and not home.exists() and claims_of(home) == []
+        # A state file such a user wrote there is not acted on either.
+        started = ProcessId.of(stranger.pid)
+        assert started is not None
+        state = forge(home, sshd={"pid": started.pid, "start": started.start})
+        refused = cli(home, "testhosts", "down")
+        assert refused.returncode == 2 and f"{theirs} {why}" in refused.stderr, refused.stderr
+        assert state.exists() and stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+        if claims_of(home):  # before the fix: up made hosts there
+            cli(home, "testhosts", "down")
+
+
+def test_down_refuses_a_tag_that_is_not_a_user_networks(home: Path) -> None:
+    """``et`` would match ``eth0`` (``<tag>h<i>``): deleting it would cut the machine off."""
+    state = forge(home, tag="et")
+    calls: list[tuple[str, ...]] = []
+    with pytest.raises(kept.Conflict, match=r"state.json is not a test-hosts state file: tag"):
+        kept.down(home, print, runner=read_only_runner(calls))
+    assert calls == [] and state.exists()  # nothing changed: not even the file
+
+
+def test_down_signals_no_recorded_pid_outside_the_hosts_namespaces(home: Path) -> None:
+    """A pid and its start time are world-readable: a record of them proves nothing."""
+    stranger = subprocess.Popen(["sleep", "300"])
+    tag = claim_for(home)
+    try:
+        started = ProcessId.of(stranger.pid)
+        assert started is not None
+        forge(home, tag=tag, sshd={"pid": started.pid, "start": started.start})
+        said: list[str] = []
+        assert kept.down(home, said.append)
+        assert stranger.poll() is None, said  # still running
+        assert not any("stopped sshd" in line for line in said)
+        assert_tag_gone(tag, home)
+        assert not (home / "testhosts").exists()
+    finally:
+        stranger.kill()
+        stranger.wait()
+        if kept.claimed_by(tag) == kept.state_dir(home):
+            kept.claim_file(tag).unlink()
+
+
+def test_down_leaves_alone_a_tag_no_claim_gives_this_home(home: Path) -> None:
+    """Without a claim naming this home (after a reboot, or forged), the tag's
+    objects are not provably ours: only the home's own files go."""
+    tag = "rlu999999"  # beyond any tag `up` claims
+    run("ip", "netns", "add", f"{tag}h0")
+    try:
+        forge(home, tag=tag)
+        said: list[str] = []
+        assert kept.down(home, said.append)
+        assert tag_objects(tag) == ([f"{tag}h0"], []), said
+        assert any("are left alone" in line for line in said), said
+        assert not (home / "testhosts").exists()
+    finally:
+        run("ip", "netns", "del", f"{tag}h0", check=False)
+
+
+def _limited() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a runaway read fails fast
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo", "too big"])
+def test_a_state_file_that_is_not_one_is_refused_without_reading_it_whole(
+    home: Path, kind: str
+) -> None:
+    path = forge(home)
+    path.unlink()
+    if kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+        why = "it is a symbolic link"
+    elif kind == "fifo":
+        os.mkfifo(path)
+        why = "it is not a regular file"
+    else:
+        path.write_text('{"pad": "' + "x" * (1 << 20) + '"}')
+        why = "it is larger than"
+    for command in ("list", "down"):
+        done = subprocess.run(
+            [sys.executable, "-m", "ringleader", "testhosts", command],
+            env=home_env(home, COLUMNS="80"), capture_output=True, text=True, timeout=30,
+            preexec_fn=_limited,
+        )  # fmt: skip
+        assert done.returncode == 5, done.stdout + done.stderr[-2000:]
+        assert f"{path} is not a test-hosts state file: {why}" in done.stderr
+    assert os.path.lexists(path)
+
+
+def test_an_up_that_cannot_undo_keeps_state_and_claim_for_down(home: Path) -> None:
+    said: list[str] = []
+
+    def host_1_fails_and_netns_del_too(*argv: str, **kw: object):
+        if argv[:3] == ("ip", "netns", "add") and argv[3].endswith("h1"):
+            raise TestHostError(f"{' '.join(argv)}: injected failure")
+        if argv[:3] == ("ip", "netns", "del"):
+            return subprocess.CompletedProcess(argv, 1, "", "injected: netns del failed")
+        return run(*argv, **kw)  # type: ignore[arg-type]
+
+    tag = None
+    try:
+        with pytest.raises(kept.SetupFailed, match="injected failure") as failed:
+            kept.up(2, home, said.append, runner=host_1_fails_and_netns_del_too)
+        tag = said[0].split()[1].rstrip(",")
+        assert "undoing it: test-host teardown incomplete: injected" in str(failed.value)
+        assert said[-1] == f"could not undo: {tag}h0; `ringleader testhosts down` retries"
+        state = state_of(home)
+        assert state["phase"] == "failed" and state["tag"] == tag
+        assert kept.claimed_by(tag) == kept.state_dir(home)
+        listed = cli(home, "testhosts", "up", "1")  # not a second network: down first
+        assert listed.returncode == 5 and "could not remove all" in listed.stderr
+        assert kept.down(home, said.append)
+        assert_nothing_left(home, state)
+    finally:
+        if tag and kept.claimed_by(tag) in (None, kept.state_dir(home)):
+            remove_tag(tag)
+            kept.claim_file(tag).unlink(missing_ok=True)
+
+
+def test_a_down_that_cannot_remove_all_keeps_state_and_claim_to_run_again(home: Path) -> None:
+    """The claim goes only after nothing of the tag is left: freed earlier, another
+    home's ``up`` could take the tag while ``down`` still looks for its leftovers."""
+    assert cli(home, "testhosts", "up", "1").returncode == 0
+    state = state_of(home)
+    tag = state["tag"]
+
+    def netns_del_fails(*argv: str, **kw: object):
+        if argv[:3] == ("ip", "netns", "del"):
+            return subprocess.CompletedProcess(argv, 1, "", "injected: netns del failed")
+        return run(*argv, **kw)  # type: ignore[arg-type]
+
+    said: list[str] = []
+    with pytest.raises(
+        kept.SetupFailed, match=f"not all gone: injected: netns del failed, {tag}h0"
+    ):
+        kept.down(home, said.append, runner=netns_del_fails)
+    assert kept.claimed_by(tag) == kept.state_dir(home) and state_of(home) == state
+    assert kept.down(home, said.append)
+    assert_nothing_left(home, state)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"hosts": [1]}, "hosts[0]: 1 is not a host"),
+        ({"hosts": [{"netns": "rlu999999h0"}]}, "hosts[0].index: None, not 0"),
+        ({"created": "yesterday"}, "created: 'yesterday' is not an ISO date and time"),
+        ({"n": "3"}, "n: '3' is not a host count (1..32)"),
+        ({"creator": {"pid": 1}}, "creator: {'pid': 1} is not {pid, start}"),
+    ],
+)
+def test_a_malformed_state_file_is_a_conflict_naming_the_field(
+    home: Path, change: dict, named: str
+) -> None:
+    path = forge(home, **change)
+    with pytest.raises(kept.Conflict) as refused:
+        kept.Kept.read(path.parent)
+    assert f"{path} is not a test-hosts state file: {named}" in str(refused.value)
+    for command in ("list", "down"):
+        done = cli(home, "testhosts", command)
+        assert done.returncode == 5 and named in done.stderr, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+    assert path.exists()
+
+
+def test_a_home_with_a_space_and_a_percent_sign_works(tmp_path: Path) -> None:
+    require_test_hosts()
+    home = tmp_path / "my home 100%d"
+    try:
+        made = cli(home, "testhosts", "up", "1")
+        assert made.returncode == 0, made.stdout + made.stderr
+        state = state_of(home)
+        config = home / "testhosts" / "ssh_config"
+        address = state["hosts"][0]["address"]
+        ssh = subprocess.run(
+            ["ssh", "-F", str(config), address, "hostname"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert ssh.returncode == 0 and ssh.stdout.strip() == address, ssh.stderr
+        assert cli(home, "testhosts", "down").returncode == 0
+        assert_nothing_left(home, state)
+    finally:
+        if (home / "testhosts").exists():
+            cli(home, "testhosts", "down")
+
+
+def test_a_home_with_a_double_quote_is_refused_naming_it(tmp_path: Path) -> None:
+    require_test_hosts()
+    home = tmp_path / 'say "hi"'
+    done = cli(home, "testhosts", "up", "1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "RINGLEADER_HOME: " in done.stderr and "which an ssh config cannot quote" in done.stderr
+    assert not home.exists() and claims_of(home) == []
+
+
+def test_list_as_another_user_says_to_run_it_as_root(home: Path) -> None:
+    forge(home)
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    done = subprocess.run(
+        [*nobody, sys.executable, "-m", "ringleader", "testhosts", "list"],
+        env=home_env(home, COLUMNS="80"), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 6, done.stdout + done.stderr
+    assert f"cannot be read as this user (uid {NOBODY})" in done.stderr
+    assert "run the command as root" in done.stderr and "remove" not in done.stderr

@@ -14,20 +14,29 @@ Invariants:
   machine's test-host lock when no claim and no namespace or link of it exists; so
   homes (a user's, each test's) never share a tag, and a test run's ``rlt`` cleanup
   never matches it;
-* ``down`` deletes a tag's namespaces and links only while the claim names its own
-  state directory (or no claim is left), signals a recorded pid only while /proc
-  shows the recorded start time, and says what is left if anything is;
-* ``up`` is all or nothing: a failure (or Ctrl-C) removes what it had made.
+* the state directory and every directory above it can be changed by root alone
+  (``paths``), else ``up`` and ``down`` refuse before writing or acting on anything;
+  the directory is made exclusively, so only root writes ``state.json``, and it is
+  read without following links, as a regular file of bounded size, whose every
+  field is checked (a tag ``rlu<k>``, the names its hosts' must have);
+* ``down`` deletes a tag's namespaces and links, and signals recorded sshds, only
+  while the claim names its own state directory; an sshd only while /proc shows the
+  recorded start time *and* it runs in that host's namespace; it says what is left
+  if anything is, and then keeps the state and the claim, so that it can retry;
+* ``up`` is all or nothing: a failure (or Ctrl-C) removes what it had made, or, when
+  something cannot be removed, keeps the state and the claim for ``down``;
+* ``down`` removes only ``<home>/testhosts`` itself, never a path read from a file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,8 +45,10 @@ from ringleader.cluster.testhosts.links import (
     CLAIMS_DIR,
     LOCK_FILE,
     USER_TAG_PREFIX,
+    USER_TAG_RE,
     ProcessId,
     Runner,
+    in_netns,
     missing_prerequisites,
     remove_tag,
     run,
@@ -45,13 +56,22 @@ from ringleader.cluster.testhosts.links import (
     tag_objects,
 )
 from ringleader.cluster.testhosts.network import TestHostNetwork
-from ringleader.errors import Conflict, InvalidSpec, RingleaderError
+from ringleader.cluster.testhosts.paths import (
+    MAX_STATE_BYTES,
+    changeable_by_others,
+    is_ours,
+    make_private_dir,
+    read_capped,
+)
+from ringleader.cluster.testhosts.sshd import check_quotable
+from ringleader.errors import Conflict, Forbidden, InvalidSpec, RingleaderError
 from ringleader.home import write_private
 
 MAX_HOSTS = 32  # each host is an sshd with its own keys: a laptop's worth
 STATE_FILE = "state.json"
 HOSTS_FILE = "hosts.json"
 MAX_TAGS = 1000
+PHASES = ("creating", "up", "failed")  # failed: an ``up`` failed and could not undo all
 Say = Callable[[str], None]
 
 
@@ -68,6 +88,98 @@ class NotRoot(InvalidSpec):
 
 class SetupFailed(RingleaderError):
     """Test hosts could not be made (or removed) here; the message says why."""
+
+
+class UnsafeHome(InvalidSpec):
+    """The state directory, or one above it, can be changed by a user other than root:
+    root would write keys and scripts it runs where that user could swap them."""
+
+    def __init__(self, directory: Path, where: Path, why: str) -> None:
+        super().__init__(
+            f"{directory} is not safe for root to use: {where} {why}, so a user other"
+            " than root could replace what root writes and runs there"
+            "\n  fix: set RINGLEADER_HOME to a directory that only root can change (the"
+            " default for root, /root/.ringleader, is), e.g. in a root shell: sudo -i",
+            "RINGLEADER_HOME",
+        )
+
+
+def check_safe(directory: Path) -> None:
+    """``UnsafeHome`` unless only root can change ``directory`` and those above it."""
+    problem = changeable_by_others(directory)
+    if problem is not None:
+        raise UnsafeHome(directory, *problem)
+
+
+def _bad_state(path: Path, problem: str) -> Conflict:
+    return Conflict(
+        f"{path} is not a test-hosts state file: {problem}\n  fix: check `ip netns list`"
+        f" for rlu* namespaces, then remove {path.parent} by hand"
+    )
+
+
+def _int(value: object, low: int, high: int | None = None) -> int | None:
+    """``value`` when it is an integer (not a bool) in [low, high], else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        return None
+    return value if high is None or value <= high else None
+
+
+def _process(value: object) -> ProcessId | None:
+    if not isinstance(value, dict):
+        return None
+    pid, start = _int(value.get("pid"), 1), _int(value.get("start"), 0)
+    return None if pid is None or start is None else ProcessId(pid, start)
+
+
+def _checked(body: object) -> dict[str, object]:
+    """The fields of a state file, each checked; ``ValueError`` naming the first bad
+    one (``hosts[1].netns: ...``)."""
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    if body.get("version") != 1:
+        raise ValueError(f"version: {body.get('version')!r}, not 1")
+    tag = body.get("tag")
+    if not isinstance(tag, str) or not USER_TAG_RE.match(tag):
+        raise ValueError(f"tag: {tag!r} is not a user network's tag (rlu<k>)")
+    n = _int(body.get("n"), 1, MAX_HOSTS)
+    if n is None:
+        raise ValueError(f"n: {body.get('n')!r} is not a host count (1..{MAX_HOSTS})")
+    if body.get("phase") not in PHASES:
+        raise ValueError(f"phase: {body.get('phase')!r}, not one of {', '.join(PHASES)}")
+    creator = _process(body.get("creator"))
+    if creator is None:
+        raise ValueError(f"creator: {body.get('creator')!r} is not {{pid, start}}")
+    created = body.get("created")
+    try:
+        datetime.fromisoformat(created)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"created: {created!r} is not an ISO date and time") from None
+    bridge = body.get("bridge_address")
+    if bridge is not None and not isinstance(bridge, str):
+        raise ValueError(f"bridge_address: {bridge!r} is not an address")
+    hosts = body.get("hosts")
+    if not isinstance(hosts, list) or len(hosts) > n:
+        raise ValueError(f"hosts: not a list of at most n={n} hosts")
+    for i, h in enumerate(hosts):
+        _check_host(f"hosts[{i}]", h, i, tag)
+    return {"tag": tag, "n": n, "phase": body["phase"], "creator": creator,
+            "created": created, "bridge_address": bridge, "hosts": hosts}  # fmt: skip
+
+
+def _check_host(name: str, h: object, index: int, tag: str) -> None:
+    if not isinstance(h, dict):
+        raise ValueError(f"{name}: {h!r} is not a host")
+    want: Mapping[str, object] = {
+        "index": index, "netns": f"{tag}h{index}", "veth": f"{tag}v{index}"
+    }  # fmt: skip
+    for key, value in want.items():
+        if h.get(key) != value or isinstance(h.get(key), bool):
+            raise ValueError(f"{name}.{key}: {h.get(key)!r}, not {value!r}")
+    if not isinstance(h.get("address"), str):
+        raise ValueError(f"{name}.address: {h.get('address')!r} is not an address")
+    if h.get("sshd") is not None and _process(h.get("sshd")) is None:
+        raise ValueError(f"{name}.sshd: {h.get('sshd')!r} is not null or {{pid, start}}")
 
 
 @dataclass
@@ -93,10 +205,10 @@ class Kept:
 
     def sshds(self) -> Iterator[tuple[int, ProcessId]]:
         """(host index, recorded sshd) of each host whose sshd was started."""
-        for h in self.hosts:
-            sshd = h.get("sshd")
-            if isinstance(sshd, dict):
-                yield int(str(h["index"])), ProcessId(int(sshd["pid"]), int(sshd["start"]))
+        for i, h in enumerate(self.hosts):
+            sshd = _process(h.get("sshd"))
+            if sshd is not None:
+                yield i, sshd
 
     def write(self) -> None:
         body = {
@@ -109,23 +221,29 @@ class Kept:
 
     @classmethod
     def read(cls, state_dir: Path) -> Kept | None:
-        """The record in ``state_dir``, None when there is none."""
+        """The record in ``state_dir``, None when there is none.
+
+        Read without following a link, only a regular file of at most
+        ``MAX_STATE_BYTES``, every field checked: ``Conflict`` naming the file and the
+        field otherwise; ``Forbidden`` when this user may not read it (it is root's).
+        """
         path = state_dir / STATE_FILE
         try:
-            body = json.loads(path.read_text())
-            creator = ProcessId(int(body["creator"]["pid"]), int(body["creator"]["start"]))
-            return cls(
-                tag=str(body["tag"]), dir=state_dir, n=int(body["n"]), creator=creator,
-                created=str(body["created"]), phase=str(body["phase"]),
-                bridge_address=body.get("bridge_address"), hosts=list(body["hosts"]),
-            )  # fmt: skip
+            body = _checked(json.loads(read_capped(path, MAX_STATE_BYTES)))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise Conflict(
-                f"{path} is not a test-hosts state file ({exc})\n  fix: check `ip netns list`"
-                f" for rlu* namespaces, then remove {path.parent} by hand"
+        except PermissionError:
+            raise Forbidden(
+                f"{path} cannot be read as this user (uid {os.geteuid()}): test hosts'"
+                " state is root's\n  fix: run the command as root (sudo -i, then"
+                " ringleader testhosts ...)"
             ) from None
+        except OSError as exc:
+            link = exc.errno == errno.ELOOP
+            raise _bad_state(path, "it is a symbolic link" if link else str(exc)) from None
+        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            raise _bad_state(path, str(exc)) from None
+        return cls(dir=state_dir, **body)  # type: ignore[arg-type]
 
     def recorded(self, net: TestHostNetwork) -> None:
         """Copy what ``net`` has made so far into the record, and write it."""
@@ -139,8 +257,9 @@ class Kept:
 
 
 def state_dir(home: Path) -> Path:
-    """Where ``up`` writes everything and ``down`` looks: ``<home>/testhosts``."""
-    return home.absolute() / "testhosts"
+    """Where ``up`` writes everything and ``down`` looks: ``<home>/testhosts``, with the
+    links on the way to it resolved (what is checked is what root then uses)."""
+    return Path(os.path.realpath(home)) / "testhosts"
 
 
 def claim_file(tag: str) -> Path:
@@ -205,6 +324,11 @@ def _refuse_existing(found: Kept) -> Conflict:
             f"an earlier `ringleader testhosts up` was stopped midway and left test hosts"
             f" {found.tag} half-made {where}\n  fix: `ringleader testhosts down` removes them"
         )
+    if found.phase == "failed":
+        return Conflict(
+            f"an earlier `ringleader testhosts up` failed and could not remove all of test"
+            f" hosts {found.tag} {where}\n  fix: `ringleader testhosts down` removes the rest"
+        )
     if not any(sshd.alive() for _, sshd in found.sshds()):
         return Conflict(
             f"test hosts {found.tag} were made here but none of their sshds runs (a reboot?)"
@@ -230,39 +354,81 @@ def _claim_tag(directory: Path, runner: Runner) -> str:
     raise SetupFailed(f"every tag {USER_TAG_PREFIX}0..{MAX_TAGS - 1} is taken on this machine")
 
 
+def _make_state_dir(directory: Path) -> None:
+    """Make ``directory`` and what is missing above it, each exclusively (0700), after
+    checking that only root can change those that exist, and check all once made.
+    An empty leftover of ours (root's, 0700) is made anew; anything else refuses."""
+    check_safe(directory)
+    missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
+    try:
+        for path in reversed(missing):
+            make_private_dir(path)
+    except FileExistsError as exc:  # made meanwhile, by another process
+        check_safe(directory)  # another user's: say so, as such
+        raise Conflict(
+            f"{exc.filename} {exc.strerror}\n  fix: move it away, or set RINGLEADER_HOME to"
+            " another directory"
+        ) from None
+    if directory not in missing:
+        what = (
+            "holds files that `ringleader testhosts up` did not write"
+            if is_ours(directory)
+            else "is not a directory `ringleader testhosts up` made (root's, mode 0700)"
+        )
+        if not (is_ours(directory) and _empty(directory)):
+            raise Conflict(
+                f"{directory} {what}\n  fix: move it away, or set RINGLEADER_HOME to another"
+                " directory"
+            )
+        make_private_dir(directory, leftover_ok=True)
+    check_safe(directory)
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return not any(os.scandir(path))
+    except OSError:
+        return False
+
+
 def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
     """Make ``n`` test hosts for ``home`` and leave them running; say each change.
 
-    Raises ``NotRoot``, ``InvalidSpec`` (n), ``Conflict`` (one is up, or the state
-    directory holds other files) or ``SetupFailed``; on any failure nothing is left.
+    Raises ``NotRoot``, ``InvalidSpec`` (n; ``UnsafeHome``: a home other users can
+    change), ``Conflict`` (one is up, or the state directory holds other files) or
+    ``SetupFailed``; on any failure nothing is left, or, when something cannot be
+    removed, its state and claim stay for ``down``.
     """
     check_count(n)
     require_root("up", f" {n}")
+    directory = state_dir(home)
+    try:
+        check_quotable(directory)
+    except ValueError as exc:
+        raise InvalidSpec(f"{exc}\n  fix: use a home without it", "RINGLEADER_HOME") from None
+    check_safe(directory)  # before anything is made or read there
     missing = missing_prerequisites(runner)
     if missing:
         raise SetupFailed(
             "test hosts cannot be made here: " + "; ".join(missing) + "\n  fix: install"
             " iproute2, openssh-server, openssh-client and util-linux (apt-get install ...)"
         )
-    directory = state_dir(home)
     with _machine_lock():
         found = Kept.read(directory)
         if found is not None:
             raise _refuse_existing(found)
-        if directory.is_dir() and any(directory.iterdir()):
-            raise Conflict(
-                f"{directory} holds files that `ringleader testhosts up` did not write"
-                "\n  fix: move them away, or set RINGLEADER_HOME to another directory"
-            )
-        tag = _claim_tag(directory, runner)
+        _make_state_dir(directory)
+        tag = None
         try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tag = _claim_tag(directory, runner)
             creator = ProcessId.of(os.getpid())
             assert creator is not None  # this very process
             kept = Kept(tag, directory, n, creator, datetime.now(timezone.utc).isoformat())
             kept.write()
         except BaseException:
-            claim_file(tag).unlink(missing_ok=True)
+            shutil.rmtree(directory, ignore_errors=True)  # made above, exclusively
+            if tag is not None:
+                claim_file(tag).unlink(missing_ok=True)
             raise
     say(f"tag {tag}, claimed by {claim_file(tag)}")
     say(f"state: {directory / STATE_FILE}")
@@ -273,13 +439,16 @@ def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
 
     net = TestHostNetwork(n, tag=tag, dir=directory, runner=runner, progress=changed)
     try:
-        net.start()  # on failure it has torn down what it made, files included
+        net.start()  # on failure it has torn down what it could
     except BaseException as exc:
-        claim_file(tag).unlink(missing_ok=True)
-        left = _leftovers(kept, runner)
-        if left:
-            say(f"could not undo: {', '.join(left)}")
+        left = _leftovers(tag, [h.sshd for h in net.hosts if h.sshd], runner)
+        if left:  # state and claim stay: `down` retries from them
+            kept.phase = "failed"
+            kept.recorded(net)
+            say(f"could not undo: {', '.join(left)}; `ringleader testhosts down` retries")
         else:
+            shutil.rmtree(directory, ignore_errors=True)
+            claim_file(tag).unlink(missing_ok=True)
             say(f"undone: every namespace, link and sshd above, {directory} and the claim")
         if isinstance(exc, Exception):
             gone = "; nothing of them is left" if not left else ""
@@ -293,10 +462,22 @@ def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
     return kept
 
 
-def _leftovers(kept: Kept, runner: Runner, objects: bool = True) -> list[str]:
-    """What of the network still exists: its namespaces and links, its sshds."""
-    left = [name for names in tag_objects(kept.tag, runner) for name in names] if objects else []
-    return left + [f"sshd pid {p.pid}" for _, p in kept.sshds() if p.alive()]
+def _leftovers(tag: str, sshds: list[ProcessId], runner: Runner) -> list[str]:
+    """What of the network still exists: its namespaces and links, the given sshds."""
+    left = [name for names in tag_objects(tag, runner) for name in names]
+    return left + [f"sshd pid {p.pid}" for p in sshds if p.alive()]
+
+
+def _not_all_gone(tag: str, errors: list[str], left: list[str]) -> SetupFailed:
+    return SetupFailed(
+        f"test hosts {tag} are not all gone: {', '.join(errors + left)}\n  fix: run"
+        " `ringleader testhosts down` again (its state and claim are kept for it)"
+    )
+
+
+def _said(deleted: list[str], say: Say) -> None:
+    for line in deleted:
+        say(line if line.endswith("killed") else f"deleted {line}")
 
 
 def _unrecorded(directory: Path, say: Say, runner: Runner) -> bool:
@@ -305,50 +486,65 @@ def _unrecorded(directory: Path, say: Say, runner: Runner) -> bool:
     their namespaces, so deleting those ends them."""
     tags = [tag for tag, owner in _claims() if owner == directory]
     for tag in tags:
+        if not USER_TAG_RE.match(tag):
+            continue  # not a claim `up` makes
         say(f"{directory / STATE_FILE} is gone, but {claim_file(tag)} names it")
         deleted, errors = remove_tag(tag, runner)
-        for line in deleted:
-            say(line if line.endswith("killed") else f"deleted {line}")
+        _said(deleted, say)
+        left = _leftovers(tag, [], runner)
+        if errors or left:  # the claim stays, for the next `down`
+            raise _not_all_gone(tag, errors, left)
         claim_file(tag).unlink(missing_ok=True)
         say(f"removed {claim_file(tag)}")
-        left = [name for names in tag_objects(tag, runner) for name in names]
-        if errors or left:
-            raise SetupFailed(f"test hosts {tag} are not all gone: {', '.join(errors + left)}")
     return bool(tags)
 
 
 def down(home: Path, say: Say, runner: Runner = run) -> bool:
     """Remove everything ``up`` made for ``home``; False when it had made nothing.
 
-    Safe to run again, and after the ``up`` that made them was killed.
+    Safe to run again, and after the ``up`` that made them was killed. Raises
+    ``UnsafeHome`` (the state directory can be changed by others), ``Conflict`` (a
+    state file that is not one, an ``up`` still making them) or ``SetupFailed`` (not
+    all gone: the state and claim stay, to run it again).
     """
     require_root("down")
     directory = state_dir(home)
+    if os.path.lexists(directory):
+        check_safe(directory)  # what it reads there decides what root kills
     kept = Kept.read(directory)
     if kept is None:
         return _unrecorded(directory, say, runner)
     if kept.phase == "creating" and kept.creator.alive():
         raise _refuse_existing(kept)
     owner = claimed_by(kept.tag)
-    ours = owner is None or owner == directory
+    ours = owner == directory
+    errors: list[str] = []
+    sshds: list[ProcessId] = []
     if ours:
-        for index, sshd in kept.sshds():
-            if stop(sshd):
-                say(f"stopped sshd pid {sshd.pid} (host {index})")
+        for index, sshd in kept.sshds():  # only while it is that very host's sshd
+            if in_netns(sshd.pid, f"{kept.tag}h{index}") and sshd.alive():
+                sshds.append(sshd)
+                if stop(sshd):
+                    say(f"stopped sshd pid {sshd.pid} (host {index})")
         deleted, errors = remove_tag(kept.tag, runner)
-        for line in deleted:
-            say(line if line.endswith("killed") else f"deleted {line}")
+        _said(deleted, say)
+        left = _leftovers(kept.tag, sshds, runner)
+        if errors or left:  # state and claim stay, for the next `down`
+            raise _not_all_gone(kept.tag, errors, left)
+    elif owner is None:
+        say(
+            f"no claim names {directory} for tag {kept.tag} (after a reboot there is none):"
+            " its namespaces and links, if any, are left alone"
+        )
     else:
-        errors = []
         say(f"tag {kept.tag} now belongs to {owner}: its namespaces and links are left alone")
-    shutil.rmtree(directory, ignore_errors=True)
+    shutil.rmtree(directory, ignore_errors=True)  # <home>/testhosts: never a path read
+    if directory.exists():
+        raise _not_all_gone(kept.tag, [], [str(directory)])
     say(f"removed {directory} (state, hosts.json, ssh_config, keys, sshd logs)")
-    if ours and owner is not None:
+    if ours:
         claim_file(kept.tag).unlink(missing_ok=True)
         say(f"removed {claim_file(kept.tag)}")
-    left = _leftovers(kept, runner, objects=ours) + [str(directory)] * directory.exists()
-    if errors or left:
-        raise SetupFailed(f"test hosts {kept.tag} are not all gone: {', '.join(errors + left)}")
     return True
 
 
@@ -370,8 +566,8 @@ def host_states(kept: Kept) -> list[HostState]:
 
     running = dict(kept.sshds())
     states = []
-    for h in kept.hosts:
-        index, address = int(str(h["index"])), str(h["address"])
+    for index, h in enumerate(kept.hosts):
+        address = str(h["address"])
         sshd = running.get(index)
         alive = sshd is not None and sshd.alive()
         listening = alive and bool(address) and answers(address)
