@@ -168,6 +168,8 @@ def _phase(found: Kept, states: list[hosts_kept.HostState]) -> str:
         if found.creator.alive():
             return f"being made by pid {found.creator.pid}"
         return "half-made: its `up` was stopped (`ringleader testhosts down` removes it)"
+    if found.phase == "failed":
+        return "half-made: its `up` failed and could not undo all (`ringleader testhosts down`)"
     silent = [str(s.index) for s in states if not s.answers]
     if silent:
         return (
