@@ -31,7 +31,7 @@ from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench"
-# A hang fails the test instead of stalling the suite.  All nine run at once, beside
+# A hang fails the test instead of stalling the suite.  All ten run at once, beside
 # another worker's tests: on 2 loaded cores the control plane's took over 300 s in CI.
 LIMIT_S = 600
 
@@ -59,6 +59,7 @@ BENCHMARKS = [
     ("images.py", [], ("| start | last_started_s |", "| start | added by the container")),
     ("image_distribution.py", [], ("| registry |", "| image sync |", "| naive | ")),
     ("frameworks.py", [], ("| tf | to first step |", "| jax | whole job |", "| xgboost |")),
+    ("launch_wide.py", [], ("| ringleader |", "| mpirun |", "| torchrun per host |")),
 ]
 
 
