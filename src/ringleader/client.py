@@ -258,17 +258,19 @@ class Client(AssetCalls):
         """
         headers = {"Idempotency-Key": uuid.uuid4().hex}
         body = request_json(spec)
-        for pause in (*SUBMIT_RETRY_PAUSES_S, None):
+
+        def send() -> Accepted:
+            response = self.request(
+                "POST", "/api/v1/workloads/distributed", headers=headers, json=body
+            )
+            return Accepted.model_validate(response.json())
+
+        for pause in SUBMIT_RETRY_PAUSES_S:
             try:
-                response = self.request(
-                    "POST", "/api/v1/workloads/distributed", headers=headers, json=body
-                )
-                return Accepted.model_validate(response.json())
+                return send()
             except ServerUnreachable:
-                if pause is None:
-                    raise
                 time.sleep(pause)
-        raise AssertionError("unreachable")  # the last attempt returns or raises
+        return send()  # the last try: its failure is the caller's
 
     def list_workloads(self, filters: list[str] | None = None, **params: Any) -> WorkloadList:
         """One page of workloads; ``filters`` are Run:ai's ``filterBy`` (``name==mnist``)."""

@@ -42,7 +42,7 @@ FINGERPRINT_MAX_BYTES = 1 << 30
 TOO_BIG = "too-big"
 
 
-def _outside(names: list[str], skip: list[str]) -> list[str]:
+def _outside(names: list[str], skip: tuple[str, ...]) -> list[str]:
     """``names`` less those under a ``skip`` directory (relative to the working one)."""
     prefixes = tuple(d.strip("/") + "/" for d in skip if d.strip("/"))
     return [n for n in names if not n.startswith(prefixes)] if prefixes else names
@@ -70,10 +70,16 @@ def files(workdir: str, limit: int | None = None, skip: tuple[str, ...] = ()) ->
         if done.returncode == 0:
             names = [n for n in done.stdout.decode().split("\0") if n]
             names = [n for n in names if os.path.isfile(os.path.join(workdir, n))]
-            return sorted(_outside(names, list(skip)))
+            return sorted(_outside(names, skip))
     found = []
+    skipped = {os.path.normpath(os.path.join(workdir, d)) for d in skip}
     for root, dirs, names in os.walk(workdir):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        # Pruned, not filtered after: a skipped home's run logs never count to ``limit``.
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in SKIP_DIRS and os.path.normpath(os.path.join(root, d)) not in skipped
+        )
         for name in names:
             relative = os.path.relpath(os.path.join(root, name), workdir)
             if name.endswith((".pyc", ".pyo")) or ignored(relative, patterns):
@@ -82,7 +88,7 @@ def files(workdir: str, limit: int | None = None, skip: tuple[str, ...] = ()) ->
                 found.append(relative)
         if limit is not None and len(found) > limit:
             break
-    return sorted(_outside(found, list(skip)))
+    return sorted(found)
 
 
 def ignored(relative: str, patterns: list[str]) -> bool:

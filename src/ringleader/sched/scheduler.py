@@ -51,7 +51,7 @@ from ringleader.sched.placement import Grant, Shortfall, fill_order, place_gang
 from ringleader.sched.preemption import in_giving_up_order
 from ringleader.sched.quota import Amounts, QuotaMiss, fair_shares
 from ringleader.sched.reclaim import Reclaiming, Rule
-from ringleader.sched.shortage import GangMiss, explain, request_signature
+from ringleader.sched.shortage import GangMiss, explain, gang_signature
 from ringleader.sched.state import CycleState, grants_amounts
 
 Miss = QuotaMiss | GangMiss
@@ -280,10 +280,7 @@ class _Cycle(Reclaiming):
         pods' names when they differ, since a reason then names one)."""
         shape = self._shapes.get(workload.id)
         if shape is None:
-            shape = tuple(map(request_signature, pods))
-            if len(pods) > 1 and len(set(shape)) > 1:
-                shape += tuple(p.name for p in pods)
-            self._shapes[workload.id] = shape
+            shape = self._shapes[workload.id] = gang_signature(pods)
         return shape
 
     def _trial(

@@ -39,13 +39,19 @@ def explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall: 
     if cluster.explained_at != cluster.journal.version:
         cluster.explanations.clear()
         cluster.explained_at = cluster.journal.version
-    signatures = tuple(map(request_signature, pods))
-    key = (pool, shortfall.placed, request_signature(shortfall.pod), *signatures)
-    if len(set(signatures)) > 1:  # the reason names a pod, so the names matter too
-        key += tuple(p.name for p in pods)
+    key = (pool, shortfall.placed, request_signature(shortfall.pod), *gang_signature(pods))
     if key not in cluster.explanations:
         cluster.explanations[key] = _explain(cluster, pool, pods, shortfall)
     return cluster.explanations[key]
+
+
+def gang_signature(pods: Sequence[PodRequest]) -> tuple[object, ...]:
+    """What of a gang its placement and its reasons read: each pod's request in order,
+    and the pods' names when the requests differ (a reason then names one pod)."""
+    signatures = tuple(map(request_signature, pods))
+    if len(set(signatures)) > 1:
+        return signatures + tuple(p.name for p in pods)
+    return signatures
 
 
 def request_signature(pod: PodRequest | None) -> tuple[object, ...]:

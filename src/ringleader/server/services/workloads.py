@@ -280,20 +280,24 @@ def accept(
     With ``idempotency_key``, a submission this user made before with that key and
     the same body answers as it did, and nothing new is made (``idempotency``)."""
     body_digest = idempotency.digest(body) if idempotency_key is not None else None
-    if idempotency_key is not None and body_digest is not None:
-        replay = idempotency.earlier(session, user, idempotency_key, body_digest)
-        if replay is not None:
-            return accepted(replay)
+
+    def replayed() -> Workload | None:
+        if idempotency_key is None or body_digest is None:
+            return None
+        return idempotency.earlier(session, user, idempotency_key, body_digest)
+
+    earlier = replayed()
+    if earlier is not None:
+        return accepted(earlier)
     workload = submit(session, user, body, backends=backends, cluster=cluster)
     workload.idempotency_key, workload.request_digest = idempotency_key, body_digest
     try:
         session.commit()
     except IntegrityError:
         session.rollback()
-        if idempotency_key is not None and body_digest is not None:  # a retry raced us
-            replay = idempotency.earlier(session, user, idempotency_key, body_digest)
-            if replay is not None:
-                return accepted(replay)
+        earlier = replayed()  # a retry with the same key raced this one, and won
+        if earlier is not None:
+            return accepted(earlier)
         conflict = name_taken(session, workload)
         if conflict is not None:
             raise conflict from None
