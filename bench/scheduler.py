@@ -26,14 +26,18 @@ sees the same ones):
   the cycle can place only by reclaiming; the over-quota projects also have a
   backlog of pending training (priority 50, like their running work, so it
   preempts nobody) that stays pending. Preemptions are counted.
-- scaling: the base cycle again with 2x and 4x the nodes (quotas scaled, the
-  same 10,000 workloads) and with 2x and 4x the pending workloads (1,000
-  nodes), each reported with its ratio to the base time.
+- scaling (``--factors``, 2 and 4 by default): the base cycle again with 2x
+  and 4x the nodes (quotas scaled, the same pending workloads) and with 2x and
+  4x the pending workloads (the same nodes), and the reclaim cycle on a 2x and
+  4x cluster (nodes and backlog), each with its ratio to its 1x time; the
+  growth lines print 1x, 2x, 4x per dimension.
+- incremental: ``IncrementalScheduler`` over the base snapshot again
+  (unchanged) and with one more pending workload, against a full cycle.
 
 Method: each cycle is run once untimed (warm-up), then ``--runs`` times timed
 with ``time.perf_counter`` (wall) and ``time.process_time`` (this process's
-CPU), after a ``gc.collect()`` (the collector stays on during the cycle, as
-it would in a server); the median, min and max are reported. Every run must
+CPU), after a ``gc.collect()`` (``schedule`` itself pauses the collector for
+the cycle, as it does in a server); the median, min and max are reported. Every run must
 give decisions equal to the first (the scheduler is deterministic; compared
 by a digest, so no earlier run's decisions are alive during a run). Pods
 placed per second = pods bound by the cycle / the cycle's median wall time.
@@ -59,6 +63,7 @@ Writes bench/results/scheduler.json and bench/results/scheduler.md
 (not with --quick, a small smoke run that only prints).
 
 Usage: python bench/scheduler.py [--runs 5] [--scaling-runs 3] [--wait-budget 150]
+       python bench/scheduler.py --nodes 5000 --pending 50000 --backlog 10000 --runs 3
        python bench/scheduler.py --quick
 """
 
@@ -533,6 +538,59 @@ def bench_cycle(name: str, snapshot: Snapshot, runs: int) -> dict[str, Any]:
     return result
 
 
+def growth_lines(
+    base: dict[str, Any], reclaim: dict[str, Any], scaling: list[dict[str, Any]]
+) -> list[str]:
+    """One line per dimension: 1x, 2x, 4x... wall times and their ratios to 1x."""
+    lines = []
+    for dimension, first in (("nodes", base), ("pending", base), ("reclaim", reclaim)):
+        steps = [f"1x {first['wall_s']['median']:.3f} s"]
+        for row in scaling:
+            if row["label"].endswith(f"x {dimension}"):
+                steps.append(
+                    f"{row['factor']}x {row['wall_s']['median']:.3f} s "
+                    f"({row['ratio']:.2f}x; CPU {row['cpu_ratio']:.2f}x)"
+                )
+        lines.append(f"growth in {dimension}: " + ", ".join(steps))
+    return lines
+
+
+def bench_incremental(snapshot: Snapshot, runs: int) -> dict[str, Any]:
+    """``IncrementalScheduler``: a cycle over the unchanged snapshot, and over the
+    snapshot with one more pending workload, against a full cycle of the latter
+    (medians; the decisions must be equal)."""
+    from ringleader.sched import IncrementalScheduler
+
+    extra = make_pending(random.Random(SEED + 9), 1, [snapshot.projects[0].name], "late")
+    later = Snapshot(
+        snapshot.nodes, snapshot.projects, (*snapshot.workloads, *extra), snapshot.departments
+    )
+    unchanged, arrival, full = [], [], []
+    for _ in range(max(runs, 1)):
+        scheduler = IncrementalScheduler()
+        scheduler.schedule(snapshot)
+        gc.collect()
+        started = time.perf_counter()
+        scheduler.schedule(snapshot)
+        unchanged.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        incremental = digest(scheduler.schedule(later))
+        arrival.append(time.perf_counter() - started)
+        gc.collect()
+        started = time.perf_counter()
+        whole = digest(schedule(later))
+        full.append(time.perf_counter() - started)
+        if incremental != whole:
+            raise AssertionError("an incremental cycle decided otherwise than a full one")
+    result = {
+        "unchanged_s": statistics.median(unchanged),
+        "one_arrival_s": statistics.median(arrival),
+        "one_arrival_full_s": statistics.median(full),
+    }
+    print(f"incremental: {result}", flush=True)
+    return result
+
+
 def phases(snapshot: Snapshot) -> dict[str, float]:
     """Seconds per phase of one cycle, from timers wrapped round ``_Cycle``'s passes,
     and how much of the cycle the garbage collector took (``gc.callbacks``).
@@ -649,10 +707,25 @@ def markdown(report: dict[str, Any]) -> str:
             f"| scaling, {row['label']}: {row['nodes']:,} nodes, {row['pending_before']:,} "
             f"pending | {ms(row['wall_s']['median'])} (CPU {ms(row['cpu_s_median'])}; "
             f"garbage collector {ms(row['gc_s_median'])}): "
-            f"{row['ratio']:.2f}x the base time; {row['pods_placed']:,} pods placed, "
-            f"{row['pods_per_s']:,.0f} pods/s | | "
+            f"{row['ratio']:.2f}x the 1x time (CPU {row['cpu_ratio']:.2f}x); "
+            f"{row['pods_placed']:,} pods placed, {row['preemptions']} preemptions | | "
             f"{peer(row['pods_per_s'])} |"
         )
+    inc = report["incremental"]
+    lines.append(
+        f"| incremental cycle, base snapshot unchanged / one workload arrived "
+        f"| {ms(inc['unchanged_s'])} / {ms(inc['one_arrival_s'])} (a full cycle of the "
+        f"latter: {ms(inc['one_arrival_full_s'])}; decisions equal) | | |"
+    )
+    lines += ["", "Growth (wall time, each against its 1x; linear or better is <= the factor):", ""]
+    lines += [f"- {line}" for line in report["growth"]]
+    load = report["load_average"]
+    lines += [
+        "",
+        "Load average (1, 5, 15 min) at the start: "
+        f"{', '.join(f'{x:.2f}' for x in load['start'])}; "
+        f"at the end: {', '.join(f'{x:.2f}' for x in load['end'])}.",
+    ]
     lines += [
         "",
         "Per phase of one more base cycle (timers round the passes; approximate):",
@@ -679,7 +752,7 @@ def markdown(report: dict[str, Any]) -> str:
         "- Method: `schedule(snapshot)` called in-process on a prebuilt snapshot (building it "
         "is not timed; bench/scheduler.py's docstring describes the generator, seeded "
         f"{report['seed']}). Each cycle runs once untimed, then is timed with "
-        "`time.perf_counter` after `gc.collect()` (the collector stays on, as in a server); "
+        "`time.perf_counter` after `gc.collect()` (`schedule` pauses the collector itself); "
         "every run's decisions must equal the first's (compared by a SHA-256 of their repr, so "
         "that no earlier run's decisions stay alive while the next is timed). Pods/s = pods "
         "bound by the cycle / its median wall time, so the time spent on the workloads that "
@@ -698,13 +771,14 @@ def markdown(report: dict[str, Any]) -> str:
         f"({report['reclaim_new_workloads']} workloads), which only reclaiming can place; "
         f"the over-quota projects also have {report['reclaim_backlog']:,} pending training "
         "workloads that stay pending. Victims are whole workloads, the fewest that make room.",
-        "- Scaling: 2x/4x nodes keep the 10,000 workloads (quotas scale with the cluster), "
-        "so more of them are placed; 2x/4x pending keep 1,000 nodes, and the extra "
+        f"- Scaling: {base['nodes']:,} nodes times each factor keep the "
+        f"{base['pending_before']:,} pending workloads (quotas scale with the cluster), so "
+        "more of them are placed; pending times each factor keep the nodes, and the extra "
         "workloads (drawn from the same mix) both fill the cluster with more small pods "
-        "and wait. The scheduler's own work follows pending workloads plus placed pods "
-        f"({per_workload:.0f} us per pending workload at the base); Python's garbage "
-        "collector grows faster, as each of its full passes walks every live object, the "
-        "snapshot's included, and a bigger cycle makes more of them.",
+        "and wait; reclaim times each factor grows the full cluster and the backlog together. "
+        "The scheduler's own work follows pending workloads plus placed pods "
+        f"({per_workload:.0f} us per pending workload at the base); the cycle pauses "
+        "Python's garbage collector (whose full passes walk every live object).",
         "- Peer: ~800 pods/s is kube-scheduler's published integration-benchmark "
         "(scheduler_perf) throughput, as the issue quotes it; it needs a Kubernetes tree, "
         "etcd and Go, so it was not run here and the ratio is to that figure, not to a "
@@ -732,6 +806,11 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=5, help="timed runs of base and reclaim")
     parser.add_argument("--scaling-runs", type=int, default=3, help="timed runs per scaling step")
+    parser.add_argument(
+        "--factors",
+        default="2,4",
+        help="growth steps: nodes, pending and the reclaim cluster times each (e.g. 2,4)",
+    )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--backlog", type=int, default=2000, help="pending work in reclaim")
@@ -752,6 +831,8 @@ def main() -> int:
     QUIET.update(wait_budget_s=args.wait_budget, tries=args.tries)
     quiet = dict(QUIET)
     started = time.monotonic()
+    load_start = os.getloadavg()
+    print(f"load average at start: {load_start}", flush=True)
     base_snap = base_snapshot(args.nodes, args.pending)
     base = bench_cycle("base", base_snap, args.runs)
     phase_split = phases(base_snap)
@@ -759,16 +840,27 @@ def main() -> int:
     reclaim_snap = reclaim_snapshot(args.nodes, args.backlog)
     reclaim = bench_cycle("reclaim", reclaim_snap, args.runs)
     scaling = []
-    for label, nodes, pending in (
-        ("2x nodes", 2 * args.nodes, args.pending),
-        ("4x nodes", 4 * args.nodes, args.pending),
-        ("2x pending", args.nodes, 2 * args.pending),
-        ("4x pending", args.nodes, 4 * args.pending),
-    ):
-        row = bench_cycle(label, base_snapshot(nodes, pending), args.scaling_runs)
-        row["label"] = label
-        row["ratio"] = row["wall_s"]["median"] / base["wall_s"]["median"]
-        scaling.append(row)
+    factors = [int(f) for f in args.factors.split(",") if f.strip()]
+    for factor in factors:
+        for label, snapshot, reference in (
+            (f"{factor}x nodes", base_snapshot(factor * args.nodes, args.pending), base),
+            (f"{factor}x pending", base_snapshot(args.nodes, factor * args.pending), base),
+            (
+                f"{factor}x reclaim",
+                reclaim_snapshot(factor * args.nodes, factor * args.backlog),
+                reclaim,
+            ),
+        ):
+            row = bench_cycle(label, snapshot, args.scaling_runs)
+            del snapshot
+            row["label"] = label
+            row["factor"] = factor
+            row["ratio"] = row["wall_s"]["median"] / reference["wall_s"]["median"]
+            row["cpu_ratio"] = row["cpu_s_median"] / reference["cpu_s_median"]
+            scaling.append(row)
+    growth = growth_lines(base, reclaim, scaling)
+    print("\n".join(growth), flush=True)
+    incremental = bench_incremental(base_snap, args.runs)
     pending = [w for w in base_snap.workloads if not w.running]
     kinds = Counter(classify(w) for w in pending)
     pods = Counter(len(w.pods) for w in pending)
@@ -801,6 +893,9 @@ def main() -> int:
         "base": base,
         "reclaim": reclaim,
         "scaling": scaling,
+        "growth": growth,
+        "incremental": incremental,
+        "load_average": {"start": load_start, "end": os.getloadavg()},
         "phases": phase_split,
         "met": {
             "cycle_under_1s": base["wall_s"]["median"] < TARGET_CYCLE_S,

@@ -9,6 +9,7 @@ No I/O, no DB, no clock: the server builds the snapshot and applies the
 decisions.
 """
 
+from ringleader.sched.incremental import IncrementalScheduler
 from ringleader.sched.model import (
     BUILD,
     BUILD_PREEMPTIBLE,
@@ -48,6 +49,7 @@ __all__ = [
     "Department",
     "Gpu",
     "GpuShare",
+    "IncrementalScheduler",
     "Limits",
     "Node",
     "Pending",

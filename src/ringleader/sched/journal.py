@@ -41,6 +41,11 @@ class Journal:
         self._log.append((container, key, old, self._stamp))
         container[key] = value
 
+    def delete(self, container: dict[Any, Any], key: Any) -> None:
+        """``del container[key]``, remembering the value (a rollback puts it back)."""
+        self._stamp += 1
+        self._log.append((container, key, container.pop(key), self._stamp))
+
     def save(self, row: list[Any]) -> None:
         """Remember a whole list before the caller changes its items in place:
         one entry for a row of changes, where ``set`` would log one each."""

@@ -6,8 +6,15 @@ Nomenclature:
   (``policies.PlacementPolicy.node_key``), so the best node for the policy
   sorts first and ties go to the name.
 
-Invariants: a pool's order changes, through the journal, every time a
-node's free row or pod count does, so a rollback restores it too.  The policy's
+Invariants: a pool's order follows every change of a node's free row or pod
+count, and a rollback's too.  It follows lazily: a change, and the journal
+entry that undoes it, only mark the node as moved (``update``), and the
+order puts the marked nodes in their places when it is next read
+(``best_first``), from their free rows as they are then.  Choosing victims
+releases hundreds of workloads between two reads and rolls most of them
+back: each node is re-sorted once per read, not once per change and once
+more per undo.  The order is thus a cache of the nodes' rows, kept out of
+the journal; what it holds when read is the same either way.  The policy's
 ``candidates`` walks the order from the best node and skips or stops at
 nodes with too little GPU share (bin-packing bisects, spreading stops);
 either way the first node that fits is the best, so a placement rarely
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ringleader.sched.journal import Journal
@@ -68,15 +76,23 @@ class NodeOrder:
         self._nodes = {n.name: n for n in nodes}
         self._keys = {n.name: self._key(n) for n in nodes}
         self._sorted = sorted(self._keys.values())
+        # Nodes whose free row changed since they were last put in their place.
+        self._stale: dict[str, NodeState] = {}
 
     def update(self, node: NodeState) -> None:
-        """Move ``node`` to where its free row now puts it."""
+        """Note that ``node``'s free row changed (it moves when the order is read),
+        and have a rollback of that change note it again."""
         name = node.name
-        old, new = self._keys[name], self._key(node)
-        if old == new:
-            return
-        self._move(name, old, new)
-        self._journal.record(lambda: self._move(name, new, old))
+        self._stale[name] = node
+        self._journal.record(partial(self._stale.__setitem__, name, node))
+
+    def catch_up(self) -> None:
+        """Move every changed node to where its free row now puts it."""
+        for name, node in self._stale.items():
+            old, new = self._keys[name], self._key(node)
+            if old != new:
+                self._move(name, old, new)
+        self._stale.clear()
 
     def _move(self, name: str, old: NodeKey, new: NodeKey) -> None:
         """Re-sort one node from ``old`` to ``new`` (its key, kept in step)."""
@@ -86,4 +102,6 @@ class NodeOrder:
 
     def best_first(self, share: float) -> Iterator[NodeState]:
         """Nodes that may hold ``share`` of a GPU, best first (the policy stops early)."""
+        if self._stale:
+            self.catch_up()
         return map(self._nodes.__getitem__, self.policy.candidates(self._sorted, share))

@@ -236,6 +236,19 @@ def best_grant(order: NodeOrder, pod: PodRequest, largest_device_memory: int) ->
     return None
 
 
+def holds(node: NodeState, pod: PodRequest, policy: PlacementPolicy) -> bool:
+    """Whether ``best_grant`` would take ``node`` for the pod were it a candidate:
+    the same checks, for one node (reclaim's proof that a release made no room)."""
+    if pod.image and not node.runs_images:
+        return False
+    free = node.free
+    if free[CPU] + EPS < pod.cpu_cores or free[MEMORY] < pod.memory_bytes:
+        return False
+    if not pod.fractional and free[WHOLE] < pod.gpu_devices:
+        return False
+    return devices_for(node, pod, policy) is not None
+
+
 def devices_for(
     node: NodeState, pod: PodRequest, policy: PlacementPolicy
 ) -> tuple[tuple[int, float], ...] | None:

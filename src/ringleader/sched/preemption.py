@@ -27,7 +27,7 @@ from ringleader.sched.state import CycleState
 SINGLE_TRIALS = 32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Candidate:
     workload: Workload
     reclaim: bool  # True: another project's; False: a lower priority of the same project
@@ -44,38 +44,53 @@ def choose_victims(
     candidates: Iterable[Candidate],
     eligible: Callable[[Candidate], bool],
     fits: Callable[[], bool],
+    still_misses: Callable[[Candidate], bool] | None = None,
+    surely_fits: Callable[[Candidate], bool] | None = None,
 ) -> list[Candidate] | None:
     """The fewest (then newest) candidates whose release lets ``fits()`` pass.
 
     ``candidates`` come in giving-up order and are drawn only as far as
     needed; ``eligible`` is asked against the state as simulated so far (a
     reclaim victim's project must still be above its fair share); ``fits``
-    must undo whatever it tries.
+    must undo whatever it tries.  ``still_misses(c)``, when given, is asked
+    right after ``c`` is released on top of a state where ``fits()`` was last
+    False, and True only where it is sure ``fits()`` would still be False
+    (then the greedy pass does not ask ``fits()``); it may always say False.
+    ``surely_fits(c)``, likewise, is True only where ``fits()`` surely passes
+    without ``c`` (see ``_fewest``).
     """
     stream = iter(candidates)
-    head = list(islice(stream, SINGLE_TRIALS))
+    head = list(islice(stream, SINGLE_TRIALS))  # (read here, so a test may lower it)
     for candidate in head:
         if eligible(candidate) and _fits_without(state, [candidate], fits):
             return [candidate]
     mark = state.mark()
     chosen: list[Candidate] = []
+    marks: list[int] = []  # marks[i]: the mark just before chosen[i] was released
     found = False
     for candidate in chain(head, stream):
         if not eligible(candidate):
             continue
+        marks.append(state.mark())
         state.release(candidate.workload)
         chosen.append(candidate)
+        if len(chosen) > 1 and still_misses is not None and still_misses(candidate):
+            continue  # fits() was False just before, and this release cannot change it
         if fits():
             found = True
             break
-    state.rollback(mark)
     if not found:
+        state.rollback(mark)
         return None
-    return _fewest(state, chosen, fits)
+    return _fewest(state, chosen, fits, surely_fits, marks)
 
 
 def _fewest(
-    state: CycleState, chosen: list[Candidate], fits: Callable[[], bool]
+    state: CycleState,
+    chosen: list[Candidate],
+    fits: Callable[[], bool],
+    surely_fits: Callable[[Candidate], bool] | None = None,
+    marks: list[int] | None = None,
 ) -> list[Candidate]:
     """Drop each candidate, oldest first, that ``fits()`` can do without.
 
@@ -86,29 +101,40 @@ def _fewest(
     Candidates come in giving-up order, newest first, and are dropped oldest
     first, so the next candidate is mostly the one just before the last:
     each trial costs a release or two, not all of ``chosen`` again.
+
+    ``surely_fits(candidate)`` is asked with the prefix before the candidate
+    released (the trial would release the rest on top): where it is sure the
+    trial passes, the candidate is dropped without one.
+
+    ``marks``, when given, says ``chosen`` is released already (the greedy
+    pass's state), ``marks[i]`` taken just before ``chosen[i]`` was: the first
+    trials roll back to them rather than release it all again.
     """
-    base = state.mark()
-    released: list[tuple[Candidate, int]] = []  # a prefix of chosen, with marks
+    chosen = list(chosen)
+    # chosen[:len(marks)] is released, marks[i] taken just before chosen[i] was: a
+    # drop at ``at`` (the prefix's end) leaves the prefix as it is.
+    marks = [] if marks is None else list(marks)
+    base = marks[0] if marks else state.mark()
     for candidate in sorted(chosen, key=lambda c: (c.workload.submitted_at, c.workload.id)):
         if len(chosen) < 2:
             break  # the last one left is never dropped
-        at = next(i for i, c in enumerate(chosen) if c is candidate)
-        keep = 0
-        while keep < min(at, len(released)) and released[keep][0] is chosen[keep]:
-            keep += 1
-        if keep < len(released):
-            state.rollback(released[keep][1])
-            del released[keep:]
-        for other in chosen[keep:at]:
-            released.append((other, state.mark()))
+        at = chosen.index(candidate)  # Candidate compares by identity (eq=False)
+        if at < len(marks):
+            state.rollback(marks[at])
+            del marks[at:]
+        for other in chosen[len(marks) : at]:
+            marks.append(state.mark())
             state.release(other.workload)
+        if surely_fits is not None and surely_fits(candidate):
+            del chosen[at]
+            continue
         trial = state.mark()
         for other in chosen[at + 1 :]:
             state.release(other.workload)
         dropped = fits()
         state.rollback(trial)
         if dropped:
-            chosen = [c for c in chosen if c is not candidate]
+            del chosen[at]
     state.rollback(base)
     return chosen
 

@@ -35,8 +35,8 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
-from typing import NamedTuple
 
+from ringleader.sched.gangs import Gang, estimate_is_exact, gang_of
 from ringleader.sched.model import (
     Decisions,
     Pending,
@@ -47,11 +47,12 @@ from ringleader.sched.model import (
     Snapshot,
     Workload,
 )
-from ringleader.sched.placement import Grant, Shortfall, fill_order, place_gang
-from ringleader.sched.preemption import in_giving_up_order
+from ringleader.sched.nodes import NodeState
+from ringleader.sched.placement import Grant, Shortfall, place_gang
+from ringleader.sched.preemption import Candidate, in_giving_up_order
 from ringleader.sched.quota import Amounts, QuotaMiss, fair_shares
 from ringleader.sched.reclaim import Reclaiming, Rule
-from ringleader.sched.shortage import GangMiss, explain, gang_signature
+from ringleader.sched.shortage import GangMiss, explain
 from ringleader.sched.state import CycleState, grants_amounts
 
 Miss = QuotaMiss | GangMiss
@@ -88,25 +89,13 @@ def order(workload: Workload) -> tuple[float, float, str]:
     return (-workload.priority, workload.submitted_at, workload.id)
 
 
-class _Gang(NamedTuple):
-    """A workload's gang, worked out once per cycle: its pods, the order
-    ``place_gang`` takes them in, and whether that is their own order (then a
-    placement that passed its trial can be kept as it is: holding the grants
-    afresh would take the same pods in the same order, to the same values)."""
-
-    pods: tuple[PodRequest, ...]
-    order: tuple[int, ...]
-    in_order: bool
-
-
-_FIRST = (0,)
-
-
 class _Cycle(Reclaiming):
     # Misses answered from memory (``_try``); off only to test that it changes nothing.
     remember_misses = True
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, gangs: dict[str, Gang] | None = None) -> None:
+        """``gangs``, when given, are what an earlier cycle worked out for
+        workloads that did not change since (``incremental``)."""
         self.state = CycleState(snapshot)
         self.book = self.state.book
         # Bindings by workload, and misses by (workload, pool) with the pools in
@@ -116,13 +105,12 @@ class _Cycle(Reclaiming):
         self.placed: dict[str, tuple[PodBinding, ...]] = {}
         self.placed_pool: dict[str, str] = {}
         self.preemptions: list[Preemption] = []
-        self._miss: dict[tuple[str, str], Miss] = {}
-        self._missed_in: dict[str, tuple[str, ...]] = {}
-        self._gangs: dict[str, _Gang] = {}
+        self._miss: dict[str, dict[str, Miss]] = {}
+        self._gangs: dict[str, Gang] = dict(gangs or {})
         self._gang_misses: dict[str, GangMiss] = {}  # one per reason
-        self._estimates: dict[tuple[str, str], Amounts] = {}  # (workload, pool) -> its gang's
+        # (workload, pool) -> its gang's estimate
+        self._estimates: dict[tuple[str, str], Amounts] = {}
         # Misses by what decides them, with the state they were found in (``_try``).
-        self._shapes: dict[str, tuple[object, ...]] = {}
         self._missed_at: dict[tuple[object, ...], tuple[int, Miss]] = {}
         self.pending = sorted(
             (w for w in self.state.workloads.values() if not w.running), key=order
@@ -135,11 +123,18 @@ class _Cycle(Reclaiming):
         # without walking everybody's.
         self.preemptible_in: dict[str, list[Workload]] = {}
         self.preemptible_of: dict[tuple[str, str], list[Workload]] = {}
+        self.preemptible_by_project: dict[str, dict[str, list[Workload]]] = {}
+        self.giving_up_rank: dict[str, int] = {}
+        self._candidate_of: dict[tuple[str, bool], Candidate] = {}
+        self._nodes_of: dict[str, tuple[NodeState, ...]] = {}
         running = (w for w in self.state.workloads.values() if w.running and w.is_preemptible)
-        for workload in in_giving_up_order(running):
+        for rank, workload in enumerate(in_giving_up_order(running)):
+            self.giving_up_rank[workload.id] = rank
             for pool in sorted({g.node.pool for g in self.state.holdings[workload.id]}):
                 self.preemptible_in.setdefault(pool, []).append(workload)
                 self.preemptible_of.setdefault((pool, workload.project), []).append(workload)
+                of_pool = self.preemptible_by_project.setdefault(pool, {})
+                of_pool.setdefault(workload.project, []).append(workload)
 
     def run(self) -> Decisions:
         over_quota = [w for w in self.pending if self._admit_in_quota(w)]
@@ -208,9 +203,14 @@ class _Cycle(Reclaiming):
         pass 1: it may still run over quota on free capacity in pass 2.
         """
         pools = workload.node_pools or self.all_pools
-        if any(self._place(workload, pool, rule) for pool in pools):
-            return True
-        if not any(self.preemptible_in.get(pool) for pool in pools):
+        for pool in pools:
+            if self._place(workload, pool, rule):
+                return True
+        preemptible_in = self.preemptible_in
+        for pool in pools:
+            if preemptible_in.get(pool):
+                break
+        else:
             return False  # nobody to preempt (what follows would only find that out)
         if rule == "deserved" and workload.is_preemptible:
             pools = tuple(
@@ -221,16 +221,23 @@ class _Cycle(Reclaiming):
         return any(self._place_with_preemption(workload, pool, rule) for pool in pools)
 
     def _place(self, workload: Workload, pool: str, rule: Rule) -> bool:
-        keep = self._gang_of(workload).in_order
-        result = self._try(workload, pool, rule, keep=keep)
-        if isinstance(result, (QuotaMiss, GangMiss)):
-            key = (workload.id, pool)
-            if key not in self._miss:
-                self._missed_in[workload.id] = (*self._missed_in.get(workload.id, ()), pool)
-            self._miss[key] = result
-            return False
-        self._commit(workload, pool, result, taken=keep)
-        return True
+        gang = self._gangs.get(workload.id) or self._gang_of(workload)
+        known = None
+        if self.remember_misses:  # ``_try``'s memory, looked up here first: most tries
+            known = self._missed_at.get((gang.shape, workload.project, pool, rule))
+        if known is not None and known[0] == self.state.journal.version:
+            result: list[Grant] | Miss = known[1]
+        else:
+            result = self._try(workload, pool, rule, keep=gang.in_order)
+        if isinstance(result, list):
+            self._commit(workload, pool, result, taken=gang.in_order)
+            return True
+        misses = self._miss.get(workload.id)
+        if misses is None:
+            self._miss[workload.id] = {pool: result}
+        else:
+            misses[pool] = result  # (a pool keeps its place: the order it first missed in)
+        return False
 
     def _try(
         self,
@@ -261,7 +268,7 @@ class _Cycle(Reclaiming):
             gang = self._gang_of(workload)
             pods, order = gang.pods, gang.order
             if explained and self.remember_misses:
-                memo = (self._shape(workload, pods), workload.project, pool, rule)
+                memo = (gang.shape, workload.project, pool, rule)
                 version = self.state.journal.version
                 known = self._missed_at.get(memo)
                 if known is not None and known[0] == version:
@@ -274,14 +281,6 @@ class _Cycle(Reclaiming):
         if memo is not None and not isinstance(result, list):
             self._missed_at[memo] = (version, result)
         return result
-
-    def _shape(self, workload: Workload, pods: tuple[PodRequest, ...]) -> tuple[object, ...]:
-        """What of a gang decides its trials: each pod's request in gang order (and the
-        pods' names when they differ, since a reason then names one)."""
-        shape = self._shapes.get(workload.id)
-        if shape is None:
-            shape = self._shapes[workload.id] = gang_signature(pods)
-        return shape
 
     def _trial(
         self,
@@ -307,8 +306,11 @@ class _Cycle(Reclaiming):
             if gang_miss is None:  # thousands of workloads wait for the same reasons
                 gang_miss = self._gang_misses[reason] = GangMiss(reason)
             return gang_miss
-        # The quota check reads the book only, which placing does not touch.
-        miss = self._quota_miss(workload, pool, grants_amounts(result), rule)
+        # The quota check reads the book only, which placing does not touch; where
+        # the grants sum to the estimate itself, it is the check that just passed.
+        miss = None
+        if not estimate_is_exact(pods):
+            miss = self._quota_miss(workload, pool, grants_amounts(result), rule)
         if miss or not keep:
             self.state.rollback(mark)
         return miss or result
@@ -339,25 +341,15 @@ class _Cycle(Reclaiming):
 
     def _misses(self, workload: Workload) -> list[tuple[str, Miss]]:
         """(pool, why it missed there) for each pool the workload missed in."""
-        wid = workload.id
-        return [(pool, self._miss[wid, pool]) for pool in self._missed_in[wid]]
+        return list(self._miss[workload.id].items())
 
     def _gang(self, workload: Workload) -> tuple[PodRequest, ...]:
         return self._gang_of(workload).pods
 
-    def _gang_of(self, workload: Workload) -> _Gang:
+    def _gang_of(self, workload: Workload) -> Gang:
         gang = self._gangs.get(workload.id)
         if gang is None:
-            if len(workload.pods) == 1:  # most workloads
-                gang = _Gang(workload.pods, _FIRST, True)
-            else:
-                pods = workload.pods[: workload.gang_size]
-                if len(set(self._shape(workload, pods))) == 1:
-                    order: tuple[int, ...] = tuple(range(len(pods)))  # fill_order's, for less
-                else:
-                    order = tuple(fill_order(pods))
-                gang = _Gang(pods, order, order == tuple(range(len(pods))))
-            self._gangs[workload.id] = gang
+            gang = self._gangs[workload.id] = gang_of(workload)
         return gang
 
     def _estimate(

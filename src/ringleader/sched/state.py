@@ -36,7 +36,8 @@ class CycleState:
         self.holdings: dict[str, tuple[Grant, ...]] = dict.fromkeys(self.workloads, ())
         pools = sorted(self.cluster.pools, key=lambda p: (p != DEFAULT_POOL, p))
         self.all_pools = pools or [DEFAULT_POOL]  # no nodes: still a pool to explain
-        self._device_memory = {p: self.cluster.max_device_memory(p) for p in self.cluster.pools}
+        # The largest device of each pool (estimates count a memory share of it).
+        self.device_memory = {p: self.cluster.max_device_memory(p) for p in self.cluster.pools}
         for workload in self.workloads.values():
             if workload.running:
                 pods = {p.name: p for p in workload.pods}
@@ -86,7 +87,7 @@ class CycleState:
         # in the same order, so the same floats, at a third of the cost (it runs for
         # every pending workload's gang, up to 64 pods each).
         gpus, cores, memory = ZERO
-        largest = self._device_memory.get(pool, 0)
+        largest = self.device_memory.get(pool, 0)
         for pod in pods:
             if pod.gpu_portion is not None:
                 share = pod.gpu_portion

@@ -67,6 +67,10 @@ class PlacementPolicy:
     candidates: Callable[[Sequence[NodeKey], float], Iterator[str]]
     # A device's rank for a fraction: lowest first; ties go to the position.
     device_rank: Callable[[float, int], float]
+    # True when whether ``candidates`` yields a node depends on that node's key
+    # alone (not on the other nodes'): then a node whose free row did not change
+    # stays in or out, which lets reclaim skip trials that cannot succeed.
+    per_node_candidates: bool = False
 
 
 # name -> "module:attribute" of a built-in, imported on first use.

@@ -60,4 +60,5 @@ POLICY = PlacementPolicy(
     node_key=node_key,
     candidates=candidates,
     device_rank=device_rank,
+    per_node_candidates=True,
 )
