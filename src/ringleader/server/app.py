@@ -21,28 +21,25 @@ import anyio
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from ringleader import __version__
 from ringleader.errors import InvalidSpec, RingleaderError
 from ringleader.launch.ssh import SSHOptions
-from ringleader.server import admission, auth, inventory, limits, node_kinds, registry, ui
-from ringleader.server.accounts import accounts_for
+from ringleader.server import admission, auth, limits, registry, ui
+from ringleader.server.acting import Acting
 from ringleader.server.admission import Admission
 from ringleader.server.backends import BackendContext, BackendSet
 from ringleader.server.backends.base import Backend, ImagePolicy
-from ringleader.server.backends.ssh import NodeBook, SSHNode
-from ringleader.server.background import Background, World
-from ringleader.server.background.heartbeats import NodeMonitor
+from ringleader.server.backends.ssh import NodeBook
 from ringleader.server.config import ServerConfig
 from ringleader.server.db import Database, open_database
-from ringleader.server.engine_pools import EngineNodes
+from ringleader.server.ha import fence, gate, lease
+from ringleader.server.ha import setup as ha_setup
+from ringleader.server.ha.elector import ACTIVE, Elector
 from ringleader.server.http_status import status_of
 from ringleader.server.limits import BodyLimit, JsonBounds
 from ringleader.server.migrate import upgrade
-from ringleader.server.models import Node
 from ringleader.server.ratelimit import KeyChecks, RateLimited, TokenLimits
 from ringleader.server.routers import assets as asset_routes
 from ringleader.server.routers import auth as auth_routes
@@ -51,6 +48,8 @@ from ringleader.server.routers import docs, nodes, projects, users, workloads
 from ringleader.server.routers import exec as exec_routes
 from ringleader.server.services import clusters, reader_process
 from ringleader.server.services.logs import FollowSlots
+from ringleader.server.services.ui_live import LiveCache
+from ringleader.server.services.workload_changes import WorkloadChanges
 from ringleader.server.ssh_nodes import probe_node
 from ringleader.server.ui.session import SESSION_COOKIE
 from ringleader.server.validation import body_checked_off_loop, validation_error
@@ -72,6 +71,13 @@ def _error_response(request: Request, exc: RingleaderError) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
+def _not_active(request: Request, exc: fence.NotActive) -> JSONResponse:
+    """A write that reached a server which is not (or no longer) the active one:
+    nothing was stored; the client retries, there or at the active (``ha.gate``)."""
+    body, headers = gate.refusal(exc)
+    return JSONResponse(body, status_code=503, headers=headers)
+
+
 def _integrity_error(request: Request, exc: IntegrityError) -> JSONResponse:
     """A write that lost a race to a concurrent one (e.g. two workloads given the
     same name at the same moment on PostgreSQL): nothing was stored."""
@@ -91,19 +97,6 @@ class _JSON(JSONResponse):
             return super().render(content)
         except UnicodeEncodeError:
             return json.dumps(content, ensure_ascii=True, allow_nan=False).encode()
-
-
-def ssh_nodes(database: Database) -> Callable[[], dict[str, SSHNode]]:
-    """What fills the SSH backend's book of login targets: the nodes table."""
-
-    def load() -> dict[str, SSHNode]:
-        with database.reader() as s:
-            rows = s.execute(
-                select(Node.name, Node.ssh, Node.address).where(Node.kind == node_kinds.SSH)
-            ).all()
-        return {name: SSHNode(ssh or name, address or name) for name, ssh, address in rows}
-
-    return load
 
 
 def create_app(config: ServerConfig | None = None, backend: Backend | None = None) -> FastAPI:
@@ -130,6 +123,14 @@ def create_app(config: ServerConfig | None = None, backend: Backend | None = Non
     return app
 
 
+# A full (generation 2) collection walks every object the server holds that start-up
+# did not freeze: ~250 ms with 1,000 log follows and 200 UI clients open, every ~2 s
+# under load at CPython's default (10 younger collections each), and every /healthz
+# caught behind one waited it out (p99 250 ms). After 100 it runs ~10x less often
+# (the p99 ~60 ms); cycles of garbage wait that much longer to be freed (issue 27).
+FULL_COLLECTION_EVERY = 100
+
+
 def _lifespan(
     config: ServerConfig, book: NodeBook
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -141,49 +142,38 @@ def _lifespan(
         config.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         anyio.to_thread.current_default_thread_limiter().total_tokens = admission.THREADS
         app.state.cluster = clusters.load_or_create(config.data_dir)  # its UUID is stable
+        electing = ha_setup.check(config.ha, url)
         upgrade(url)
-        database = open_database(url)
+        holder = ha_setup.server_id(config.data_dir) if electing else ""
+        database = open_database(url, lease.connect_args(holder) if electing else None)
         app.state.sessions, app.state.readers = database.writer, database.reader
+        # The UI's pages and totals, shared between viewers until a workload changes.
+        app.state.workload_changes = WorkloadChanges.watching(database.writer)
+        app.state.live_pages = LiveCache(app.state.workload_changes)
         app.state.key_checks = KeyChecks(warm=auth.dummy_hash)  # the token endpoint's threads
-        with app.state.sessions() as session, session.begin():
-            _first_rows(session, config, app.state.backend)
-        book.load_with(ssh_nodes(database))
-        world = World(
-            database,
-            app.state.backends,
-            config.runs_dir,
-            config.placement,
-            server_url=config.url,
-            pod_token_ttl_s=config.pod_token_ttl_s,
-            accounts=accounts_for(config),
-        )
-        background = app.state.background = Background(world, interval_s=config.loop_interval_s)
-        engine_nodes = EngineNodes(database, app.state.backends.all, background.wake)
-        engine_nodes.refresh()  # a Slurm partition's nodes are there before the first cycle
-        monitor = NodeMonitor(database, app.state.node_python, app.state.ssh, background.wake)
-
-        def nodes_changed() -> None:
-            book.refresh()
-            monitor.refresh()
-            background.wake()
-
-        app.state.nodes_changed = nodes_changed
-        if config.background:
-            background.start()
-            monitor.start()
-            engine_nodes.start()
+        acting = Acting(app, config, database, book)
+        elector = _elector(config, url, holder, database, acting) if electing else None
+        app.state.ha = elector
+        if elector is None:
+            acting.start()
+        else:
+            elector.settle(timeout_s=max(10.0, 3 * config.lease_ttl_s))
+            elector.start()
         # Everything made so far (the app, its routes, SQLAlchemy's mappers) lives as
         # long as the server: out of the collector's sight, a full collection no longer
         # walks it, which made every ~75th request wait ~90 ms.
         gc.collect()
         gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(thresholds[0], thresholds[1], FULL_COLLECTION_EVERY)
         try:
             yield
         finally:
+            gc.set_threshold(*thresholds)
             app.state.stopping.set()
-            engine_nodes.stop()
-            monitor.stop()
-            background.stop()
+            if elector is not None:
+                elector.stop()  # steps down (loops stopped), hands the lease back
+            acting.stop()
             app.state.key_checks.shutdown()
             reader_process.READER.close()  # the metrics reader ends with the server
             limits.CHECKER.close()  # and so does the body checker
@@ -192,23 +182,29 @@ def _lifespan(
     return lifespan
 
 
-def _first_rows(session: Session, config: ServerConfig, backend: Backend) -> None:
-    """The admin and its credentials file on a fresh home; the declared nodes."""
-    auth.bootstrap(
-        session, config.data_dir / "credentials.json", f"http://{config.host}:{config.port}"
+def _elector(
+    config: ServerConfig, url: str, holder: str, database: Database, acting: Acting
+) -> Elector:
+    """This server's part in the election: fenced writes, a lease of its own."""
+    current = fence.Fence()
+    for engine in database.engines:
+        fence.install(engine, current)
+    advertised = config.advertise_url or config.url
+    store = lease.LeaseStore(url, holder, advertised, config.lease_ttl_s)
+    return Elector(
+        store,
+        current,
+        renew_s=config.lease_renew_s,
+        ttl_s=config.lease_ttl_s,
+        on_active=acting.start,
+        on_standby=acting.stop,
     )
-    declared = config.nodes
-    if declared is None:
-        here = inventory.local_node(getattr(backend, "node", "localhost"))
-        # A default backend with nodes of its own (Slurm's) makes this a head node.
-        own = backend.capabilities.engine_nodes
-        declared = [here] if config.local_node and not own else []
-    inventory.sync_nodes(session, declared)
 
 
 def _state(app: FastAPI, config: ServerConfig, backend: Backend | None, book: NodeBook) -> None:
     """What routes find on ``app.state`` before the lifespan opens the database."""
     app.state.config = config
+    app.state.ha = None  # the lifespan's Elector when this server takes part in one
     app.state.token_limits = TokenLimits()  # POST /api/v1/token's bounds (ratelimit.py)
     app.state.follows = FollowSlots(config.max_follows_per_user)  # open logs?follow per user
     # Set when the server shuts down: open streams (logs?follow) end on it.
@@ -233,6 +229,7 @@ def _handlers_and_limits(app: FastAPI, config: ServerConfig) -> None:
     app.add_exception_handler(RingleaderError, _error_response)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(IntegrityError, _integrity_error)  # type: ignore[arg-type]
+    app.add_exception_handler(fence.NotActive, _not_active)  # type: ignore[arg-type]
     app.add_middleware(JsonBounds)  # inside BodyLimit: sees whole bodies within the bound
     app.add_middleware(
         BodyLimit,
@@ -246,12 +243,31 @@ def _handlers_and_limits(app: FastAPI, config: ServerConfig) -> None:
         follows=config.max_follows_per_user,
         session_cookie=f"{SESSION_COOKIE}=".encode(),
     )
+    # Outside even that: a standby refuses a write before it queues or reads a byte.
+    app.add_middleware(
+        gate.StandbyGate,
+        active=lambda: _role(app) != "standby",
+        active_url=lambda: getattr(app.state.ha, "active_url", None),
+    )
+
+
+def _role(app: FastAPI) -> str:
+    """``single`` (no election), ``active`` or ``standby`` (``server/ha``)."""
+    elector: Elector | None = getattr(app.state, "ha", None)
+    if elector is None:
+        return "single"
+    return "active" if elector.role == ACTIVE and elector.fence.epoch() is not None else "standby"
 
 
 def _routes(app: FastAPI) -> None:
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:  # on the loop: no worker thread to wait for
-        return {"status": "ok", "version": __version__}
+        """``role``: ``single``, ``active`` or ``standby`` (a standby takes no writes);
+        ``active``: where the active answers, when this server knows."""
+        body = {"status": "ok", "version": __version__, "role": _role(app)}
+        if (active := getattr(app.state.ha, "active_url", None)) is not None:
+            body["active"] = active
+        return body
 
     app.include_router(auth_routes.router)
     app.include_router(projects.router)

@@ -157,9 +157,11 @@ class Database:
             engine.dispose()
 
 
-def open_database(url: str) -> Database:
+def open_database(url: str, connect_args: dict[str, Any] | None = None) -> Database:
+    """The server's sessions on ``url``; ``connect_args`` (PostgreSQL): libpq settings
+    for its connections (``server/ha`` names them and bounds a partition's hang)."""
     if not is_sqlite(url):
-        engine = make_engine(url)
+        engine = make_engine(url, connect_args=connect_args or {})
         return Database(session_factory(engine), session_factory(engine), (engine,))
     writer = make_engine(url, pool_size=1, max_overflow=0, pool_timeout=WRITER_WAIT_S)
     reader = make_engine(url, read_only=True)

@@ -194,9 +194,44 @@ class Workload(Base):
             sqlite_where=text("deleted_at IS NULL"),
             postgresql_where=text("deleted_at IS NULL"),
         ),
-        # The list's sorts and its commonest filter (migration 0002).
+        # The list's sorts (migration 0002).
         Index("ix_workloads_name_id", "name", "id"),
-        Index("ix_workloads_phase_created_at", "phase", "created_at"),
+        # The list's filters by phase and by project and phase, newest first, and their
+        # counts (migration 0010): partial on the live rows, as the list asks for them,
+        # so a page's total is counted in the index alone (docs/control-plane.md).
+        Index(
+            "ix_workloads_live_phase_created_at",
+            "phase",
+            "created_at",
+            "id",
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+        Index(
+            "ix_workloads_live_project_id_phase_created_at",
+            "project_id",
+            "phase",
+            "created_at",
+            "id",
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+        Index(
+            "ix_workloads_live_project_id_created_at",
+            "project_id",
+            "created_at",
+            "id",
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+        Index(
+            "ix_workloads_live_phase_name",
+            "phase",
+            "name",
+            "id",
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
         # The sorts by the table's Pods, GPU and CPU columns (migration 0008).
         Index("ix_workloads_running_pods_id", "running_pods", "id"),
         Index("ix_workloads_requested_pods_id", "requested_pods", "id"),
@@ -389,3 +424,16 @@ class Asset(Base):
     updated_at: Mapped[datetime] = _updated_at()
 
     project: Mapped[Project | None] = relationship()
+
+
+class ServerLease(Base):
+    """The lease that says which server is active (``server/ha``): one row, read and
+    written by the election in SQL of its own; here so migrations match the models."""
+
+    __tablename__ = "server_lease"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    epoch: Mapped[int] = mapped_column(BigInteger)  # bumped by every take-over
+    holder: Mapped[str] = mapped_column(String(64))  # the active server's id
+    url: Mapped[str] = mapped_column(String(500))  # where the holder answers
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())  # the database's clock

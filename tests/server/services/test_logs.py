@@ -3,34 +3,19 @@ backend that placed it, which a Pending workload does not have yet."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 from sqlalchemy import select
 
 from ringleader.errors import TooManyRequests
-from ringleader.server import auth, inventory
 from ringleader.server.backends.base import LogLine
-from ringleader.server.db import Database, default_database_url, open_database
-from ringleader.server.migrate import upgrade
+from ringleader.server.db import Database
 from ringleader.server.models import User, Workload
 from ringleader.server.services import workloads as svc
 from ringleader.server.services.logs import FollowSlots, log_text
 from ringleader.spec import WorkloadSpec
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    url = default_database_url(tmp_path)
-    upgrade(url)
-    database = open_database(url)
-    with database.writer() as s, s.begin():
-        auth.bootstrap(s, tmp_path / "credentials.json", "http://x")
-        inventory.sync_nodes(s, inventory.simulated_nodes("1x2gpu"))
-    yield database
-    database.dispose()
 
 
 class Lines:

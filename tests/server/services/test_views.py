@@ -4,34 +4,17 @@ bootstrapped as the server does it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import select
 
 from ringleader.errors import NotFound
-from ringleader.server import auth, inventory, phases
-from ringleader.server.db import Database, default_database_url, open_database
-from ringleader.server.migrate import upgrade
+from ringleader.server import phases
+from ringleader.server.db import Database
 from ringleader.server.models import Pod, User, Workload
 from ringleader.server.schemas import EventOut, PodOut, WorkloadOut
 from ringleader.server.services import node_views, views
 from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
-    """A migrated database with the first-run admin and one simulated 2-GPU node."""
-    url = default_database_url(tmp_path)
-    upgrade(url)
-    database = open_database(url)
-    with database.writer() as s, s.begin():
-        auth.bootstrap(s, tmp_path / "credentials.json", "http://x")
-        inventory.sync_nodes(s, inventory.simulated_nodes("1x2gpu"))
-    yield database
-    database.dispose()
 
 
 def _running_workload(database: Database) -> str:

@@ -11,76 +11,12 @@ from urllib.parse import urlencode
 import pytest
 
 from ringleader.server import phases
-from ringleader.server.auth import create_access_key
 from ringleader.server.db import utcnow
-from ringleader.server.models import Pod, Project, ProjectMember, User, Workload
-from ringleader.server.services.workloads import requested
-from ringleader.spec import WorkloadSpec
+from ringleader.server.models import Pod, Workload
 from tests.conftest import wait_until
+from tests.helpers.workloads_page import insert, names, researcher
 from tests.server.conftest import API
 from tests.server.ui.forms import FETCH, HTML, login
-
-
-def insert(api: API, rows: list[dict[str, Any]]) -> list[str]:
-    """Workload rows straight into the database (ended phases: the loops leave them be)."""
-    ids = []
-    with api.client.app.state.sessions() as s, s.begin():
-        admin = s.query(User).filter_by(is_admin=True).first()
-        for i, row in enumerate(rows):
-            project = s.query(Project).filter_by(name=row.get("project", "default")).one()
-            name = row["name"]
-            spec = {
-                "name": name,
-                "projectId": project.id,
-                "spec": {
-                    "command": "true",
-                    "numWorkers": row.get("workers", 1),
-                    "compute": row.get("compute", {}),
-                },
-            }
-            workload = Workload(
-                name=name,
-                project_id=project.id,
-                created_by=row.get("created_by", admin.id),
-                spec=spec,
-                framework="PyTorch",
-                desired_phase="Stopped",
-                phase=row.get("phase", "Completed"),
-                created_at=utcnow() - timedelta(minutes=len(rows) - i),
-                completed_at=row.get("completed_at"),
-                **requested(WorkloadSpec.from_stored(spec)),  # as submit stores them
-            )
-            s.add(workload)
-            s.flush()
-            for index in range(row.get("running", 0)):
-                pod = Pod(
-                    workload_id=workload.id,
-                    name=f"{name}-worker-{index}",
-                    role="worker",
-                    index=index,
-                    node="local",
-                )
-                s.add(pod)
-                s.flush()
-                phases.transition_pod(s, pod, "Running")  # the door counts it on the row
-            ids.append(workload.id)
-    return ids
-
-
-def researcher(api: API, name: str, project: str) -> tuple[str, str]:
-    """A non-admin member of a new ``project``; its access key."""
-    with api.client.app.state.sessions() as s, s.begin():
-        user = User(name=name, is_admin=False)
-        target = Project(name=project, resources=[])
-        s.add_all([user, target])
-        s.flush()
-        s.add(ProjectMember(project_id=target.id, user_id=user.id, role="researcher"))
-        key = create_access_key(s, user)
-    return key.client_id, key.client_secret
-
-
-def names(html: str) -> list[str]:
-    return re.findall(r'<td data-label="Workload"><a href="/workloads/\w+">([^<]+)</a>', html)
 
 
 def phase_of(api: API, workload_id: str) -> str:
@@ -172,9 +108,8 @@ for _row in SIZED:
 
 
 def expected(ids: dict[str, str], figure: dict[str, float], order: str) -> list[str]:
-    """Names by ``figure`` in ``order``; ties by id ascending either way (the second key)."""
-    sign = -1 if order == "desc" else 1
-    return sorted(ids, key=lambda name: (sign * figure[name], ids[name]))
+    """Names by ``figure`` in ``order``; ties by id in the same order (the second key)."""
+    return sorted(ids, key=lambda name: (figure[name], ids[name]), reverse=order == "desc")
 
 
 @pytest.mark.parametrize("order", ["asc", "desc"])
@@ -406,7 +341,12 @@ def test_live_update_is_tiny_when_nothing_changed_and_sends_only_changed_rows(ap
     assert len(same.content) < 100
     with api.client.app.state.sessions() as s, s.begin():
         s.get(Workload, first).phase_message = "touched"  # any change moves updated_at
-    body = api.client.get(live, headers=FETCH).json()
+    # Seen within LiveCache's LIVE_TTL_S (what the page holds is shared for that long).
+    body: Any = wait_until(
+        lambda: (got := api.client.get(live, headers=FETCH).json()).get("order") and got,
+        10,
+        "the live update to see the change",
+    )
     assert body["v"] != version and body["range"] == "1–2 of 2"
     assert len(body["order"]) == 2
     assert body["order"][0] in have.split(".")  # "still" (the newer) is kept as it is

@@ -76,6 +76,15 @@ class BackendCalls:
             else ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ringleader-{name}")
         )
         self._slow_logged: set[str] = set()
+        self._cpu_s = 0.0  # the calls' CPU time, summed (``cpu_spent``)
+        self._cpu_lock = threading.Lock()
+
+    def cpu_spent(self) -> float:
+        """CPU seconds the calls run on the workers have used so far, in total: the
+        pipeline paces its passes on it too (``pipeline.PACE``), since its polls, starts
+        and stops run here, not on its own thread."""
+        with self._cpu_lock:
+            return self._cpu_s
 
     def run(self, workload_id: str, what: str, call: Callable[[], object]) -> bool:
         """Run ``call`` for ``workload_id`` unless a call for it is in flight (False).
@@ -95,6 +104,7 @@ class BackendCalls:
 
     def _guarded(self, workload_id: str, what: str, call: Callable[[], object]) -> None:
         changed: object = True
+        cpu = time.thread_time()
         try:
             changed = call()
         except Exception:  # one workload's failure never stops the others'
@@ -102,6 +112,8 @@ class BackendCalls:
         finally:
             self.busy.release(workload_id)
             self._slow_logged.discard(workload_id)
+            with self._cpu_lock:
+                self._cpu_s += time.thread_time() - cpu
         # A call that wrote nothing (most polls) wakes nobody: waking every pipeline
         # after every poll kept them all busy (and the cores) with nothing to do.
         if changed is not False:

@@ -66,9 +66,14 @@ class World:
 
 
 def act(world: World, workload_id: str, change: Callable[[Session, Workload], object]) -> None:
-    """Apply ``change`` to the current row of ``workload_id`` in one short write."""
+    """Apply ``change`` to the current row of ``workload_id`` in one short write.
+
+    The row is read ``FOR UPDATE`` (PostgreSQL; SQLite's one writer serializes whole
+    transactions): a change decided on a phase read before a user's delete committed
+    would otherwise overwrite it (a poll's Running over Deleting, a lost update that
+    left a deleted workload running for good)."""
     with world.sessions() as s, s.begin():
-        workload = s.get(Workload, workload_id)
+        workload = s.get(Workload, workload_id, with_for_update=True)
         if workload is not None:
             change(s, workload)
 
@@ -118,6 +123,7 @@ class Pipeline:
         self.calls.shutdown()
 
     def _run(self) -> None:
+        calls_cpu = self.calls.cpu_spent()
         while not self._stop.is_set():
             started, cpu = time.monotonic(), time.thread_time()
             try:
@@ -126,10 +132,21 @@ class Pipeline:
             except Exception:  # keep going: one bad pass must not stop the server
                 log.exception("%s pass failed", self.name)
             # Gather a burst of wake-ups into one pass at most every MIN_PASS_GAP_S, and
-            # leave at least PACE times a pass's own CPU time before the next: a pass
-            # reads every workload it acts on, and a burst of submissions wakes it
-            # constantly; without this the pipelines took the cores from the API.
-            gap = max(MIN_PASS_GAP_S, PACE * (time.thread_time() - cpu))
+            # leave at least PACE times the CPU time spent before the next: a pass reads
+            # every workload it acts on, and a burst of submissions wakes it constantly;
+            # without this the pipelines took the cores from the API. What is spent is
+            # the pass's own and its calls' (the polls of every workload it handed to
+            # its workers since the last pass: unpaced, they were most of it).
+            done = self.calls.cpu_spent()
+            gap = pass_gap(time.thread_time() - cpu, done - calls_cpu)
+            calls_cpu = done
             self.wake.wait(self.interval_s)
             self._stop.wait(max(0.0, gap - (time.monotonic() - started)))
             self.wake.clear()
+
+
+def pass_gap(pass_cpu_s: float, calls_cpu_s: float) -> float:
+    """Seconds from one pass's start to the next's, at least: MIN_PASS_GAP_S, or PACE
+    times the CPU the pass and its calls used, so a pipeline kept busy uses about
+    1 / (1 + PACE) of a core however much it hands to its workers."""
+    return max(MIN_PASS_GAP_S, PACE * (pass_cpu_s + calls_cpu_s))

@@ -48,6 +48,9 @@ class Placing(Pipeline):
         super().__init__(world, **options)
         self._scheduled_over: frozenset[tuple[str, str]] = frozenset()
         self._scheduled_at = 0.0
+        # The same decisions as sched.schedule, reusing what did not change since
+        # the last cycle (an equal snapshot: the last answer).
+        self._scheduler = sched.IncrementalScheduler()
 
     def run_once(self) -> None:
         with self.world.readers() as s:
@@ -74,7 +77,7 @@ class Placing(Pipeline):
             loaded = load_snapshot(s, self.world.strategy)
         if not loaded.waiting:
             return
-        decisions = sched.schedule(loaded.snapshot)
+        decisions = self._scheduler.schedule(loaded.snapshot)
         waits = set()
         for preemption in decisions.preemptions:
             waits.add(preemption.for_workload)
@@ -108,7 +111,8 @@ class Placing(Pipeline):
     def _note_pending(self, reasons: dict[str, str], why: str = "Unschedulable") -> None:
         """Why the scheduler left these Pending, in one write."""
         with self.world.sessions() as s, s.begin():
-            for w in s.scalars(select(Workload).where(Workload.id.in_(list(reasons)))):
+            locked = select(Workload).where(Workload.id.in_(list(reasons))).with_for_update()
+            for w in s.scalars(locked):  # as ``act``: no reason over a user's newer change
                 phases.note_pending(s, w, why, reasons[w.id])
 
     def _still_waiting(self, workload_id: str) -> bool:

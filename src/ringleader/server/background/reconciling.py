@@ -24,7 +24,7 @@ and the write transaction applies it as computed again on the fresh row.
 from __future__ import annotations
 
 from sqlalchemy import or_, select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, defer, selectinload
 
 from ringleader.server import phases
 from ringleader.server.backends.base import Backend, BackendStatus
@@ -49,9 +49,12 @@ class Reconciling(Pipeline):
                     )
                 ).all()
             )
+            # The spec (JSON, the row's largest column) is not read here: a poll needs
+            # the handle, the phase and the pods; a write that needs the spec (the
+            # backoff limit of a failed gang) reads its own fresh row in ``act``.
             workloads = s.scalars(
                 select(Workload)
-                .options(selectinload(Workload.pods))
+                .options(defer(Workload.spec), selectinload(Workload.pods))
                 .where(
                     Workload.deleted_at.is_(None),
                     Workload.handle.is_not(None),

@@ -17,7 +17,7 @@ from ringleader.server.schemas import (
     ProjectUpdate,
 )
 from ringleader.server.services import projects, views
-from ringleader.server.services.workloads import MAX_OFFSET
+from ringleader.server.services.workload_list import MAX_OFFSET
 
 router = APIRouter(prefix="/api/v1/org-unit/projects", tags=["projects"])
 

@@ -15,7 +15,7 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session
 from starlette.types import Receive, Scope, Send
 
-from ringleader.server.deps import current_user, get_session
+from ringleader.server.deps import Verified, current_user, get_session, verified_caller
 from ringleader.server.models import User
 from ringleader.server.routers.clusters import this_cluster_id
 from ringleader.server.schemas import (
@@ -26,17 +26,18 @@ from ringleader.server.schemas import (
     WorkloadList,
     WorkloadOut,
 )
-from ringleader.server.services import idempotency, views
+from ringleader.server.services import group_commit, idempotency, views
 from ringleader.server.services import workloads as svc
 from ringleader.server.services.logs import log_text
 from ringleader.server.services.metrics import MAX_POINTS, WorkloadMetrics, workload_metrics
+from ringleader.server.services.workload_list import MAX_OFFSET
 from ringleader.spec import WorkloadSpec
 
 router = APIRouter(prefix="/api/v1/workloads", tags=["workloads"])
 
 
 @router.post("/distributed", status_code=202, response_model=Accepted, response_model_by_alias=True)
-def submit(
+async def submit(
     body: WorkloadSpec,
     request: Request,
     idempotency_key: str | None = Header(
@@ -45,14 +46,26 @@ def submit(
         description="Sent again with the same body (a retry), the submission answers as "
         "the first did and makes no second workload; another body with it is a 422.",
     ),
-    user: User = Depends(current_user),
-    s: Session = Depends(get_session),
+    who: Verified = Depends(verified_caller),
 ) -> Accepted:
+    # The group commit's writer thread does the work (services/group_commit.py): the
+    # submissions that wait at once share a transaction; this waits on the loop.
     state = request.app.state
     key = idempotency.checked_key(idempotency_key)
-    accepted = svc.accept(
-        s, user, body, backends=state.backends, cluster=state.cluster, idempotency_key=key
-    )
+
+    def work(s: Session, isolated: bool) -> Accepted:
+        user = who.attach(s)
+        return svc.accept_in(
+            s,
+            user,
+            body,
+            backends=state.backends,
+            cluster=state.cluster,
+            idempotency_key=key,
+            isolated=isolated,
+        )
+
+    accepted = await group_commit.of(state).submit(work)
     state.background.submitted()
     return accepted
 
@@ -124,7 +137,7 @@ def list_all(
     filter_by: list[str] = Query(default=[], alias="filterBy"),
     sort_by: str = Query("createdAt", alias="sortBy"),
     sort_order: str = Query("desc", alias="sortOrder"),
-    offset: int = Query(0, ge=0, le=svc.MAX_OFFSET),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
     limit: int = Query(50, ge=1, le=500),
     view: Literal["summary", "full"] = Query(
         "summary", description="summary: specs without command, args and variables"
@@ -166,7 +179,7 @@ def pods(
 @router.get("/{workload_id}/events", response_model=EventList, response_model_by_alias=True)
 def events(
     workload_id: str,
-    offset: int = Query(0, ge=0, le=svc.MAX_OFFSET),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
     limit: int | None = Query(None, ge=1, le=10_000),
     sort_order: Literal["asc", "desc"] = Query("asc", alias="sortOrder"),
     cluster_id: str = Depends(this_cluster_id),

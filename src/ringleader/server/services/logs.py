@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, aclosing
 from datetime import datetime
 from typing import Any
 
@@ -120,13 +120,13 @@ def log_text(
 
     def finished() -> bool:
         """True once the workload ended; picks up the handle once it is admitted."""
-        with readers() as s2:
-            current = s2.get(Workload, wid)
-            if current is None:
-                return True
-            if state["handle"] is None and current.handle:
-                state["handle"], state["backend"] = current.handle, backends.named(current.backend)
-            return current.phase in (*FINAL, "Deleted")
+        current = phase_of(readers, wid)
+        if current is None:
+            return True
+        phase, handle, backend_name = current
+        if state["handle"] is None and handle:
+            state["handle"], state["backend"] = handle, backends.named(backend_name)
+        return phase in (*FINAL, "Deleted")
 
     def stream() -> Iterator[str]:
         sent = seen if seen is not None else {}
@@ -150,6 +150,53 @@ def log_text(
 # take the threads (or, through them, the database connections) other requests need.
 FOLLOW_THREADS = 2
 FOLLOW_BATCH = 1_000  # lines read per turn on a thread: memory stays this, not the log's
+# All open follows together read about this many times a second at most: past
+# FOLLOW_READS_PER_S * FOLLOW_POLL_S follows, each waits longer between reads, so a
+# thousand open follows cost the server what 400 reads a second cost, not 3,300.
+FOLLOW_READS_PER_S = 400
+_open_follows = [0]  # follows streaming in this process now (``_follow``)
+_open_lock = threading.Lock()
+
+
+def open_follows() -> int:
+    """How many ``follow`` streams this process has open."""
+    return _open_follows[0]
+
+
+def follow_wait(open_now: int, read_s: float) -> float:
+    """Seconds a follow waits before it reads again: FOLLOW_POLL_S; longer after a long
+    read (a follow reads at most a third of its time: a big log is read whole); and
+    longer while many are open, so that together they read FOLLOW_READS_PER_S a second."""
+    return max(FOLLOW_POLL_S, 2 * read_s, open_now / FOLLOW_READS_PER_S)
+
+
+# Each followed workload's phase, handle and backend, read once per FOLLOW_POLL_S
+# whatever the number of its followers (twenty people following one training run
+# make one database read, not twenty): (readers, id) -> (read at, answer).
+_PHASES: dict[tuple[object, str], tuple[float, tuple[str, str | None, str] | None]] = {}
+_PHASES_LOCK = threading.Lock()
+
+
+def phase_of(
+    readers: Callable[[], AbstractContextManager[Session]], workload_id: str
+) -> tuple[str, str | None, str] | None:
+    """(phase, handle, backend) of a workload, None once it is gone; at most
+    FOLLOW_POLL_S old (a follow then ends that much later, never earlier)."""
+    key = (readers, workload_id)
+    now = time.monotonic()
+    with _PHASES_LOCK:
+        cached = _PHASES.get(key)
+    if cached is not None and now - cached[0] < FOLLOW_POLL_S:
+        return cached[1]
+    with readers() as session:
+        row = session.get(Workload, workload_id)
+        answer = None if row is None else (row.phase, row.handle, row.backend)
+    with _PHASES_LOCK:
+        _PHASES[key] = (now, answer)
+        if len(_PHASES) > 64:  # forget workloads no follow asked about lately
+            for stale in [k for k, (t, _) in _PHASES.items() if now - t > 10 * FOLLOW_POLL_S]:
+                del _PHASES[stale]
+    return answer
 
 
 def _take(lines: Iterator[LogLine]) -> list[LogLine]:
@@ -168,6 +215,27 @@ async def _follow(
     """Follow's stream: each read (files, then one short database read) runs on
     ``threads``; between reads it waits on the event loop, holding no thread
     and no database connection."""
+    with _open_lock:
+        _open_follows[0] += 1
+    try:
+        lines = _follow_lines(fetch, unsent, finished, tail, timestamps, stopping, threads)
+        async with aclosing(lines):  # closed with this stream, not later by the collector
+            async for text in lines:
+                yield text
+    finally:
+        with _open_lock:
+            _open_follows[0] -= 1
+
+
+async def _follow_lines(
+    fetch: Callable[..., deque[LogLine]],
+    unsent: Callable[[dict[tuple[str, int, str], int]], Iterator[LogLine]],
+    finished: Callable[[], bool],
+    tail: int | None,
+    timestamps: bool,
+    stopping: threading.Event,
+    threads: anyio.CapacityLimiter,
+) -> AsyncIterator[str]:
     sent: dict[tuple[str, int, str], int] = {}
     if tail:  # the last ``tail`` lines first; without it, every line, in batches below
         for ln in await anyio.to_thread.run_sync(fetch, sent, tail, limiter=threads):
@@ -185,9 +253,7 @@ async def _follow(
         if done or stopping.is_set():
             return
         # The backend's files offer no change notification; the server's stop does.
-        # A read that took long (a big log is read whole) is followed by a longer
-        # wait, so a follow reads at most a third of its time.
-        wake = time.monotonic() + max(FOLLOW_POLL_S, 2 * (time.monotonic() - began))
+        wake = time.monotonic() + follow_wait(open_follows(), time.monotonic() - began)
         while True:  # in steps of FOLLOW_POLL_S, so a stop is seen within one
             await anyio.sleep(min(FOLLOW_POLL_S, max(0.0, wake - time.monotonic())))
             if stopping.is_set():

@@ -10,7 +10,12 @@ with the server; Slurm's run dir is shared by design); other backends report
 
 Derived here, from consecutive records of one rank and attempt: step time
 (seconds per step) and samples/s (the ``samples`` since the previous record
-over the time between them).  Bounds: at most ``MAX_POINTS`` points per
+over the time between them).  A record's ``comm`` (``runtime.prepare``'s
+timers: the seconds per step the rank waited for communication) splits the
+step: compute = step time - communication; ``stepSplit`` says it for the
+whole workload, from each rank's latest ``SPLIT_RECORDS`` records, and calls
+the job network-bound when communication is ``NETWORK_BOUND_SHARE`` of the
+step or more.  Bounds: at most ``MAX_POINTS`` points per
 series (consecutive records are merged into buckets: the last step, loss and
 scalars, the mean step time, the bucket's samples over its time), at most
 ``READ_CAP`` bytes of a file (a rank's file is capped smaller by ``report``),
@@ -37,6 +42,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from sqlalchemy.orm import Session
@@ -54,6 +60,8 @@ from ringleader.server.services.workloads import get
 MAX_POINTS = 500
 READ_CAP = MAX_FILE_BYTES + 1024 * 1024
 RESOURCES_READ_CAP = podstats.MAX_FILE_BYTES + 1024
+SPLIT_RECORDS = 20
+NETWORK_BOUND_SHARE = 1 / 3
 _FILE = re.compile(r"rank-(\d{1,6})\.attempt-(\d{1,6})\.jsonl")
 
 
@@ -65,6 +73,8 @@ class MetricPoint(Wire):
     samples: int | None = None
     samples_per_second: float | None = None
     step_time: float | None = None
+    comm_time: float | None = None  # seconds per step waiting on communication
+    compute_time: float | None = None  # the rest of the step: step time - comm time
     scalars: dict[str, float] = Field(default_factory=dict)
 
 
@@ -88,12 +98,23 @@ class PodResources(Wire):
     points: list[ResourcePoint]
 
 
+class StepSplit(Wire):
+    """Where a step's time goes, across ranks (their latest records' mean)."""
+
+    step_time: float  # seconds per step
+    compute_time: float  # forward, backward, optimizer, data: all but the wait below
+    comm_time: float  # the communication a step waited for (not hidden by compute)
+    bound: Literal["network", "compute"]
+    ranks: int
+
+
 class WorkloadMetrics(Wire):
     workload_id: str
     collected: bool  # False: this backend does not collect runtime.report's records
     series: list[RankSeries]
     resources: list[PodResources] = Field(default_factory=list)  # CPU and memory per pod
     total_samples_per_second: float | None = None  # the latest rate of every rank, summed
+    step_split: StepSplit | None = None  # None: no rank's model was timed (runtime.prepare)
     until: float | None = None  # the latest record's time: the next call's ``since``
     partial: bool = False  # a cap left files or bytes unread: the next call reads on
 
@@ -106,6 +127,7 @@ class _Raw:
     loss: float | None
     samples: int | None
     scalars: dict[str, float]
+    comm: float | None = None
     rate: float | None = None
     step_time: float | None = None
     dt: float | None = None
@@ -180,6 +202,7 @@ def _collect(
         files.setdefault(rank, []).append((attempt, name))
     series: list[RankSeries] = []
     latest_rates: dict[int, tuple[int, float]] = {}
+    splits: dict[int, tuple[int, float, float]] = {}  # rank -> (attempt, step, comm)
     until: float | None = None
     for rank in sorted(files):
         raw: list[_Raw] = []
@@ -195,6 +218,8 @@ def _collect(
             until = max(until or last.time, last.time)
             if last.rate is not None:
                 latest_rates[rank] = (last.attempt, last.rate)
+            if (split := _latest_split(raw)) is not None:
+                splits[rank] = split
         fresh = [r for r in raw if since is None or r.time > since]
         if not fresh and since is not None:
             continue
@@ -228,6 +253,7 @@ def _collect(
         series=series,
         resources=resources,
         total_samples_per_second=sum(rates) if rates else None,
+        step_split=_step_split(splits),
         until=until,
         partial=budget.partial,
     )
@@ -255,6 +281,7 @@ def _parse(lines: list[bytes], attempt: int) -> tuple[list[_Raw], bool]:
         if not isinstance(step, int) or not _finite(moment):
             continue
         loss = item.get("loss")
+        comm = item.get("comm")
         samples = item.get("samples")
         scalars = item.get("scalars")
         records.append(
@@ -263,6 +290,7 @@ def _parse(lines: list[bytes], attempt: int) -> tuple[list[_Raw], bool]:
                 step=step,
                 time=float(moment),
                 loss=float(loss) if _finite(loss) else None,
+                comm=float(comm) if _finite(comm) and comm >= 0 else None,
                 samples=samples if isinstance(samples, int) and samples >= 0 else None,
                 scalars={
                     str(k): float(v) for k, v in scalars.items() if _finite(v) and len(k) <= 64
@@ -314,6 +342,9 @@ def _point(bucket: list[_Raw]) -> MetricPoint:
     timed = [r for r in bucket if r.dt is not None and r.samples is not None]
     seconds = sum(r.dt or 0.0 for r in timed)
     counted = [r for r in bucket if r.samples is not None]
+    comms = [r.comm for r in bucket if r.comm is not None]
+    step_time = sum(step_times) / len(step_times) if step_times else None
+    comm = sum(comms) / len(comms) if comms else None
     return MetricPoint(
         attempt=last.attempt,
         step=last.step,
@@ -321,8 +352,44 @@ def _point(bucket: list[_Raw]) -> MetricPoint:
         loss=last.loss,
         samples=sum(r.samples for r in counted) if counted else None,
         samples_per_second=sum(r.samples or 0 for r in timed) / seconds if seconds > 0 else None,
-        step_time=sum(step_times) / len(step_times) if step_times else None,
+        step_time=step_time,
+        comm_time=comm,
+        compute_time=max(0.0, step_time - comm)
+        if step_time is not None and comm is not None
+        else None,
         scalars=last.scalars,
+    )
+
+
+def _latest_split(records: list[_Raw]) -> tuple[int, float, float] | None:
+    """(attempt, step time, comm time) of the latest attempt's last timed records."""
+    attempt = records[-1].attempt
+    timed = [
+        r
+        for r in records[-SPLIT_RECORDS * 2 :]
+        if r.attempt == attempt and r.comm is not None and r.step_time is not None
+    ][-SPLIT_RECORDS:]
+    if not timed:
+        return None
+    step = sum(r.step_time or 0.0 for r in timed) / len(timed)
+    return attempt, step, sum(r.comm or 0.0 for r in timed) / len(timed)
+
+
+def _step_split(splits: dict[int, tuple[int, float, float]]) -> StepSplit | None:
+    """The ranks' mean split (of the newest attempt); communication never exceeds the step."""
+    newest = max((a for a, _, _ in splits.values()), default=None)
+    chosen = [(step, comm) for a, step, comm in splits.values() if a == newest]
+    if not chosen:
+        return None
+    step = sum(s for s, _ in chosen) / len(chosen)
+    comm = min(step, sum(c for _, c in chosen) / len(chosen))
+    network = step > 0 and comm >= NETWORK_BOUND_SHARE * step
+    return StepSplit(
+        step_time=step,
+        compute_time=step - comm,
+        comm_time=comm,
+        bound="network" if network else "compute",
+        ranks=len(chosen),
     )
 
 

@@ -13,7 +13,9 @@ Invariants:
 - a page costs a fixed number of queries whatever its length (count, page,
   pods, names, phase changes), never one per row;
 - ``version`` changes whenever anything a row shows changes (a workload's or
-  one of its pods' ``updated_at``, the total, the page's membership).
+  one of its pods' ``updated_at``, the total, the page's membership);
+- the live update (``ui_live``) reads what a page holds from columns, shared
+  between viewers who see the same projects, and builds only the rows a browser lacks.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import hashlib
 import math
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
@@ -33,7 +36,7 @@ from ringleader.server import phases
 from ringleader.server.models import User, Workload
 from ringleader.server.schemas import WorkloadOut
 from ringleader.server.services import views
-from ringleader.server.services.workloads import MAX_OFFSET, list_workloads
+from ringleader.server.services.workload_list import MAX_OFFSET, TotalOf, list_workloads
 from ringleader.server.snapshot import holds, pod_asks
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
@@ -233,11 +236,8 @@ def visible_project_names(session: Session, user: User) -> dict[str, str]:
     return {p.name: p.id for p in views.projects(session, user)}
 
 
-def page_rows(
-    session: Session, user: User, query: PageQuery
-) -> tuple[list[Workload], int, dict[str, str]]:
-    """The page's workload rows (pods loaded) and the total, by the API's list logic."""
-    projects = visible_project_names(session, user)
+def page_filters(query: PageQuery, projects: dict[str, str]) -> list[str] | None:
+    """The list logic's filters for ``query``; None when nothing can match."""
     filters = []
     if query.project:
         if query.project not in projects:
@@ -246,9 +246,21 @@ def page_rows(
     if query.status:
         filters.append(f"phase=={query.status}")
     if query.search and not query.searchable:
-        return [], 0, projects  # no name holds a space, "_" or "*": nothing matches
+        return None  # no name holds a space, "_" or "*": nothing matches
     if query.search:
         filters.append(f"name=@{query.search}")
+    return filters
+
+
+def page_rows(
+    session: Session, user: User, query: PageQuery, total_of: TotalOf | None = None
+) -> tuple[list[Workload], int, dict[str, str]]:
+    """The page's workload rows (pods loaded) and the total, by the API's list logic
+    (``total_of``: the page's shared totals, ``workload_list.page_select``)."""
+    projects = visible_project_names(session, user)
+    filters = page_filters(query, projects)
+    if filters is None:
+        return [], 0, projects
     rows, total = list_workloads(
         session,
         user,
@@ -257,6 +269,7 @@ def page_rows(
         sort_order=query.order,
         offset=query.offset,
         limit=query.size,
+        total_of=total_of,
     )
     return rows, total, projects
 
@@ -264,9 +277,20 @@ def page_rows(
 def row_version(row: Workload) -> str:
     """A short digest of what a row shows: changes with the workload or any of its pods
     (every change moves their ``updated_at``); unique on a page (it covers the id)."""
-    digest = hashlib.sha256(f"{row.id}:{row.phase}:{row.updated_at.isoformat()}".encode())
-    for pod in row.pods:
-        digest.update(f";{pod.id}:{pod.phase}:{pod.updated_at.isoformat()}".encode())
+    pods = ((p.id, p.phase, p.updated_at) for p in row.pods)
+    return row_version_of(row.id, row.phase, row.updated_at, pods)
+
+
+def row_version_of(
+    workload_id: str,
+    phase: str,
+    updated_at: datetime,
+    pods: Iterable[tuple[str, str, datetime]],
+) -> str:
+    """``row_version`` from the columns alone (its pods in ``Workload.pods``' order)."""
+    digest = hashlib.sha256(f"{workload_id}:{phase}:{updated_at.isoformat()}".encode())
+    for pod_id, pod_phase, pod_updated in pods:
+        digest.update(f";{pod_id}:{pod_phase}:{pod_updated.isoformat()}".encode())
     return digest.hexdigest()[:10]
 
 
@@ -301,12 +325,19 @@ def to_rows(session: Session, rows: list[Workload], *, cluster_id: str = "") -> 
     return out
 
 
-def workloads_page(session: Session, user: User, query: PageQuery, *, cluster_id: str = "") -> Page:
+def workloads_page(
+    session: Session,
+    user: User,
+    query: PageQuery,
+    *,
+    cluster_id: str = "",
+    total_of: TotalOf | None = None,
+) -> Page:
     """The page for ``query``; past the last page, the last page."""
-    rows, total, projects = page_rows(session, user, query)
+    rows, total, projects = page_rows(session, user, query, total_of)
     if not rows and total and query.page > 1:
         query = replace(query, page=max(1, math.ceil(total / query.size)))
-        rows, total, projects = page_rows(session, user, query)
+        rows, total, projects = page_rows(session, user, query, total_of)
     shown = to_rows(session, rows, cluster_id=cluster_id)
     return Page(
         query=query,

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict, NotFound
 from ringleader.server.auth import create_access_key
-from ringleader.server.models import AccessKey, Project, ProjectMember, Token, User
+from ringleader.server.models import AccessKey, Project, ProjectMember, Token, User, Workload
 from ringleader.server.schemas import (
     AccessKeyCreated,
     AccessKeyIn,
@@ -148,6 +148,16 @@ def remove(session: Session, caller: User, key: str) -> None:
         raise Conflict("you cannot delete yourself; another admin can")
     if user.is_admin and _other_admins(session, user) == 0:
         raise Conflict(f"{user.name!r} is the last admin")
+    # Their workloads' rows first, in id order, then the user's (whose delete empties
+    # their createdBy): the order a background write takes them in (``pipeline.act``
+    # locks a workload, then its pod token's insert checks the user). Taken the other
+    # way round, the two deadlocked on PostgreSQL.
+    session.execute(
+        select(Workload.id)
+        .where(Workload.created_by == user.id)
+        .order_by(Workload.id)
+        .with_for_update()
+    ).all()
     session.delete(user)
     session.commit()
 

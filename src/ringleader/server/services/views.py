@@ -50,9 +50,9 @@ from ringleader.server.schemas import (
     WorkloadOut,
 )
 from ringleader.server.services import runai_shapes
+from ringleader.server.services.workload_list import list_workloads
 from ringleader.server.services.workloads import (
     get,
-    list_workloads,
     requested,
     resolve_project,
     visible_projects,

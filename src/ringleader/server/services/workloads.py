@@ -11,30 +11,20 @@ Invariants:
 - a write (``accept``, ``record_intent``) commits its own transaction, so a
   route or a UI handler is one call; what is shown is built in ``views``;
 - bad user input is an InvalidSpec (422) or NotFound (404), never a database
-  error: a key with NUL finds nothing (PostgreSQL text cannot hold it),
-  createdAt filters take ISO times, ``=@`` is a literal substring;
-- the list sorts by any column the workloads table shows, in SQL on both
-  databases, each through an index (``_SORTS``; 10,000 rows in well under the
-  page's 50 ms): what a spec asks for in all (pods, GPUs, CPU cores) is stored
-  on the row at submit (``requested``; a spec never changes, so nothing keeps
-  it up to date), and the Running pods are counted on the row by ``phases``,
-  the one writer of pod phases (a count over the pods per row to sort them
-  cost most of the budget).  What the API shows is still computed from the
-  spec and the pods (``views``); a test checks that both agree.
+  error: a key with NUL finds nothing (PostgreSQL text cannot hold it);
+- the list (filterBy / sortBy, through indexes) is ``workload_list``'s.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import secrets
-from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import Select, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.runai_fields import ignored_fields, ignored_message
@@ -44,38 +34,13 @@ from ringleader.server.auth import pod_project
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import check_supported, check_suspendable
 from ringleader.server.images import resolve_image
-from ringleader.server.models import Project, ProjectMember, User, Workload
+from ringleader.server.models import Project, ProjectMember, User, Workload, new_id
 from ringleader.server.schemas import Accepted
 from ringleader.server.services import idempotency
 from ringleader.server.services.clusters import Cluster, check_cluster
 from ringleader.server.services.roles import require_role
 from ringleader.server.snapshot import pod_requests
 from ringleader.spec import RUNNABLE_FRAMEWORKS, SPEC_VERSION, WorkloadSpec
-
-_FILTER = re.compile(r"^(\w+)(==|!=|<=|>=|=@)(.*)$")
-_FIELDS = {
-    "name": Workload.name,
-    "phase": Workload.phase,
-    "actualPhase": Workload.phase,
-    "projectId": Workload.project_id,
-    "projectName": Project.name,
-    "framework": Workload.framework,
-    "createdBy": User.name,  # the name, as WorkloadOut shows it
-    "createdAt": Workload.created_at,
-    "completedAt": Workload.completed_at,
-}
-_TIME_FIELDS = frozenset({"createdAt", "completedAt"})
-# What the list sorts by: every filter field, and the figures of the table's
-# Pods / GPU / CPU columns (Run:ai's ``runningPods``; the rest as WorkloadOut names them).
-_SORTS: dict[str, Any] = {
-    **_FIELDS,
-    "runningPods": Workload.running_pods,
-    "requestedPods": Workload.requested_pods,
-    "requestedGpus": Workload.requested_gpus,
-    "requestedCpuCores": Workload.requested_cpu_cores,
-}
-# The largest OFFSET both SQLite and PostgreSQL take (a signed 64-bit integer).
-MAX_OFFSET = 2**63 - 1
 
 
 def findable(key: str) -> bool:
@@ -185,6 +150,7 @@ def submit(
     # (see ``name_taken``): one query fewer on every submission, and no race.
     stored = body.model_copy(update={"name": name, "project_id": project.id})
     workload = Workload(
+        id=new_id(),  # known before the flush: a group commit answers before its flush
         name=name,
         project_id=project.id,
         created_by=user.id,
@@ -279,6 +245,29 @@ def accept(
 
     With ``idempotency_key``, a submission this user made before with that key and
     the same body answers as it did, and nothing new is made (``idempotency``)."""
+    answer = accept_in(
+        session, user, body, backends=backends, cluster=cluster, idempotency_key=idempotency_key
+    )
+    session.commit()
+    return answer
+
+
+def accept_in(
+    session: Session,
+    user: User,
+    body: WorkloadSpec,
+    *,
+    backends: BackendSet | None = None,
+    cluster: Cluster | None = None,
+    idempotency_key: str | None = None,
+    isolated: bool = True,
+) -> Accepted:
+    """``accept`` within the caller's transaction, which the caller commits.
+
+    ``isolated``: the workload's rows are flushed in a savepoint of their own, so a
+    taken name (or a retry that raced this one) undoes this submission alone, never
+    what else the transaction holds; not ``isolated``: the rows are only added (the
+    caller flushes, and runs it again isolated if that fails: ``group_commit``)."""
     body_digest = idempotency.digest(body) if idempotency_key is not None else None
 
     def replayed() -> Workload | None:
@@ -286,19 +275,25 @@ def accept(
             return None
         return idempotency.earlier(session, user, idempotency_key, body_digest)
 
+    if not isolated:  # an earlier use of the key fails the caller's flush (unique index),
+        # which runs this again isolated, where it is found: no query in the common case
+        workload = submit(session, user, body, backends=backends, cluster=cluster)
+        workload.idempotency_key, workload.request_digest = idempotency_key, body_digest
+        return accepted(workload)
     earlier = replayed()
     if earlier is not None:
         return accepted(earlier)
-    workload = submit(session, user, body, backends=backends, cluster=cluster)
-    workload.idempotency_key, workload.request_digest = idempotency_key, body_digest
+    made: list[Workload] = []
     try:
-        session.commit()
+        with session.begin_nested():  # flushed when it ends: a taken name raises here
+            workload = submit(session, user, body, backends=backends, cluster=cluster)
+            workload.idempotency_key, workload.request_digest = idempotency_key, body_digest
+            made.append(workload)
     except IntegrityError:
-        session.rollback()
         earlier = replayed()  # a retry with the same key raced this one, and won
         if earlier is not None:
             return accepted(earlier)
-        conflict = name_taken(session, workload)
+        conflict = name_taken(session, made[0]) if made else None
         if conflict is not None:
             raise conflict from None
         raise
@@ -313,7 +308,7 @@ def record_intent(
 ) -> Accepted:
     """Record what the user wants (``request_delete``, ``request_suspend``,
     ``request_resume``) and commit; the caller wakes the loops that act on it."""
-    workload = get(session, user, workload_id)
+    workload = get(session, user, workload_id, for_update=True)
     require_role(session, user, workload.project_id, "run")
     change(session, workload)
     session.commit()
@@ -330,8 +325,15 @@ def accepted(workload: Workload) -> Accepted:
     )
 
 
-def get(session: Session, user: User, workload_id: str) -> Workload:
-    workload = session.get(Workload, workload_id) if findable(workload_id) else None
+def get(session: Session, user: User, workload_id: str, *, for_update: bool = False) -> Workload:
+    """The workload, if ``user`` may see it (404 otherwise). ``for_update``: its row
+    locked until the commit (PostgreSQL), so a change decided on the phase read here
+    never overwrites a phase another writer committed meanwhile (``pipeline.act``)."""
+    workload = (
+        session.get(Workload, workload_id, with_for_update=for_update, populate_existing=for_update)
+        if findable(workload_id)
+        else None
+    )
     if (
         workload is None
         or workload.deleted_at is not None
@@ -339,86 +341,6 @@ def get(session: Session, user: User, workload_id: str) -> Workload:
     ):
         raise NotFound("workload", workload_id)
     return workload
-
-
-def _filter_time(value: str) -> datetime:
-    """A filter's ISO time as aware UTC (naive means UTC); 422 when it is not one."""
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidSpec(
-            f"{value!r} is not an ISO time (e.g. 2024-05-01T12:00:00Z)", "filterBy"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    try:
-        return moment.astimezone(timezone.utc)
-    except OverflowError:  # year 1 east of UTC, or 9999 west of it: clamp to the range
-        return (datetime.min if moment.year == 1 else datetime.max).replace(tzinfo=timezone.utc)
-
-
-def _condition(field: str, op: str, value: str) -> ColumnElement[bool]:
-    """One ``FIELD<op>VALUE`` term; 422 when VALUE cannot be compared with FIELD."""
-    column = _FIELDS[field]
-    if not findable(value):
-        raise InvalidSpec("a filter value cannot contain NUL", "filterBy")
-    if op == "=@":
-        if field in _TIME_FIELDS:
-            raise InvalidSpec(f"{field} takes ==, !=, <= or >= with an ISO time", "filterBy")
-        return column.contains(value, autoescape=True)  # % and _ are literal
-    operand: object = _filter_time(value) if field in _TIME_FIELDS else value
-    return {
-        "==": column == operand,
-        "!=": column != operand,
-        "<=": column <= operand,
-        ">=": column >= operand,
-    }[op]
-
-
-def list_workloads(
-    session: Session,
-    user: User,
-    *,
-    filters: Sequence[str] = (),
-    sort_by: str = "createdAt",
-    sort_order: str = "desc",
-    offset: int = 0,
-    limit: int = 50,
-) -> tuple[list[Workload], int]:
-    terms: list[ColumnElement[bool]] = [Workload.deleted_at.is_(None)]
-    # An admin sees every project: no IN, so the sort can use an index (not a pod's).
-    if not user.is_admin or pod_project(session) is not None:
-        terms.append(Workload.project_id.in_(visible_projects(session, user)))
-    if sort_by not in _SORTS:
-        raise InvalidSpec(f"unknown field; choose one of {sorted(_SORTS)}", "sortBy")
-    used = {sort_by}
-    for raw in filters:
-        for item in raw.split(","):
-            match = _FILTER.match(item.strip())
-            if not match or match.group(1) not in _FIELDS:
-                raise InvalidSpec(
-                    f"expected FIELD(==|!=|<=|>=|=@)VALUE with FIELD in {sorted(_FIELDS)}",
-                    "filterBy",
-                )
-            terms.append(_condition(match.group(1), match.group(2), match.group(3)))
-            used.add(match.group(1))
-    query = select(Workload)
-    if "projectName" in used:  # join only for the fields that need it
-        query = query.join(Project, Project.id == Workload.project_id)
-    if "createdBy" in used:
-        query = query.outerjoin(User, User.id == Workload.created_by)
-    query = query.where(*terms)
-    if sort_order not in ("asc", "desc"):
-        raise InvalidSpec("must be asc or desc", "sortOrder")
-    if not 0 <= offset <= MAX_OFFSET:
-        raise InvalidSpec(f"must be between 0 and {MAX_OFFSET}", "offset")
-    column = _SORTS[sort_by]
-    total = session.scalar(query.with_only_columns(func.count(), maintain_column_froms=True)) or 0
-    order = column.asc() if sort_order == "asc" else column.desc()
-    page = query.order_by(order, Workload.id).offset(offset).limit(limit)
-    # One query for the page's pods instead of one per workload (views.workload_out counts them).
-    rows = list(session.scalars(page.options(selectinload(Workload.pods))))
-    return rows, total
 
 
 def request_delete(session: Session, workload: Workload) -> None:

@@ -187,6 +187,25 @@
     if (tEnd === null || time > tEnd) tEnd = time;
   };
 
+  // Where a step's time goes (runtime.prepare's timers, the server's stepSplit):
+  // compute, and the communication the backward pass could not hide.
+  function showSplit(split) {
+    const box = document.getElementById("step-split");
+    if (!box) return;
+    const ms = (s) => (s >= 1 ? `${s.toFixed(2)} s` : `${Math.round(s * 1000)} ms`);
+    const share = split.stepTime > 0 ? Math.min(1, split.commTime / split.stepTime) : 0;
+    box.querySelector(".split-text").textContent =
+      `Step ${ms(split.stepTime)}: compute ${ms(split.computeTime)}, ` +
+      `communication ${ms(split.commTime)} (${split.bound}-bound)`;
+    box.querySelector(".split-note").textContent =
+      `(the mean of ${split.ranks} rank${split.ranks === 1 ? "" : "s"}' latest steps; ` +
+      "communication: the wait the backward pass could not hide)";
+    box.querySelector(".split-bar .split-compute").style.width = `${(1 - share) * 100}%`;
+    box.querySelector(".split-bar .split-comm").style.width = `${share * 100}%`;
+    box.classList.toggle("network", split.bound === "network");
+    box.hidden = false;
+  }
+
   async function pollMetrics() {
     if (metricsDone) return;
     try {
@@ -196,6 +215,7 @@
       const m = await response.json();
       collected = m.collected;
       if (m.totalSamplesPerSecond !== null && m.totalSamplesPerSecond !== undefined) totalNow = m.totalSamplesPerSecond;
+      if (m.stepSplit) showSplit(m.stepSplit);
       for (const s of m.series || []) {
         const key = `${s.pod} · rank ${s.rank}`;
         if (!ranks.has(key)) ranks.set(key, { rank: s.rank, points: [] });
