@@ -478,3 +478,28 @@ def test_a_cgroup_busy_for_a_moment_after_its_kill_is_removed_once_free(tmp_path
     hierarchy = BusyTwice({"freezer": tmp_path / "freezer"})
     hierarchy.remove("rl-x")
     assert not (tmp_path / "freezer" / "rl-x").exists() and hierarchy.tries == 3
+
+
+def test_a_kill_racing_the_cgroups_removal_is_not_an_error(hierarchy, monkeypatch) -> None:
+    """A pod's kill and its removal can race (a stopping server and a failed start's
+    cleanup, seen in CI): the freezer's file opens, the cgroup goes, and the kernel
+    answers the write with ENODEV. The kill finds nothing left to kill, not an error."""
+    from ringleader.server.backends.local import cgroup_versions
+
+    rel = f"rl-race-{uuid.uuid4().hex[:8]}"
+    hierarchy.create(rel)
+    real_write = cgroup_versions._write
+
+    def removed_between_open_and_write(path: Path, value: str) -> None:
+        with open(path, "w") as f:
+            hierarchy.remove(rel)
+            f.write(value)  # flushed on close, into a cgroup the kernel has removed
+        raise AssertionError("the kernel accepted a write into a removed cgroup")
+
+    monkeypatch.setattr(cgroup_versions, "_write", removed_between_open_and_write)
+    try:
+        assert hierarchy.kill(rel)
+    finally:
+        monkeypatch.setattr(cgroup_versions, "_write", real_write)
+        hierarchy.remove(rel)
+    assert not hierarchy.exists(rel)

@@ -25,6 +25,7 @@ from ringleader.server.backends.local.cgroups import (
     Limits,
     Usage,
     _read,
+    _unless_gone,
     _write,
     make,
 )
@@ -56,7 +57,7 @@ class CgroupV1(Hierarchy):
 
     def freeze(self, rel: str, frozen: bool) -> None:
         state = self.parents["freezer"] / rel / "freezer.state"
-        with contextlib.suppress(FileNotFoundError):
+        with _unless_gone():
             _write(state, "FROZEN" if frozen else "THAWED")
             deadline = time.monotonic() + 5.0
             while frozen and (_read(state) or "").strip() == "FREEZING":
@@ -153,13 +154,14 @@ class CgroupV2(Hierarchy):
     def _kill_all(self, rel: str) -> None:
         kill = self.top / rel / "cgroup.kill"
         if kill.exists():  # Linux 5.14+: the kernel kills the whole subtree, race-free
-            _write(kill, "1")
+            with _unless_gone():
+                _write(kill, "1")
         else:
             super()._kill_all(rel)
 
     def freeze(self, rel: str, frozen: bool) -> None:
         path = self.top / rel
-        with contextlib.suppress(FileNotFoundError):
+        with _unless_gone():
             _write(path / "cgroup.freeze", "1" if frozen else "0")
             deadline = time.monotonic() + 5.0
             while frozen and keyed_number(_read(path / "cgroup.events"), "frozen") == 0:

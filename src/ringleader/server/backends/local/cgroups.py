@@ -124,6 +124,20 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
+@contextlib.contextmanager
+def _unless_gone() -> Iterator[None]:
+    """Ignore a cgroup removed meanwhile: a missing file (ENOENT), or one whose cgroup
+    was removed between the open and the write (the kernel answers ENODEV), as when a
+    pod's kill and its removal race. Any other error still raises."""
+    try:
+        yield
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if exc.errno != errno.ENODEV:
+            raise
+
+
 class Hierarchy:
     """One host's cgroups for ringleader: make, join, limit, measure, kill, remove.
 
