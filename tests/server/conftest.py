@@ -149,17 +149,36 @@ class ServerProcess:
     def __init__(self, home: Path, *server_args: str) -> None:
         self.home = home
         self.server_args = server_args
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "RINGLEADER_HOME": str(home), "RINGLEADER_URL": self.url}
+        self.env = {**os.environ, "RINGLEADER_HOME": str(home)}
+        self._take_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.python = sys.executable  # what the server runs under
         self.account: tuple[int, int] | None = None  # (uid, gid) it runs as; None: ours
         # Added unless server_args name --run-as; () starts it as a user would, flag-less.
         self.default_args: tuple[str, ...] = ("--run-as", "server")
 
+    def _take_port(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env["RINGLEADER_URL"] = self.url
+
     def start(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        """Start it and wait until it answers. A port picked free can be taken by
+        another process (the other test worker's) before the server binds it (seen
+        in a suite run): then it starts again on a fresh one, at most twice."""
+        for tries_left in (2, 1, 0):
+            self.home.mkdir(parents=True, exist_ok=True)
+            log_path = self.home / "server-test.log"
+            seen = log_path.stat().st_size if log_path.exists() else 0
+            if self._started():
+                return
+            said = log_path.read_bytes()[seen:].decode(errors="replace")
+            if "Address already in use" not in said or not tries_left:
+                raise AssertionError(log_path.read_text())
+            self.proc.wait(timeout=30)  # type: ignore[union-attr]
+            self._take_port()
+
+    def _started(self) -> bool:
         log = open(self.home / "server-test.log", "ab")  # noqa: SIM115
         account = self.account
         self.proc = subprocess.Popen(
@@ -179,8 +198,7 @@ class ServerProcess:
             start_new_session=True,
             **({"user": account[0], "group": account[1], "extra_groups": []} if account else {}),
         )
-        if not wait_healthy(self.url, self.proc, 60):
-            raise AssertionError((self.home / "server-test.log").read_text())
+        return wait_healthy(self.url, self.proc, 60)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -63,9 +63,15 @@ def test_first_command_starts_a_local_server(fresh: Fresh) -> None:
     listeners = _listeners(DEFAULT_PORT)
     assert listeners, "nothing listens on the default port"
     assert {address for address, _ in listeners} == {"127.0.0.1"}, listeners  # loopback only
-    owners = {pid for _, inode in listeners for pid in _pids_with_socket(inode)}
-    servers = _servers(fresh.home)
-    assert len(servers) == 1 and owners == set(servers), (owners, servers)
+
+    # (A second, for an instant: the server forking the submitted workload's supervisor,
+    # the child not yet exec'd, holds its socket and its command line; seen in a suite run.)
+    def one_owner() -> tuple[set[int], list[int]] | None:
+        owners = {pid for _, inode in listeners for pid in _pids_with_socket(inode)}
+        servers = _servers(fresh.home)
+        return (owners, servers) if len(servers) == 1 and owners == set(servers) else None
+
+    _, servers = wait_until(one_owner, 30, "one server owning the socket")
     pid = servers[0]
     assert (fresh.home / "server.pid").read_text().split() == [str(pid)]  # it says who it is
     assert json.loads((fresh.home / "server.json").read_text()) == {"pid": pid, "url": LOCAL_URL}
