@@ -34,6 +34,8 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,21 +110,62 @@ def run_once(framework: str, how: str, extra: list[str]) -> dict[str, float]:
         launch = [PY, "-m", "ringleader", "launch", "-n", "2", "--framework", framework]
         done = subprocess.run([*launch, "--", *program], capture_output=True, text=True,
                               timeout=600, check=False)  # fmt: skip
-        outputs, codes = [done.stdout], [done.returncode]
+        outputs, codes = [done.stdout + (done.stderr if done.returncode else "")], [done.returncode]
     else:
-        ports = _ports(2)
-        procs = [
-            subprocess.Popen(program, env={**os.environ, **by_hand_env(framework, r, ports)},
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            for r in range(2)
-        ]  # fmt: skip
-        outputs = [p.communicate(timeout=600)[0] for p in procs]
-        codes = [p.returncode for p in procs]
+        outputs, codes = by_hand(framework, program)
     ended = time.time()
     found = FIRST.search("".join(outputs))
     if any(codes) or found is None:
         raise SystemExit(f"{framework} by {how} failed ({codes}):\n{''.join(outputs)[-2000:]}")
     return {"first_step_s": float(found.group(1)) - started, "whole_job_s": ended - started}
+
+
+def by_hand(framework: str, program: list[str], tries: int = 3) -> tuple[list[str], list[int]]:
+    """Two processes started as a user would, each one's output and exit code.
+
+    The ports are picked free and then closed, so another process may take one before
+    a rank binds it; the rank that cannot bind fails and its peer would wait for it
+    forever (TensorFlow and JAX do).  So the first rank to fail ends the other, and a
+    run whose ranks failed is tried again on fresh ports (up to ``tries``), with their
+    stderr in the error when none succeeds."""
+    for _ in range(tries):
+        with tempfile.TemporaryFile("w+") as err0, tempfile.TemporaryFile("w+") as err1:
+            errs, ports = [err0, err1], _ports(2)
+            procs = [
+                subprocess.Popen(program, env={**os.environ, **by_hand_env(framework, r, ports)},
+                                 stdout=subprocess.PIPE, stderr=errs[r], text=True)
+                for r in range(2)
+            ]  # fmt: skip
+            outputs = _outputs_failing_fast(procs)
+            codes = [p.returncode for p in procs]
+            if not any(codes):
+                return outputs, codes
+            for e in errs:
+                e.seek(0)
+            stderr = "".join(e.read()[-1500:] for e in errs)
+    raise SystemExit(f"{framework} by hand failed {tries} times ({codes}):\n{stderr}")
+
+
+def _outputs_failing_fast(procs: list[subprocess.Popen[str]], limit_s: float = 600) -> list[str]:
+    """Each process's stdout once all have ended; the first that fails ends the rest."""
+    chunks: list[list[str]] = [[] for _ in procs]
+    readers = [
+        threading.Thread(target=lambda p=p, c=c: c.extend(p.stdout or []), daemon=True)
+        for p, c in zip(procs, chunks, strict=True)
+    ]
+    for r in readers:
+        r.start()
+    deadline = time.monotonic() + limit_s
+    while any(p.poll() is None for p in procs):
+        failed = any(p.returncode not in (None, 0) for p in procs)
+        if failed or time.monotonic() > deadline:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        time.sleep(0.05)
+    for r in readers:
+        r.join()
+    return ["".join(c) for c in chunks]
 
 
 def measure(runs: int, extra: list[str], frameworks: list[str]) -> dict[str, Any]:

@@ -124,6 +124,7 @@ def main() -> int:
     hosts, per_host, runs = (2, 2, 1) if args.quick else (args.hosts, args.per_host, args.runs)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     samples: dict[str, list[dict[str, float]]] = {}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="launch-wide-") as tmp, TestHostNetwork(hosts) as net:
         work = Path(tmp)
         (work / "prog.py").write_text(PROGRAM)
@@ -142,6 +143,7 @@ def main() -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "hosts": hosts, "ranks_per_host": per_host, "runs": runs,
+        "load_average": {"before": load_before, "after": os.getloadavg()},
         "samples": samples, "medians": medians,
     }  # fmt: skip
     text = markdown(result)
@@ -161,6 +163,7 @@ def markdown(r: dict) -> str:
         "",
         f"`python bench/launch_wide.py` ({r['when']}, {r['machine']['cpus']} CPUs, medians of "
         f"{r['runs']}; an all-reduce program over gloo). Target: ringleader <= 1.0x mpirun.",
+        *_load_line(r.get("load_average")),
         "",
         "| launcher | to first step (s) | ratio to mpirun | whole job (s) | ratio to mpirun |",
         "|---|---|---|---|---|",
@@ -172,6 +175,14 @@ def markdown(r: dict) -> str:
             f" | {whole:.2f} | {whole / base['whole_job_s']:.2f}x |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _load_line(load: dict[str, list[float]] | None) -> list[str]:
+    """The load average (1, 5, 15 min) around the run: the machine is shared."""
+    if not load:
+        return []
+    said = {k: ", ".join(f"{v:.2f}" for v in vals) for k, vals in load.items()}
+    return ["", f"Load average before: {said['before']}; after: {said['after']}."]
 
 
 if __name__ == "__main__":

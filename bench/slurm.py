@@ -153,7 +153,10 @@ def run_launch_slurm(workdir: Path, epochs: int) -> dict[str, float]:
     proc = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, timeout=600)
     ended = time.time()
     if proc.returncode != 0:
-        raise RuntimeError(f"launch --slurm exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+        raise RuntimeError(
+            f"launch --slurm exited {proc.returncode}:\n{proc.stderr[-2000:]}\n"
+            f"its job's output (the ranks' lines, ringleader's root cause):\n{proc.stdout[-3000:]}"
+        )
     return {
         "first_step_s": first_step(proc.stdout, started, "launch --slurm"),
         "wall_s": ended - started,

@@ -7,6 +7,7 @@ verification or leaked namespaces, those tests would prove nothing (or poison la
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.cluster.testhosts import TestHostError
+from ringleader.cluster.testhosts import TestHost, TestHostError
 from tests.fixtures.testhosts import (
     TestHostNetwork,
     cleanup_stale,
@@ -87,6 +88,49 @@ def test_hosts_reach_each_others_sshd(test_hosts: TestHostNetwork) -> None:
     assert result.stdout.startswith("SSH-2.0-")
 
 
+def _lookups(net: TestHostNetwork, host: TestHost, queries: list[list[str]]) -> list[str]:
+    """What ``getent`` answers on ``host`` for each query (its status when it fails),
+    in one ssh session: every session costs a handshake."""
+    script = "; ".join(f"{shlex.join(['getent', *q])} || echo status $?; echo --" for q in queries)
+    result = net.ssh(host, script)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split("--\n")[:-1]
+
+
+def test_each_host_names_the_network_from_its_own_files_and_asks_no_dns(
+    test_hosts: TestHostNetwork,
+) -> None:
+    # The test network routes to no DNS server: a lookup that reached one waited out the
+    # resolver (10 s; gloo's TCPStore names each peer), so names come from /etc/hosts.
+    net = test_hosts
+    machine = (Path("/etc/hosts").read_text(), Path("/etc/resolv.conf").read_text())
+    for h in net.hosts:
+        result = net.ssh(h, "cat /etc/resolv.conf; hostname")
+        assert result.returncode == 0, result.stderr
+        assert not [w for w in result.stdout.splitlines() if w.split()[:1] == ["nameserver"]]
+        assert result.stdout.split()[-1] == h.address
+        queries = [["hosts", net.bridge_address], ["hosts", net.unreachable_address]]
+        for other in net.hosts:
+            queries += [
+                ["hosts", other.address],
+                # as a dual-stack listener (gloo's TCPStore) sees an IPv4 peer: named too
+                ["hosts", f"::ffff:{other.address}"],
+                # while a host's name still resolves to its IPv4 address alone
+                ["ahosts", other.netns],
+            ]
+        bridge, unreachable, *per_host = _lookups(net, h, queries)
+        assert bridge.split() == [net.bridge_address, net.bridge]
+        assert unreachable.split() == ["status", "2"]  # not found: asked of no one
+        answers = [per_host[i : i + 3] for i in range(0, len(per_host), 3)]
+        for other, (named, mapped, found) in zip(net.hosts, answers, strict=True):
+            assert named.split() == [other.address, other.address, other.netns]
+            assert mapped.split() == [f"::ffff:{other.address}", other.address]
+            assert {line.split()[0] for line in found.splitlines()} == {other.address}
+    # Only the hosts' sessions see them: the machine's own files are as they were.
+    assert (Path("/etc/hosts").read_text(), Path("/etc/resolv.conf").read_text()) == machine
+    assert net.bridge_address not in machine[0]
+
+
 def test_unknown_or_wrong_host_key_is_rejected_quickly(
     test_hosts: TestHostNetwork, tmp_path: Path
 ) -> None:
@@ -125,6 +169,9 @@ def test_hidden_dirs_are_missing_on_that_host_only(
         # the rest is the real filesystem, not a copy: writes show through
         assert net.ssh(1, f"echo hi > {shared}/link/w && test -d /tmp").returncode == 0
         assert (shared / "visible" / "w").read_text() == "hi\n"
+        # a host with its own mounts names the network from its own files too
+        named = net.ssh(1, "getent", "hosts", net.hosts[0].address).stdout.split()
+        assert named == [net.hosts[0].address, net.hosts[0].address, net.hosts[0].netns]
         # a restarted sshd hides it again
         net.kill_sshd(1)
         net.start_sshd(1)

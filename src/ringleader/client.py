@@ -6,7 +6,8 @@ imports nothing but pydantic) come back, and every HTTP error comes back as
 its typed error from ``errors.py`` (``error_for``), so a caller catches
 ``NotFound`` or ``Conflict`` whether it runs in the server or talks to one.
 
-Which server: ``RINGLEADER_URL``; else the ``url`` of
+Which server: ``RINGLEADER_URL`` (several, comma-separated: an active server and
+its standbys, ``server/ha``); else the ``url`` of
 ``$RINGLEADER_HOME/config.json`` (``ringleader login --url``); else the server
 that runs for this home, as its record says (``ringleader.home``: any port,
 e.g. ``ringleader server --port 8478``); else ``LOCAL_URL``, where
@@ -42,8 +43,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from ringleader import client_token_cache as token_cache
 from ringleader.client_assets import AssetCalls, request_json
 from ringleader.client_errors import raise_for, retry_after, unreachable_detail
+from ringleader.client_failover import SAFE_METHODS, Failover, split_urls
 from ringleader.connection import (
     LOCAL_URL,
     configured_url,
@@ -99,14 +102,18 @@ TOKEN_RETRY_BUDGET_S = 30.0
 
 
 def _listens(url: str) -> bool:
-    """Something answers at ``url`` (a server, healthy or busy); False for a bad URL."""
-    try:
-        return httpx.URL(url).scheme in ("http", "https") and (healthy(url) or port_taken(url))
-    except (httpx.InvalidURL, OSError):
-        return False
+    """Something answers at ``url`` (a server, healthy or busy; any one of a comma-separated
+    list); False for a bad URL."""
+    for one in split_urls(url):
+        try:
+            if httpx.URL(one).scheme in ("http", "https") and (healthy(one) or port_taken(one)):
+                return True
+        except (httpx.InvalidURL, OSError):
+            continue
+    return False
 
 
-class Client(AssetCalls):
+class Client(AssetCalls, Failover):
     """One user's session with one server: a bearer token, renewed once when it expires."""
 
     def __init__(
@@ -117,16 +124,22 @@ class Client(AssetCalls):
         project: str | None = None,
         token: str | None = None,
         source: str | None = None,
+        token_file: Path | None = None,
     ) -> None:
         """``token`` alone (no key): a bearer token used as it is, never renewed;
-        ``source``: where ``url`` came from, named when no server answers there."""
-        self.url = url.rstrip("/")
+        ``source``: where ``url`` came from, named when no server answers there;
+        ``url`` may list several servers (comma-separated): calls go to the active one;
+        ``token_file``: where the key's token is kept between commands
+        (``client_token_cache``; the CLI's home), None: in this object only."""
+        self.urls = split_urls(url)
+        self.url = self.urls[0]
         self.source = source
         self.client_id = client_id
         self.client_secret = client_secret
         self.project = project
         self._token: str | None = token
         self._fixed_token = bool(token) and not client_id
+        self.token_file = None if self._fixed_token else token_file
         self.http = httpx.Client(base_url=self.url, timeout=30.0)
 
     @contextlib.contextmanager
@@ -175,7 +188,14 @@ class Client(AssetCalls):
                     f"which writes {home / 'credentials.json'})"
                 ) from None
             client_id, secret = creds["clientId"], creds["clientSecret"]
-        return cls(url, client_id, secret, project=current_project(home), source=source)
+        return cls(
+            url,
+            client_id,
+            secret,
+            project=current_project(home),
+            source=source,
+            token_file=home / token_cache.FILE,
+        )
 
     def token(self, fresh: bool = False) -> str:
         """A bearer token for this key (cached; ``fresh`` asks for a new one).
@@ -185,6 +205,8 @@ class Client(AssetCalls):
         """
         if self._fixed_token:  # a pod's token: there is no key to get another with
             return self._token or ""
+        if self._token is None and not fresh and self.token_file is not None:
+            self._token = token_cache.load(self.token_file, self.url, self.client_id)
         if self._token is None or fresh:
             body = {
                 "grantType": "client_credentials",
@@ -193,8 +215,8 @@ class Client(AssetCalls):
             }
             waited = 0.0
             while True:
-                with self._reaching():
-                    response = self.http.post("/api/v1/token", json=body)
+                # A second token, if a lost answer makes us ask twice, is harmless.
+                response = self._send("POST", "/api/v1/token", retry_safe=True, json=body)
                 delay = retry_after(response)
                 if delay is None or waited + delay > TOKEN_RETRY_BUDGET_S:
                     break
@@ -208,7 +230,11 @@ class Client(AssetCalls):
                     self.source,
                 )
             raise_for(response)
-            self._token = response.json()["accessToken"]
+            issued = response.json()
+            self._token = issued["accessToken"]
+            if self.token_file is not None:
+                expires_in = float(issued.get("expiresIn") or 0)
+                token_cache.save(self.token_file, self.url, self.client_id, self._token, expires_in)
         return self._token
 
     def revoke_token(self) -> None:
@@ -216,6 +242,8 @@ class Client(AssetCalls):
         if self._token is not None:
             self.request("DELETE", "/api/v1/token")
             self._token = None
+        if self.token_file is not None:
+            token_cache.forget(self.token_file)
 
     def request(
         self, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: Any
@@ -223,8 +251,10 @@ class Client(AssetCalls):
         """One authenticated call; an error status raises its typed error."""
         for fresh in (False, True):  # one retry with a new token if ours expired
             headers = {**(headers or {}), "Authorization": f"Bearer {self.token(fresh)}"}
-            with self._reaching():
-                response = self.http.request(method, path, headers=headers, **kwargs)
+            # Sent again after a lost answer only when that cannot do it twice: a read,
+            # or a submission with its Idempotency-Key.
+            safe = method in SAFE_METHODS or "Idempotency-Key" in headers
+            response = self._send(method, path, retry_safe=safe, headers=headers, **kwargs)
             if response.status_code != 401:
                 break
             if self._fixed_token:
@@ -318,35 +348,49 @@ class Client(AssetCalls):
     def logs(self, workload_id: str, **params: Any) -> Iterator[str]:
         """The workload's log lines as they come (``follow=True``: until it ends)."""
         params = {k: v for k, v in params.items() if v not in (None, False)}
-        headers = {"Authorization": f"Bearer {self.token()}"}
-        with (
-            self._reaching(),
-            self.http.stream(
-                "GET",
-                f"/api/v1/workloads/{workload_id}/logs",
-                params=params,
-                headers=headers,
-                timeout=None,
-            ) as response,
-        ):
-            if response.status_code >= 400:
-                response.read()
-                raise_for(response)
-            yield from response.iter_lines()
+        for fresh in (False, True):  # a kept token the server refuses: one new one
+            headers = {"Authorization": f"Bearer {self.token(fresh)}"}
+            with (
+                self._reaching(),
+                self.http.stream(
+                    "GET",
+                    f"/api/v1/workloads/{workload_id}/logs",
+                    params=params,
+                    headers=headers,
+                    timeout=None,
+                ) as response,
+            ):
+                if response.status_code == 401 and not fresh and not self._fixed_token:
+                    continue
+                if response.status_code >= 400:
+                    response.read()
+                    raise_for(response)
+                yield from response.iter_lines()
+                return
 
     def exec_socket(
         self, workload_id: str, command: list[str], *, pod: str | None = None, tty: bool = False
     ) -> ClientConnection:
         """A WebSocket running ``command`` in a pod (protocol: ``server.exec_session``)."""
-        from websockets.sync.client import connect
-
         params: list[tuple[str, str]] = [("command", word) for word in command]
         params += [("tty", "true" if tty else "false")]
         if pod:
             params.append(("pod", pod))
         url = httpx.URL(f"{self.url}/api/v1/workloads/{workload_id}/exec").copy_with(params=params)
         ws_url = str(url).replace("http://", "ws://", 1).replace("https://", "wss://", 1)
-        headers = {"Authorization": f"Bearer {self.token()}"}
+        from websockets.exceptions import InvalidStatus
+
+        try:
+            return self._ws_connect(ws_url, self.token())
+        except InvalidStatus as exc:  # a kept token the server refuses: one new one
+            if exc.response.status_code != 401 or self._fixed_token:
+                raise
+        return self._ws_connect(ws_url, self.token(fresh=True))
+
+    def _ws_connect(self, ws_url: str, token: str) -> ClientConnection:
+        from websockets.sync.client import connect
+
+        headers = {"Authorization": f"Bearer {token}"}
         try:
             return connect(ws_url, additional_headers=headers, max_size=None, open_timeout=30)
         except OSError as exc:  # refused, or no answer in time (TimeoutError)

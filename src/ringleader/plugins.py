@@ -49,9 +49,14 @@ class LazyRegistry(Generic[T]):
         return iter(list(self._items.values()))
 
     def find(self, name: str) -> T | None:
-        """The plug-in ``name``, or None (the built-ins are loaded only if needed)."""
+        """The plug-in ``name``, or None.  A built-in name imports its own module only:
+        a launch of one framework does not import the others' (its fixed cost);
+        another name loads every built-in first, so a plug-in never hides one."""
         found = self._items.get(name)
-        if found is None:
+        if found is None and name in self.built_in:
+            module, _, attribute = self.built_in[name].partition(":")
+            found = self._items[name] = getattr(importlib.import_module(module), attribute)
+        elif found is None:
             self._load()
             found = self._items.get(name)
         return found

@@ -39,6 +39,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -47,6 +48,7 @@ from pydantic.alias_generators import to_camel
 
 from ringleader import runai_fields as runai
 from ringleader.launch import frameworks
+from ringleader.runtime import modes
 from ringleader.shellwords import split_command
 from ringleader.textbounds import STORED, bounded, check_text, stored
 from ringleader.textbounds import text as _text
@@ -317,12 +319,16 @@ class PodSpec(_Wire, runai.RunaiPodFields):
             raise ValueError(f"at most {MAX_NODE_POOLS} node pools; this spec has {len(pools)}")
         return pools
 
+    # The gang's communication mode as variables (``DistributedSpec.mode_env``), set on a
+    # separate master spec by ``WorkloadSpec.master`` so every pod trains the same way.
+    _gang_env: dict[str, str] = PrivateAttr(default_factory=dict)
+
     def argv(self) -> list[str]:
         """The command line: ``command`` then ``args``, split like a shell would."""
         return split_command(self.command or "") + split_command(self.args or "")
 
     def env(self) -> dict[str, str]:
-        return {e.name: e.value for e in self.environment_variables}
+        return {**{e.name: e.value for e in self.environment_variables}, **self._gang_env}
 
 
 class DistributedSpec(PodSpec, runai.RunaiDistributedFields):
@@ -345,6 +351,47 @@ class DistributedSpec(PodSpec, runai.RunaiDistributedFields):
     )
     interactive: bool = False
     ttl_after_finish_s: int | None = Field(default=None, ge=0)
+    # ringleader's own: how runtime.prepare() sends gradients (runtime/modes.py); None: exact
+    grad_compression: str | None = Field(
+        # A description, not schema examples: schemathesis' fuzz test (test_openapi_fuzz)
+        # cannot combine its own strategies with examples.
+        default=None,
+        description="none, bf16, fp16 or powersgd[:RANK] (exact DDP when unset)",
+    )
+    sync_every: int | None = Field(default=None, ge=1, le=modes.MAX_SYNC_EVERY)
+
+    @field_validator("grad_compression")
+    @classmethod
+    def _compression(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or stored(info):
+            return value
+        word, rank = modes.parse_compression(value)
+        return modes.CommMode(word, rank).compression_word()
+
+    @field_validator("sync_every")
+    @classmethod
+    def _one_mode(cls, every: int | None, info: ValidationInfo) -> int | None:
+        compression = info.data.get("grad_compression")
+        if (every or 1) > 1 and compression not in (None, "none") and not stored(info):
+            raise ValueError(
+                f"local SGD (syncEvery {every}) sends no gradients, so it cannot be "
+                f"combined with gradCompression {compression}: choose one"
+            )
+        return every
+
+    def mode(self) -> modes.CommMode:
+        """The gang's communication mode (exact DDP unless asked)."""
+        try:
+            return modes.make_mode(self.grad_compression, self.sync_every)
+        except ValueError:  # a stored spec from before a bound: exact, never a 500
+            return modes.CommMode()
+
+    def mode_env(self) -> dict[str, str]:
+        """The mode as every rank's variables (none for exact DDP)."""
+        return modes.mode_env(self.mode())
+
+    def env(self) -> dict[str, str]:
+        return {**super().env(), **self.mode_env()}
 
 
 class WorkloadSpec(_Wire):
@@ -399,4 +446,5 @@ class WorkloadSpec(_Wire):
         """The master's (PyTorch) or launcher's (MPI) pod spec."""
         if self.master_spec_same_as_worker or self.master_spec is None:
             return self.spec
+        self.master_spec._gang_env = self.spec.mode_env()
         return self.master_spec

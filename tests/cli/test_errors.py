@@ -118,6 +118,8 @@ LOCAL_COMMANDS = {
     ("testhosts", "up"),
     ("testhosts", "down"),
     ("testhosts", "list"),
+    ("testhosts", "rate"),
+    ("plan",),
 }
 
 

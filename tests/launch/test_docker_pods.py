@@ -58,20 +58,50 @@ def test_a_rank_becomes_docker_run_in_dockers_words() -> None:
     assert ("--env", container_runtime.AGENT_ONLY_VAR) not in pairs
 
 
-def test_removing_a_jobs_containers_speaks_each_runtimes_cli(monkeypatch) -> None:
+def _runtime_whose_rm_removes_after(monkeypatch, refusals: int) -> list[list[str]]:
+    """A runtime CLI stand-in: the job has containers c1 and c2 until an ``rm`` that
+    comes after ``refusals`` refused ones (each leaves them listed, as a container
+    caught "Stopping" by a killed client does)."""
     ran: list[list[str]] = []
+    left = {"ids": "c1\nc2\n", "refusals": refusals}
 
     def run(argv: list[str], **_kw: object) -> subprocess.CompletedProcess[str]:
         ran.append(argv)
-        return subprocess.CompletedProcess(argv, 0, "c1\nc2\n", "")
+        if argv[1] == "rm":
+            if left["refusals"]:
+                left["refusals"] -= 1
+                return subprocess.CompletedProcess(argv, 125, "", "container state improper")
+            left["ids"] = ""
+        return subprocess.CompletedProcess(argv, 0, left["ids"] if argv[1] == "ps" else "", "")
 
     monkeypatch.setattr(subprocess, "run", run)
+    return ran
+
+
+def test_removing_a_jobs_containers_speaks_each_runtimes_cli(monkeypatch) -> None:
+    ran = _runtime_whose_rm_removes_after(monkeypatch, refusals=0)
     assert containers.remove_job("/usr/bin/docker", "rl-x") == ["c1", "c2"]
     assert ran[0][1:3] == ["ps", "--all"] and "label=ringleader.job=rl-x" in ran[0]
     assert ran[1] == ["/usr/bin/docker", "rm", "--force", "c1", "c2"]  # docker's rm: no --time
-    ran.clear()
+    assert ran[2][1] == "ps" and len(ran) == 3  # checked once more: none left, done
+    ran = _runtime_whose_rm_removes_after(monkeypatch, refusals=0)
     containers.remove_job("/usr/bin/podman", "rl-x")
     assert ran[1] == ["/usr/bin/podman", "rm", "--force", "--time", "0", "c1", "c2"]
+
+
+def test_a_container_that_outlives_one_rm_is_removed_again(monkeypatch) -> None:
+    """The leftover of stop 39's full run: a container left "Stopping" survived the one
+    ``rm`` the server's sweep made, and nothing removed it after."""
+    ran = _runtime_whose_rm_removes_after(monkeypatch, refusals=2)
+    assert containers.remove_job("/usr/bin/podman", "rl-x") == ["c1", "c2"]
+    assert [argv[1] for argv in ran].count("rm") == 3
+    assert ran[-1][1] == "ps"  # it stopped only once the list was empty
+
+
+def test_removal_gives_up_at_its_deadline_when_a_container_never_goes(monkeypatch) -> None:
+    ran = _runtime_whose_rm_removes_after(monkeypatch, refusals=10**6)
+    assert containers.remove_job("/usr/bin/podman", "rl-x", timeout_s=0.5) == ["c1", "c2"]
+    assert 1 <= [argv[1] for argv in ran].count("rm") < 20
 
 
 def test_a_servers_runtime_settings_reach_its_agents_but_no_rank(monkeypatch) -> None:

@@ -61,6 +61,32 @@ def test_a_whole_cli_launch_imports_nothing_heavy() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
 
 
+def test_a_launch_in_no_image_leaves_out_the_image_and_training_modules() -> None:
+    """A registry's client (urllib, http, email, ssl) is for ranks in an image, and
+    runtime.metrics and runtime.modes for training code: none is on a plain launch's path."""
+    code = (
+        "import sys; from ringleader.cli.main import app\n"
+        "try:\n    app(['launch', '-n', '2', '--', sys.executable, '-c', 'pass'])\n"
+        "except SystemExit as e:\n    assert e.code == 0, e.code\n"
+        "import json; print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    modules = set(json.loads(proc.stdout.splitlines()[-1]))
+    unneeded = {"urllib.request", "http.client", "email", "ssl"}
+    unneeded |= {"ringleader.runtime.metrics", "ringleader.runtime.modes"}
+    assert not modules & unneeded, sorted(modules & unneeded)
+    assert "ringleader.launch.registry_pull" not in modules
+
+
+def test_the_plans_metrics_names_are_the_runtimes() -> None:
+    from ringleader.launch import plan
+    from ringleader.runtime import metrics
+
+    assert (plan.METRICS_DIR, plan.METRICS_FILE) == (metrics.METRICS_DIR, metrics.METRICS_FILE)
+
+
 def _typer_reading(argv: list[str]) -> LaunchArgs:
     """What the Typer command reads from ``argv`` (parsing only, nothing runs)."""
     command = COMMANDS["launch"].load("launch")

@@ -182,3 +182,32 @@ def test_what_the_backend_cannot_do_is_refused_at_submit_naming_the_field(toy: A
         assert api.get(f"/api/v1/workloads/{wid}").json()["actualPhase"] == "Running"
     finally:
         ToyBackend.capabilities = Capabilities(multi_node=True, restarts_in_place=False)
+
+
+def test_a_pipeline_paces_on_its_calls_cpu_as_well_as_its_own() -> None:
+    """Its polls, starts and stops run on its workers, not its own thread: their CPU
+    time is summed (``cpu_spent``) and the next pass waits PACE times all of it (it
+    counted only the pass's own, so thousands of polls a pass went unpaced)."""
+    import time
+
+    from ringleader.server.background.calls import BackendCalls, Busy
+    from ringleader.server.background.pipeline import MIN_PASS_GAP_S, PACE, pass_gap
+
+    calls = BackendCalls("test", Busy(), workers=2)
+    try:
+        assert calls.cpu_spent() == 0.0
+
+        def burn() -> bool:
+            start = time.thread_time()
+            while time.thread_time() - start < 0.05:
+                pass
+            return False
+
+        for name in ("a", "b"):
+            assert calls.run(name, "burn", burn)
+        wait_until(lambda: calls.cpu_spent() >= 0.1, 30, "both calls' CPU counted")
+        assert not calls.busy.older_than(-1.0)  # both released
+    finally:
+        calls.shutdown()
+    assert pass_gap(0.0, 0.0) == MIN_PASS_GAP_S
+    assert pass_gap(0.01, 0.1) == pytest.approx(PACE * 0.11)

@@ -11,15 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from ringleader.server import auth, inventory
 from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import Backend, BackendRequest, BackendStatus, PodStatus
 from ringleader.server.background import Background, World
-from ringleader.server.db import default_database_url, open_database
-from ringleader.server.migrate import upgrade
 from ringleader.server.models import Event, User, Workload
 from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
+from tests.helpers.database import one_node_database
 
 
 class SteadyBackend(Backend[BackendRequest]):
@@ -89,12 +87,8 @@ def test_steady_polls_write_nothing_and_bindings_reach_the_backend(tmp_path: Pat
 def _world(tmp_path: Path, **spec: Any) -> tuple[Any, str, SteadyBackend, Background]:
     """A migrated database with one simulated 2-GPU node, one submitted workload
     ``w`` (its spec: ``spec``), a SteadyBackend and inline pipelines over them."""
-    url = default_database_url(tmp_path)
-    upgrade(url)
-    database = open_database(url)
+    database = one_node_database(tmp_path)
     with database.writer() as s, s.begin():
-        auth.bootstrap(s, tmp_path / "credentials.json", "http://x")
-        inventory.sync_nodes(s, inventory.simulated_nodes("1x2gpu"))
         admin = s.scalar(select(User).where(User.name == "admin"))
         body = {"name": "w", "projectId": "default",
                 "spec": {"command": "true", "numWorkers": 1, **spec}}  # fmt: skip

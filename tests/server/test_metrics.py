@@ -3,7 +3,6 @@ and every pod's CPU and memory, sampled by its agent."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from statistics import mean
@@ -12,6 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import wait_until
+from tests.helpers.metrics_api import _admin, _login
 from tests.server.conftest import ServerProcess, running_server
 
 
@@ -19,19 +19,6 @@ from tests.server.conftest import ServerProcess, running_server
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     with running_server(tmp_path_factory.mktemp("metrics") / "home") as proc:
         yield proc
-
-
-def _login(server: ServerProcess, client_id: str, secret: str) -> dict[str, str]:
-    body = {"grantType": "client_credentials", "clientID": client_id, "clientSecret": secret}
-    response = httpx.post(f"{server.url}/api/v1/token", json=body)
-    assert response.status_code == 200, response.text
-    return {"Authorization": f"Bearer {response.json()['accessToken']}"}
-
-
-def _admin(server: ServerProcess) -> httpx.Client:
-    creds = json.loads((Path(server.home) / "credentials.json").read_text())
-    headers = _login(server, creds["clientId"], creds["clientSecret"])
-    return httpx.Client(base_url=server.url, headers=headers, timeout=30)
 
 
 def test_digits_ranks_report_a_falling_loss(served: ServerProcess) -> None:

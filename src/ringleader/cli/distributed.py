@@ -43,6 +43,8 @@ app = typer.Typer(
     "working_dir",
     "backoff_limit",
     "clean_pod_policy",
+    "grad_compression",
+    "sync_every",
     "interactive",
     *V2_SCHEDULING,
     "project",

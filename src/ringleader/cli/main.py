@@ -200,6 +200,10 @@ COMMANDS: dict[str, LazyCommand] = {
         "ringleader.cli.doctor:doctor",
         "Check every host before a run: one table, a row per host, the fix for each failure.",
     ),
+    "plan": LazyCommand(
+        "ringleader.cli.plan:plan",
+        "Predict step time, throughput and efficiency for 1..N ranks on a link.",
+    ),
     "sync": LazyCommand(
         "ringleader.cli.cluster:sync",
         "Copy DIR to the same path on every host with rsync, in parallel.",

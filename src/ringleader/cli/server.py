@@ -45,6 +45,13 @@ from ringleader.cli.server_options import (
     SshConfigOption,
     WorkloadPythonOption,
 )
+from ringleader.cli.server_standby import (
+    AdvertiseUrlOption,
+    DbOption,
+    HaOption,
+    LeaseTtlOption,
+    with_standby,
+)
 from ringleader.home import HomeLock, ServerRunning, local_url
 from ringleader.server.config import DEFAULT_PORT, ServerConfig, home_dir
 
@@ -73,6 +80,10 @@ def server(
     host_path_allow: HostPathAllowOption = None,
     image_pull_timeout: ImagePullTimeoutOption = 45.0,
     container_runtime: ContainerRuntimeOption = None,
+    db: DbOption = None,
+    ha: HaOption = None,
+    advertise_url: AdvertiseUrlOption = None,
+    lease_ttl: LeaseTtlOption = 3.0,
 ) -> None:
     """Run the control plane: REST API, scheduler and background work, backends.
 
@@ -100,8 +111,13 @@ def server(
       sudo ringleader server --workload-python /usr/bin/python3
 
       sudo ringleader server --host-path-allow /data   # pods may mount /data/...
+
+    On two hosts, one PostgreSQL: one active server, the other its standby
+    (clients list both: RINGLEADER_URL=http://a:8470,http://b:8470):
+
+      ringleader server --db postgresql+psycopg://rl@db/rl --host 0.0.0.0
     """
-    serve(checked_config(
+    serve(with_standby(checked_config(
         host=host, port=port, data_dir=data_dir, simulate_nodes=simulate_nodes,
         nodes_file=nodes_file, placement=placement, local_node=local_node,
         ssh_config=ssh_config, backend=backend or [], max_body_bytes=max_body_bytes,
@@ -110,7 +126,7 @@ def server(
         run_as_template=run_as_template, workload_python=workload_python,
         host_path_allow=host_path_allow, image_pull_timeout=image_pull_timeout,
         container_runtime=container_runtime,
-    ))  # fmt: skip
+    ), db=db, ha=ha, advertise_url=advertise_url, lease_ttl=lease_ttl))  # fmt: skip
 
 
 def checked_config(

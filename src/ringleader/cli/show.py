@@ -28,6 +28,7 @@ from rich.text import Text
 
 from ringleader.cli.common import age, wraps
 from ringleader.cli.tables import Column, Output, fit_table, fits, print_data, print_table
+from ringleader.runtime import modes
 from ringleader.server.workload_words import WAITING, gpu_text, why_waiting
 
 if TYPE_CHECKING:
@@ -176,8 +177,9 @@ def print_describe(
 ) -> None:
     """A workload whole: who and what, its status, pods and events."""
     if output in (Output.json, Output.yaml):
-        print_data({**w.model_dump(mode="json", by_alias=True), "pods": pods, "events": events},
-                   output)  # fmt: skip
+        split = None if w.actual_phase in WAITING else _fetch_split(w)
+        print_data({**w.model_dump(mode="json", by_alias=True), "pods": pods, "events": events,
+                    "stepSplit": split}, output)  # fmt: skip
         return
     wide = output == Output.wide
     spec = w.spec["spec"]  # the stored WorkloadSpec, as submitted (camelCase)
@@ -202,6 +204,14 @@ def print_describe(
         f"GPUs: {w.allocated_gpus:g} allocated of {w.requested_gpus:g} requested"
         + (f"   Nodes: {', '.join(w.nodes)}" if w.nodes else "")
     )
+    if spec.get("gradCompression") or spec.get("syncEvery"):
+        try:
+            words = modes.make_mode(spec.get("gradCompression"), spec.get("syncEvery")).describe()
+        except ValueError:  # stored before a check existed: shown as stored
+            words = f"{spec.get('gradCompression')}, sync every {spec.get('syncEvery')}"
+        say(f"Communication: {words}")
+    if w.actual_phase not in WAITING and (line := step_split_line(_fetch_split(w))):
+        say(line)
     console.print()
     if pods:
         table, _ = fit_table(console, pod_columns(), pods, wide=wide, title="Pods")
@@ -210,6 +220,40 @@ def print_describe(
         say("Pods: none yet" + (" (it waits to be scheduled)" if w.actual_phase in WAITING else ""))
     console.print()
     print_events(console, w.name, events, wide=wide)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+
+
+def step_split_line(split: dict[str, Any] | None) -> str | None:
+    """'Step time: 120 ms: compute 70 ms, communication 50 ms (network-bound, ...)'
+    from the metrics' ``stepSplit`` (None: no rank's model was timed)."""
+    if not split:
+        return None
+    ranks = split["ranks"]
+    return (
+        f"Step time: {_ms(split['stepTime'])}: compute {_ms(split['computeTime'])}, "
+        f"communication {_ms(split['commTime'])} ({split['bound']}-bound; the mean of "
+        f"{ranks} rank{'' if ranks == 1 else 's'}' latest steps)"
+    )
+
+
+def _fetch_split(w: WorkloadOut) -> dict[str, Any] | None:
+    """The server's ``stepSplit`` for ``w``; None when it has none or cannot say now
+    (describe never fails for it).  ``since`` at its bound: no points, only the summary."""
+    import httpx
+
+    from ringleader.cli.common import client
+    from ringleader.errors import RingleaderError
+
+    path = f"/api/v1/workloads/{w.workload_id}/metrics"
+    try:
+        body = client(autostart=False).request("GET", path, params={"since": 1e11}).json()
+    except (RingleaderError, httpx.HTTPError, ValueError):
+        return None
+    split = body.get("stepSplit") if isinstance(body, dict) else None
+    return split if isinstance(split, dict) else None
 
 
 def pod_columns() -> list[Column[PodOut]]:

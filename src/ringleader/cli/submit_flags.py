@@ -80,6 +80,10 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "clean_pod_policy": _opt(
         str, "--clean-pod-policy", "POLICY", "Pods left when it ends: Running (default), All, None."
     ),
+    "grad_compression": _opt(
+        str, "--grad-compression", "MODE", "none (exact DDP), bf16, fp16 or powersgd[:RANK]."
+    ),
+    "sync_every": _opt(int, "--sync-every", "H", "Local SGD: average parameters every H steps."),
     "interactive": _opt(
         bool, "--interactive", FLAG, "Pods stay up for bash/exec; priority 'interactive'.", False
     ),
@@ -134,7 +138,7 @@ V2_COMPUTE = (
 )  # fmt: skip
 POD = (
     "env", "working_dir", "backoff_limit", "clean_pod_policy", "interactive", "image",
-    "image_pull_policy", "volume", "host_path",
+    "image_pull_policy", "volume", "host_path", "grad_compression", "sync_every",
 )  # fmt: skip
 V1_SCHEDULING = ("preemptible", "priority", "node_pools")
 V2_SCHEDULING = ("preemptibility", "priority", "node_pools")

@@ -101,6 +101,8 @@ class SubmitOptions:
     working_dir: str | None = None
     backoff_limit: int | None = None
     clean_pod_policy: str | None = None
+    grad_compression: str | None = None
+    sync_every: int | None = None
     interactive: bool = False
     image: str | None = None
     image_pull_policy: str | None = None
@@ -143,6 +145,8 @@ class SubmitOptions:
             "backoff_limit": self.backoff_limit,
             "clean_pod_policy": self.clean_pod_policy,
             "slots_per_worker": self.slots_per_worker,
+            "grad_compression": self.grad_compression,
+            "sync_every": self.sync_every,
             "storage": self._storage(),
             **self._scheduling(),
         }

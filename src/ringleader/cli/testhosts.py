@@ -8,6 +8,7 @@ says each removal. The state they share is ``$RINGLEADER_HOME/testhosts``.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -16,12 +17,15 @@ from rich.table import Table
 
 from ringleader.cli.common import console, reports_errors
 from ringleader.cluster.testhosts import kept as hosts_kept
+from ringleader.cluster.testhosts import rate as link_rate
 from ringleader.cluster.testhosts.kept import MAX_HOSTS, Kept
 from ringleader.defaults import home_dir
+from ringleader.errors import Conflict, InvalidSpec
 
 app = typer.Typer(
     help="Test hosts on this machine: network namespaces, each with its own sshd (root)."
     "\n\nExamples:\n\n  ringleader testhosts up 3"
+    "\n\n  ringleader testhosts up 4 --rate 100mbit"
     "\n\n  ringleader doctor --hostfile ~/.ringleader/testhosts/hosts.json",
     no_args_is_help=True,
 )
@@ -49,6 +53,13 @@ def _made(found: Kept) -> str:
 @reports_errors
 def up(
     n: int = typer.Argument(..., help=f"How many hosts to make, 1 to {MAX_HOSTS}."),
+    rate: str = typer.Option(
+        None,
+        "--rate",
+        metavar="RATE",
+        help="Limit each host's link to RATE each way (tc tbf), e.g. 100mbit, 1gbit;"
+        " change it later with `ringleader testhosts rate`.",
+    ),
 ) -> None:
     """Make N test hosts: network namespaces on a bridge, each with its own sshd.
 
@@ -59,10 +70,16 @@ def up(
     $RINGLEADER_HOME/testhosts, and the commands to type next. Nothing is left
     half-made: a failure undoes what was made.
 
-    Example:
+    With --rate each host's link sends and receives at most that rate, as
+    on a slower network (bandwidth only: no added delay).
+
+    Examples:
 
       ringleader testhosts up 3
+
+      ringleader testhosts up 4 --rate 100mbit
     """
+    bits = _checked_rate(rate, "--rate") if rate is not None else None
     plural = "s" * (n != 1)
     header = [f"Making {n} test host{plural} on this machine (undo: ringleader testhosts down):"]
 
@@ -72,6 +89,8 @@ def up(
         _say(line)
 
     made = hosts_kept.up(n, home_dir(), say)
+    if bits is not None:
+        _limit_or_undo(made, bits, say)
     d = made.dir
     last = f"h{n - 1}/" if n > 1 else ""
     files = [
@@ -97,6 +116,61 @@ def up(
         "    python -m ringleader.examples.digits",
     ):
         _print(f"  {line}")
+
+
+def _checked_rate(text: str, flag: str) -> int | None:
+    """The rate in bits/s (None: no limit); ``InvalidSpec`` naming the flag if not one."""
+    try:
+        return link_rate.parse_rate(text)
+    except ValueError as exc:
+        raise InvalidSpec(str(exc), flag) from None
+
+
+def _limit_or_undo(made: Kept, bits: int, say: Callable[[str], None]) -> None:
+    """Give fresh hosts their rate; when tc fails, take them down again (all or nothing)."""
+    try:
+        for line in link_rate.set_rate(link_rate.kept_links(made.hosts), bits):
+            say(line)
+        link_rate.record(made.dir, bits)
+    except Exception:
+        say("setting the rate failed: taking the hosts down again")
+        hosts_kept.down(home_dir(), say)
+        raise
+
+
+@app.command("rate")
+@reports_errors
+def set_rate(
+    rate: str = typer.Argument(
+        ..., help="The rate each way, e.g. 100mbit, 1gbit, 500kbit; none removes it."
+    ),
+) -> None:
+    """Limit the running test hosts' links to RATE each way, or none.
+
+    A token bucket (tc qdisc tbf) on both ends of each host's veth: the host
+    sends and receives at most RATE, as on a slower network. Replaces the rate
+    `up --rate` or an earlier `rate` set; `down` removes it with the hosts.
+    Needs root.
+
+    Examples:
+
+      ringleader testhosts rate 100mbit
+
+      ringleader testhosts rate none
+    """
+    bits = _checked_rate(rate, "RATE")
+    hosts_kept.require_root("rate", f" {rate}")
+    found = Kept.read(hosts_kept.state_dir(home_dir()))
+    if found is None or found.phase != "up":
+        what = "are not up" if found is None else f"are {found.phase}, not up"
+        raise Conflict(
+            f"test hosts for {home_dir()} {what}: no link to limit"
+            "\n  fix: ringleader testhosts up 3 --rate " + link_rate.rate_text(bits)
+        )
+    for line in link_rate.set_rate(link_rate.kept_links(found.hosts), bits):
+        _say(line)
+    link_rate.record(found.dir, bits)
+    _print(f"Test hosts {found.tag}: link rate {link_rate.rate_text(bits)}.")
 
 
 @app.command("down")
@@ -148,6 +222,7 @@ def list_hosts() -> None:
     states = hosts_kept.host_states(found)
     _print(f"Test hosts {found.tag}: {_phase(found, states)}")
     _print(f"{found.n} hosts, {_made(found)}")
+    _print(f"link rate: {link_rate.rate_text(link_rate.recorded(found.dir))} each way")
     _print(f"state: {directory / hosts_kept.STATE_FILE}")
     table = Table("HOST", "ADDRESS", "NETNS", "SSHD", box=None)
     for s in states:

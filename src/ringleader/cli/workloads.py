@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ringleader.cli.common import client, console, err_console, reports_errors, wraps
-from ringleader.cli.tables import output_option
+from ringleader.cli.tables import Output, output_option
 from ringleader.errors import NotFound, RingleaderError
 
 if TYPE_CHECKING:
@@ -41,6 +41,9 @@ RAW = typer.Option(
     "(by default they are shown as ^[ and the like: a terminal would obey them).",
 )
 WAIT_POLL_S = 1.0  # how often `logs -f` looks again at a workload that waits to start
+# How many workloads ``list`` shows by default: a screenful or two that a terminal
+# prints at once (500, the API's most, takes rich a second to lay out).
+LIST_LIMIT = 100
 ENDED = ("Completed", "Failed", "Stopped", "Deleting", "Deleted")  # a follow ends with these
 
 
@@ -50,11 +53,20 @@ def list_workloads(
         False, "-A", "--all-projects", help="Workloads of every project."
     ),
     project: str = PROJECT,
+    limit: int = typer.Option(
+        LIST_LIMIT,
+        "--limit",
+        metavar="N",
+        min=1,
+        max=500,
+        help="Show the newest N (at most 500); a note on stderr says how many more.",
+    ),
     output: str = OUTPUT,
 ) -> None:
     """List workloads with Run:ai's columns.
 
     A narrow terminal shows fewer columns, never a cut status; -o wide shows all.
+    The newest come first; past --limit, stderr says how many are not shown.
 
     Example: ringleader list -A
     """
@@ -63,8 +75,16 @@ def list_workloads(
 
     c = client()
     filters = [] if all_projects else [f"projectName=={project or c.project or 'default'}"]
-    listing = c.list_workloads(filters, limit=500)
+    listing = c.list_workloads(filters, limit=limit)
     print_list(console, listing, visible_data(listing.workloads), all_projects, output)
+    shown = len(listing.workloads)
+    if listing.total > shown and output not in (Output.json, Output.yaml):
+        more = f"--limit {min(500, listing.total)} shows more" if shown < 500 else "-p narrows"
+        err_console.print(
+            f"the newest {shown:,} of {listing.total:,} workloads; {more}",
+            markup=False,
+            highlight=False,
+        )
 
 
 @reports_errors

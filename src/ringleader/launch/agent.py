@@ -86,6 +86,9 @@ class Agent:
         self.rendezvous: Any = None  # what the framework's ranks meet at (horovod_store)
         self.rendezvous_serve = ""  # "module:function" that serves it (node 0 only)
         self.want_port = False  # node 0: it picks the master port
+        # The last stop swept /proc for the job's marker and no rank started since: a
+        # second stop (``bye`` after ``stop``) has nothing to find and skips that walk.
+        self.swept = False
 
     # ----- ops -------------------------------------------------------------
     def setup(self, msg: dict[str, Any]) -> None:
@@ -166,22 +169,32 @@ class Agent:
                 self.container, self.job_id, self.rundir, msg["mpi_pods"], cwd,
                 int(msg.get("mpi_node") or 0), account, ours, self.writer.send,
             )  # fmt: skip
-        for spec in msg["ranks"]:
-            os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
-            env = dict(os.environ)
-            env.pop(teardown.ENDED_FILE, None)  # armed by this launch's plan only
-            drop_agent_only(env)  # a server's docker socket and credentials: not a pod's
-            for key, value in spec["env_defaults"].items():
-                env.setdefault(key, value)
-            env.update(spec["env"])
-            marker = env.get(teardown.ENDED_FILE)
-            for stale in (spec["error_file"], marker):
-                if stale:  # gone, or what a rank made there (a directory): left as is
-                    with contextlib.suppress(OSError):
-                        os.unlink(stale)
-            if marker:
-                teardown.arm(env, marker)
-            self._spawn(spec["rank"], spec["argv"], cwd, env, spec["error_file"], marker)
+        started: list[tuple[RankProcess, str]] = []
+        try:
+            for spec in msg["ranks"]:
+                os.makedirs(os.path.dirname(spec["error_file"]), exist_ok=True)
+                env = dict(os.environ)
+                env.pop(teardown.ENDED_FILE, None)  # armed by this launch's plan only
+                drop_agent_only(env)  # a server's docker socket and credentials: not a pod's
+                for key, value in spec["env_defaults"].items():
+                    env.setdefault(key, value)
+                env.update(spec["env"])
+                marker = env.get(teardown.ENDED_FILE)
+                for stale in (spec["error_file"], marker):
+                    if stale:  # gone, or what a rank made there (a directory): left as is
+                        with contextlib.suppress(OSError):
+                            os.unlink(stale)
+                if marker:
+                    teardown.arm(env, marker)
+                rp = self._spawn(spec["rank"], spec["argv"], cwd, env, spec["error_file"], marker)
+                if rp is not None:
+                    started.append((rp, spec["error_file"]))
+        finally:
+            # Every rank is started before any is watched: the threads that read and
+            # wait on a rank cost a start each, which the next rank's start would wait
+            # behind. Whatever stopped the loop, the ranks it started are watched.
+            for rp, error_file in started:
+                self._watch(rp, error_file)
 
     def _pick_ports(self, ring_ports: int) -> tuple[int | None, list[int]]:
         """Node 0's master port and this host's ring ports, for a new attempt.  Where the
@@ -209,7 +222,8 @@ class Agent:
         env: dict[str, str],
         error_file: str,
         marker: str | None = None,
-    ) -> None:
+    ) -> RankProcess | None:
+        """Start one rank; None when it could not start (its exit is reported)."""
         # Only the agent's own environment (its supervisor's, from the server's
         # launch.json) says who ranks run as: never a rank's env, which a spec sets.
         env.pop(RUN_AS_VAR, None)
@@ -236,7 +250,7 @@ class Agent:
                 "out", rank=rank, stream="stderr", line=f"cannot start {argv[0]!r}: {why}"
             )
             self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
-            return
+            return None
         pin(proc.pid, env.get(CPU_AFFINITY, ""))
         # exec's kernel fact (spawned.py): in the server's run dir, or, on an SSH node
         # (no server there), in this agent's own, where ``account exec`` finds it.
@@ -249,8 +263,14 @@ class Agent:
         rp = RankProcess(rank, proc, marker)
         with self.lock:
             self.ranks[rank] = rp
-        if marker:
-            self.ended.watch(rank, proc.pid, marker)
+            self.swept = False  # a rank of this job runs: the next stop sweeps again
+        return rp
+
+    def _watch(self, rp: RankProcess, error_file: str) -> None:
+        """Forward a started rank's output and report its exit."""
+        rank, proc = rp.rank, rp.proc
+        if rp.marker:
+            self.ended.watch(rank, proc.pid, rp.marker)
         for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
 
             def emit(line: str, name: str = name) -> None:
@@ -329,16 +349,20 @@ class Agent:
         with self.lock:
             ranks = list(self.ranks.values())
             self.ranks = {}
+            swept = self.swept
         grace = self.grace_s if grace_s is None else grace_s
         # In an image the sweep is the runtime's: podman run passes its TERM on to the
         # container, and signalling the container's processes too gave each a second
         # TERM (a trap ran twice); close() removes the containers whatever is left.
-        procs.terminate(
-            [rp.proc.pid for rp in ranks],
-            grace,
-            marker=None if self.container else self.marker,
-            is_done=lambda: all(rp.proc.poll() is not None for rp in ranks),
-        )
+        if ranks or not swept:
+            procs.terminate(
+                [rp.proc.pid for rp in ranks],
+                grace,
+                marker=None if self.container else self.marker,
+                is_done=lambda: all(rp.proc.poll() is not None for rp in ranks),
+            )
+            with self.lock:
+                self.swept = not self.ranks
         for rp in ranks:
             rp.done.wait(timeout=2.0)
         self._close_rendezvous()  # the attempt is over: the next one meets afresh

@@ -17,10 +17,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ringleader.launch import frameworks, netif, prestart, spawned
-from ringleader.launch.image_pin import pinned_for, pinned_here
 from ringleader.launch.links import AgentLink, Event, agent_argv, start_link
 from ringleader.launch.plan import LaunchSpec, NodeFacts
-from ringleader.launch.registry_pull import for_host, pinned
 from ringleader.launch.ssh import SSHOptions, classify_failure
 
 if TYPE_CHECKING:
@@ -56,10 +54,7 @@ def start_agents(
 ) -> None:
     """Start an agent on each of ``hosts`` and send it ``setup``; each link goes into
     ``links`` as soon as it exists, so the caller can close it whatever happens next."""
-    # A cluster-registry image by the digest its tag names now: the same on every host.
-    container = pinned(spec.container) if spec.container else spec.container
-    if container:  # a localhost/ image: as the head holds it, or the host says it differs
-        container = pinned_here(container, any(not h.is_local for h in hosts))
+    container = _pinned_container(spec, hosts)
     for node, host in enumerate(hosts):
         env = prestart.agent_env()
         sudo = ("", "")
@@ -93,10 +88,38 @@ def start_agents(
             network_interface=spec.network_interface,
             node_rank=node,
             grace=spec.grace_s,
-            # Another host gets the registry's password, not the head's directory.
-            container=for_host(pinned_for(container, host.name), host.name, host.is_local) or None,
+            container=_container_for(container, host),
             **({"environ": env} if sudo[0] else {}),
         )
+
+
+def _pinned_container(spec: LaunchSpec, hosts: list[Host]) -> dict[str, Any]:
+    """The gang's image as every host must run it ({} for ranks in no image).
+
+    The image modules are imported only here, for a launch in an image: the
+    registry's client pulls in urllib and http (~10 ms), which a plain launch
+    would pay before its first rank (bench/launch.py's fixed cost).
+    """
+    if not spec.container:
+        return {}
+    from ringleader.launch.image_pin import pinned_here
+    from ringleader.launch.registry_pull import pinned
+
+    # A cluster-registry image by the digest its tag names now: the same on every host.
+    container = pinned(spec.container)
+    # A localhost/ image: as the head holds it, or the host says it differs.
+    return pinned_here(container, any(not h.is_local for h in hosts))
+
+
+def _container_for(container: dict[str, Any], host: Host) -> dict[str, Any] | None:
+    """``container`` as ``host``'s agent gets it; None for ranks in no image.  Another
+    host gets the registry's password, not the head's directory."""
+    if not container:
+        return None
+    from ringleader.launch.image_pin import pinned_for
+    from ringleader.launch.registry_pull import for_host
+
+    return for_host(pinned_for(container, host.name), host.name, host.is_local) or None
 
 
 #: An agent's ``fatal`` stages that a restart would meet again, on any node: its image

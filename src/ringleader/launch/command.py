@@ -134,6 +134,17 @@ def in_image(spec: LaunchSpec, args: LaunchArgs) -> LaunchSpec:
     return dataclasses.replace(spec, command=list(args.command), container=container)
 
 
+def comm_env(args: LaunchArgs) -> dict[str, str]:
+    """``--grad-compression``/``--sync-every`` as every rank's variables; none without
+    them, and then runtime.modes (and the runtime package it is in) stays off a plain
+    launch's path: imported before the first rank, they cost every launch."""
+    if args.grad_compression is None and args.sync_every is None:
+        return {}
+    from ringleader.runtime.modes import launch_env
+
+    return launch_env(args.grad_compression, args.sync_every)
+
+
 def run(args: LaunchArgs) -> int:
     """Launch, supervise to the end, print the root cause; the exit code.
 
@@ -156,7 +167,7 @@ def run(args: LaunchArgs) -> int:
             max_restarts=args.max_restarts,
             grace_s=args.grace,
             network_interface=args.network_interface,
-            env=parse_env(args.env),
+            env={**parse_env(args.env), **comm_env(args)},
             run_id=args.run_id or prestart.run_id(),
             allocation=allocation,
         )

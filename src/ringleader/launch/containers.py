@@ -44,6 +44,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from typing import Any
 
 from ringleader.launch import container_mounts, image_pin, image_pull
@@ -328,7 +329,37 @@ def popen_rank(
 
 
 def remove_job(runtime: str, job_id: str, timeout_s: float = 60) -> list[str]:
-    """Force-remove every container of ``job_id`` (stopped or not); their IDs."""
+    """Force-remove every container of ``job_id`` (stopped or not); the IDs found.
+
+    Checked, not assumed: after each ``rm`` the job's containers are listed again and
+    what is left is removed again, until none is or ``timeout_s`` has passed.  One
+    ``rm`` is not always enough: a container whose ``podman stop`` client was killed
+    with the run's cgroup (left "Stopping"), or that conmon's cleanup holds at that
+    moment, can outlive it, and nothing removes it later (its run has ended).
+    """
+    deadline = time.monotonic() + timeout_s
+    found: list[str] = []
+    pause_s = 0.1
+    while (ids := _job_containers(runtime, job_id, deadline)) and time.monotonic() < deadline:
+        found += [i for i in ids if i not in found]
+        # podman's ``rm --force`` waits the container's stop timeout first; docker's kills.
+        now = [] if is_docker(runtime) else ["--time", "0"]
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(
+                [runtime, "rm", "--force", *now, *ids],
+                capture_output=True,
+                timeout=max(deadline - time.monotonic(), 1),
+                check=False,
+            )
+        if not _job_containers(runtime, job_id, deadline):
+            break
+        time.sleep(min(pause_s, max(deadline - time.monotonic(), 0)))
+        pause_s = min(pause_s * 2, 2.0)
+    return found
+
+
+def _job_containers(runtime: str, job_id: str, deadline: float) -> list[str]:
+    """The IDs of ``job_id``'s containers; none when the runtime cannot say."""
     try:
         listed = subprocess.run(
             [
@@ -342,20 +373,9 @@ def remove_job(runtime: str, job_id: str, timeout_s: float = 60) -> list[str]:
             ],
             capture_output=True,
             text=True,
-            timeout=timeout_s,
+            timeout=max(deadline - time.monotonic(), 1),
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return []
-    ids = listed.stdout.split() if listed.returncode == 0 else []
-    if ids:
-        # podman's ``rm --force`` waits the container's stop timeout first; docker's kills.
-        now = [] if is_docker(runtime) else ["--time", "0"]
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(
-                [runtime, "rm", "--force", *now, *ids],
-                capture_output=True,
-                timeout=timeout_s,
-                check=False,
-            )
-    return ids
+    return listed.stdout.split() if listed.returncode == 0 else []

@@ -86,6 +86,15 @@ class LaunchArgs:
         "list", "-e", "--env", metavar="KEY=VALUE",
         help="Extra environment for every rank, KEY=VALUE (repeatable).",
     )  # fmt: skip
+    grad_compression: str | None = option(
+        "str", "--grad-compression", metavar="MODE",
+        help="Gradients sent as none (default: exact DDP), bf16, fp16 or powersgd[:RANK]"
+        " (runtime.prepare).",
+    )  # fmt: skip
+    sync_every: int | None = option(
+        "int", "--sync-every", metavar="H",
+        help="Local SGD: average parameters every H steps, no gradient all-reduce.",
+    )  # fmt: skip
     run_id: str | None = option(
         "str", "--run-id", metavar="ID", help="Job id (default: a random rl-xxxxxxxx)."
     )

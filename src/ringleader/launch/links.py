@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import select
 import sys
 import threading
 import time
@@ -71,17 +72,39 @@ class AgentLink:
     def wait(self, timeout_s: float) -> bool:
         """True once the agent exited within ``timeout_s``.
 
-        Waits on the end of its output first (a thread join wakes at once)
-        rather than on Popen.wait's timed polling, which sleeps in growing steps.
+        Waits on the end of its output first (a thread join wakes at once), then
+        on its exit (``exited``), never on Popen.wait's timed polling, which
+        sleeps in growing steps: its output ends a moment before it exits.
         """
         deadline = time.monotonic() + timeout_s
         for thread in self.threads[:1]:
             thread.join(timeout=timeout_s)
-        try:
-            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except Exception:
-            return False
+        return exited(self.proc, max(0.0, deadline - time.monotonic()))
+
+
+def exited(proc: Popen[bytes], timeout_s: float) -> bool:
+    """Reap ``proc`` once it exits within ``timeout_s``; False if it still runs.
+
+    Woken by the exit itself (a pidfd: Linux 5.3+); elsewhere Popen.wait's polling.
+    The pid cannot have been reused: the child is ours and not yet reaped.
+    """
+    if proc.poll() is not None:
         return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        try:
+            select.select([fd], [], [], timeout_s)
+        finally:
+            os.close(fd)
+        timeout_s = 0.0  # it ended, or the time is up: one last look either way
+    try:
+        proc.wait(timeout=timeout_s)
+    except Exception:
+        return False
+    return True
 
 
 def _tail_text(raw: bytes) -> str:

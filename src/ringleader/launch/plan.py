@@ -29,7 +29,11 @@ from typing import Any
 from ringleader.hosts import Host, to_mpi_hostfile
 from ringleader.launch import frameworks, teardown
 from ringleader.launch.frameworks import RankPlace
-from ringleader.runtime.metrics import METRICS_DIR, METRICS_FILE
+
+# runtime.metrics's names, not imported: that module is the training side's (json,
+# re, its step timer), and every launch would pay for it before its first rank.
+METRICS_FILE = "RINGLEADER_METRICS_FILE"
+METRICS_DIR = "RINGLEADER_METRICS_DIR"
 
 # Under mpirun, the JSON of ``LaunchSpec.rank_env``: each rank applies its entry.
 RANK_ENV = "RINGLEADER_RANK_ENV"

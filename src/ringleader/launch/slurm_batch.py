@@ -142,6 +142,7 @@ def _check_inner_launch(args: LaunchArgs) -> None:
     """The options the job's own launch reads, checked here rather than in the job."""
     from ringleader.launch.launch_args import parse_ranks
     from ringleader.launch.options import parse_env
+    from ringleader.runtime.modes import launch_env
 
     frameworks.get(args.framework)
     if args.max_restarts < 0:
@@ -149,6 +150,7 @@ def _check_inner_launch(args: LaunchArgs) -> None:
     if args.grace < 0:
         raise InvalidSpec("must be 0 or more seconds", "--grace")
     parse_env(args.env)
+    launch_env(args.grad_compression, args.sync_every)
     if args.image or args.image_pull_policy or args.container_runtime:
         from ringleader.launch.options import check_image
 
@@ -181,6 +183,10 @@ def _inner_options(args: LaunchArgs, per_node: int, run_id: str) -> list[str]:
         options.append("--no-prefix")
     for pair in args.env:
         options += ["-e", pair]
+    if args.grad_compression is not None:
+        options += ["--grad-compression", args.grad_compression]
+    if args.sync_every is not None:
+        options += ["--sync-every", str(args.sync_every)]
     return options
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from ringleader.runtime import modes
 from ringleader.runtime.env import (
     GPU_FRACTION,
     GPU_MEMORY_BYTES,
@@ -38,6 +39,7 @@ from ringleader.runtime.env import (
 from ringleader.runtime.env import expected_world_size as _expected_from_env
 from ringleader.runtime.errorfile import install_error_recorder
 from ringleader.runtime.jax_group import init_jax, wants_jax
+from ringleader.runtime.modes import CommMode
 
 if TYPE_CHECKING:
     import torch
@@ -54,6 +56,8 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_S = 300.0
+#: Set by ``ringleader plan --script``: prepare() writes the model's shapes there.
+PLAN_PROBE = "RINGLEADER_PLAN_PROBE"
 
 
 class WorldSizeMismatch(RuntimeError):
@@ -81,6 +85,8 @@ class DistContext:
 _context: DistContext | None = None
 #: DDP wrappers made by prepare(); shutdown() frees their reducers (see there).
 _prepared: weakref.WeakSet[Any] = weakref.WeakSet()
+#: Optimizer step hooks of local SGD (prepare()); shutdown() removes them.
+_hooks: list[Any] = []
 
 
 def _pick_backend_and_device(
@@ -249,6 +255,9 @@ def shutdown() -> None:
         return
     import torch.distributed as dist
 
+    for handle in _hooks:
+        handle.remove()
+    _hooks.clear()
     for wrapped in list(_prepared):
         if hasattr(wrapped, "reducer"):
             del wrapped.reducer
@@ -277,21 +286,74 @@ def _require_context() -> DistContext:
     return _context
 
 
-def prepare(model: torch.nn.Module, optimizer: Any = None) -> Any:
+def prepare(
+    model: torch.nn.Module,
+    optimizer: Any = None,
+    *,
+    grad_compression: str | None = None,
+    sync_every: int | None = None,
+) -> Any:
     """Move ``model`` to this rank's device and wrap it in DistributedDataParallel.
 
     Returns the wrapped model, or ``(model, optimizer)`` when an optimizer is given.
     Parameters are moved in place, so an optimizer built before the call keeps
     pointing at the right tensors.
+
+    ``grad_compression`` (``"none"``, ``"bf16"``, ``"fp16"``, ``"powersgd[:R]"``)
+    and ``sync_every`` (H > 1: local SGD, parameters averaged every H optimizer
+    steps) trade exactness for less traffic (:mod:`.modes`); not given, they come
+    from ``RINGLEADER_GRAD_COMPRESSION`` / ``RINGLEADER_SYNC_EVERY`` (the launcher's
+    ``--grad-compression`` / ``--sync-every``), else exact DDP.  Every mode times the
+    communication each step waits for; ``runtime.report`` records it.
     """
     from torch.nn.parallel import DistributedDataParallel
 
+    from ringleader.runtime.comm import apply_mode
+
     ctx = _require_context()
+    mode = _mode(grad_compression, sync_every)
     model = model.to(ctx.device)
     device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
     wrapped = DistributedDataParallel(model, device_ids=device_ids)
+    _hooks.extend(apply_mode(wrapped, mode, ctx.backend, optimizer))
     _prepared.add(wrapped)
+    if os.environ.get(PLAN_PROBE):
+        _write_probe(os.environ[PLAN_PROBE], model)
+    if not mode.exact and ctx.rank == 0:
+        print(f"ringleader: training with {mode.describe()}", file=sys.stderr, flush=True)
     return wrapped if optimizer is None else (wrapped, optimizer)
+
+
+def _write_probe(path: str, model: torch.nn.Module) -> None:
+    """``ringleader plan --script``'s probe: the trainable parameters' shapes and dtype,
+    written whole (a temporary file renamed) so the planner never reads half of it."""
+    import json
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    body = {"shapes": [list(p.shape) for p in params],
+            "dtype": str(params[0].dtype) if params else None,
+            "dtype_bytes": params[0].element_size() if params else 0}  # fmt: skip
+    with open(f"{path}.tmp", "w", encoding="utf-8") as file:
+        json.dump(body, file)
+    os.replace(f"{path}.tmp", path)
+
+
+def _mode(grad_compression: str | None, sync_every: int | None) -> CommMode:
+    """The arguments' mode, each missing one from the launcher's variables; ValueError
+    naming the argument or variable that is wrong."""
+    names = {"grad_compression": "grad_compression", "sync_every": "sync_every"}
+    if grad_compression is None:
+        grad_compression = os.environ.get(modes.GRAD_COMPRESSION_ENV) or None
+        names["grad_compression"] = modes.GRAD_COMPRESSION_ENV
+    if sync_every is None:
+        sync_every = os.environ.get(modes.SYNC_EVERY_ENV) or None  # type: ignore[assignment]
+        names["sync_every"] = modes.SYNC_EVERY_ENV
+    try:
+        return modes.make_mode(grad_compression, sync_every)
+    except ValueError as exc:
+        where, problem = exc.args
+        where = names[where]
+        raise ValueError(f"{where}: {problem}") from None
 
 
 def shard(dataset: Any, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> Any:

@@ -12,11 +12,15 @@ the file name, e.g. under mpirun, derives ``rank-R.attempt-A.jsonl``); outside i
 The file is JSON lines, one record per call, appended, flushed, never fsynced (a
 crash may lose the last lines, never the loop's time)::
 
-    {"step": 12, "time": 1764000000.123, "loss": 0.41, "samples": 64, "scalars": {"lr": 0.01}}
+    {"step": 12, "time": 1764000000.123, "loss": 0.41, "samples": 64, "comm": 0.05,
+     "scalars": {"lr": 0.01}}
 
 ``time`` is the wall clock when ``report`` was called; step time and samples/s
 are derived by the reader from consecutive records (``samples`` counts what this
-rank processed since its previous report).  Non-finite values (a diverged NaN
+rank processed since its previous report).  ``comm`` is written for a model
+wrapped by ``runtime.prepare``: the seconds per step, on average since the
+previous report, that the rank waited for communication (:mod:`.steptime`);
+the reader splits step time into that and compute.  Non-finite values (a diverged NaN
 loss) are left out of the record and named in ``"nonfinite"``: a training loop
 is never stopped by its metrics.
 
@@ -37,6 +41,8 @@ import sys
 import time
 from typing import IO
 
+from ringleader.runtime import steptime
+
 __all__ = ["MAX_FILE_BYTES", "MAX_SCALARS", "METRICS_DIR", "METRICS_FILE", "dropped", "report"]
 
 METRICS_FILE = "RINGLEADER_METRICS_FILE"
@@ -44,7 +50,7 @@ METRICS_DIR = "RINGLEADER_METRICS_DIR"
 MAX_SCALARS = 32
 MAX_FILE_BYTES = 64 * 1024 * 1024
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}")
-_RESERVED = frozenset({"step", "time", "loss", "samples"})
+_RESERVED = frozenset({"step", "time", "loss", "samples", "comm"})
 
 
 class _Sink:
@@ -146,6 +152,9 @@ def report(
             nonfinite.append("loss")
     if samples is not None:
         record["samples"] = samples
+    comm = steptime.take()
+    if comm is not None:
+        record["comm"] = round(comm, 6)
     extra: dict[str, float] = {}
     for name, raw in scalars.items():
         if not NAME_PATTERN.fullmatch(name) or name in _RESERVED:

@@ -39,12 +39,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, inspect, select, update
+from sqlalchemy.orm import Session, make_transient_to_detached
 
 from ringleader.errors import Unauthorized
 from ringleader.server.db import utcnow
 from ringleader.server.models import AccessKey, Project, ProjectMember, Token, User, Workload
+from ringleader.server.token_cache import CACHE, TokenCache, watch
+
+watch()  # every write to users, tokens or access_keys in this process empties the cache
 
 PBKDF2_ROUNDS = 120_000
 DEFAULT_PROJECT = "default"
@@ -210,30 +213,50 @@ def revoke_pod_tokens(session: Session, workload_id: str) -> None:
     session.execute(delete(Token).where(Token.workload_id == workload_id))
 
 
-def user_for_token(session: Session, token: str) -> User:
-    """The token's user, in one query (every API call makes it).
+def user_for_token(session: Session, token: str, cache: TokenCache | None = CACHE) -> User:
+    """The token's user, in one query (every API call makes it), or none at all when
+    ``cache`` (``token_cache``: its docstring states how soon a revocation is seen)
+    verified this token a moment ago: the remembered user is merged into ``session``.
 
     A pod token confines ``session`` to its workload's project (``pod_project``);
     one whose workload has ended or gone is refused even if a revocation was
     missed (a deleted workload's tokens also go with its row)."""
+    digest = token_digest(token)
+    entry = cache.get(digest) if cache is not None else None
+    if entry is not None:
+        if entry.expires_at <= utcnow():
+            raise Unauthorized(EXPIRED)
+        return session.merge(entry.user, load=False)
+    fresh = not session.in_transaction()  # a snapshot taken earlier may predate a change
+    generation = cache.generation() if cache is not None else 0
     row = session.execute(
         select(User, Token.expires_at, Token.workload_id, Workload.project_id, Workload.phase)
         .join(Token, Token.user_id == User.id)
         .outerjoin(Workload, Workload.id == Token.workload_id)
-        .where(Token.token_hash == token_digest(token))
+        .where(Token.token_hash == digest)
     ).first()
     if row is None:
         raise Unauthorized("invalid token")
     user, expires_at, workload_id, project_id, phase = row
     if expires_at <= utcnow():
-        raise Unauthorized(
-            "token expired; get a new one with `ringleader token` or POST /api/v1/token"
-        )
+        raise Unauthorized(EXPIRED)
     if workload_id is not None:
         if project_id is None or phase in POD_TOKEN_ENDS:
             raise Unauthorized("invalid token: its workload has ended")
         session.info[POD_PROJECT] = project_id
+    elif cache is not None and fresh:
+        cache.put(digest, detached_copy(user), expires_at, generation)
     return user
+
+
+EXPIRED = "token expired; get a new one with `ringleader token` or POST /api/v1/token"
+
+
+def detached_copy(user: User) -> User:
+    """A copy of ``user``'s row that belongs to no session (what the cache keeps)."""
+    copy = User(**{a.key: getattr(user, a.key) for a in inspect(User).column_attrs})
+    make_transient_to_detached(copy)
+    return copy
 
 
 def pod_project(session: Session) -> str | None:

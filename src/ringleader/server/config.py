@@ -87,6 +87,16 @@ class ServerConfig:
     host_path_allow: tuple[str, ...] | None = None
     # How long each host's agent may pull an image before the gang fails (no restart).
     image_pull_timeout_s: float = 45.0
+    # A standby server (server/ha): None: on PostgreSQL, elect one active through the
+    # lease row; False: one server, no lease; True: required (an error on SQLite).
+    ha: bool | None = None
+    # Where clients reach this server, as a standby names it (--advertise-url);
+    # None: ``url``.
+    advertise_url: str | None = None
+    # The active renews its lease every lease_renew_s for lease_ttl_s: a standby takes
+    # over within about lease_ttl_s + lease_renew_s of the active's last renewal.
+    lease_ttl_s: float = 3.0
+    lease_renew_s: float = 1.0
 
     @property
     def host_paths(self) -> tuple[str, ...]:

@@ -11,14 +11,25 @@ or tokens, make users or change memberships, so it dies with its workload.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Forbidden, Unauthorized
-from ringleader.server.auth import pod_project, user_for_token
+from ringleader.server.auth import (
+    CACHE,
+    EXPIRED,
+    POD_PROJECT,
+    detached_copy,
+    pod_project,
+    token_digest,
+    user_for_token,
+)
+from ringleader.server.db import utcnow
 from ringleader.server.models import User
 
 bearer = HTTPBearer(auto_error=False, description="Bearer token from POST /api/v1/token")
@@ -61,10 +72,11 @@ def get_session(request: Request) -> Iterator[Session]:
 MISSING_TOKEN = "missing bearer token; get one with `ringleader token` or POST /api/v1/token"
 
 
-def bearer_token(
+async def bearer_token(
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer),
 ) -> str:
-    """The bearer token of the ``Authorization`` header, unchecked; 401 when none."""
+    """The bearer token of the ``Authorization`` header, unchecked; 401 when none.
+    (On the event loop: it reads a header, and a worker thread costs more.)"""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise Unauthorized(MISSING_TOKEN)
     return credentials.credentials
@@ -102,3 +114,40 @@ def caller(scope: Mapping[str, Any], token: str, session: Session) -> User:
                 f"{method} {path} needs the user's own access key"
             )
     return user
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A caller checked before its route runs: a detached copy of its user (no
+    session's), and the project its pod token confines it to (None: a user's token)."""
+
+    user: User
+    pod_project: str | None = None
+
+    def attach(self, session: Session) -> User:
+        """The user in ``session`` (no query), confined as the token is (and only as
+        it is: a group commit's session serves several callers in turn)."""
+        if self.pod_project is None:
+            session.info.pop(POD_PROJECT, None)
+        else:
+            session.info[POD_PROJECT] = self.pod_project
+        return session.merge(self.user, load=False)
+
+
+async def verified_caller(request: Request, token: str = Depends(bearer_token)) -> Verified:
+    """``current_user`` for routes that do their work in one worker thread of their own
+    (the submission's group commit, GET /api/v1/me): a token the cache verified a
+    moment ago (``token_cache``) is answered on the event loop, with no thread and no
+    session; any other is checked on a reader session in a worker thread."""
+    entry = CACHE.get(token_digest(token))
+    if entry is not None:  # a user's token (pod tokens are never cached): every route
+        if entry.expires_at <= utcnow():
+            raise Unauthorized(EXPIRED)
+        return Verified(entry.user)
+    return await anyio.to_thread.run_sync(_verify, request, token)
+
+
+def _verify(request: Request, token: str) -> Verified:
+    with request.app.state.readers() as session:
+        user = caller(request.scope, token, session)
+        return Verified(detached_copy(user), pod_project(session))

@@ -28,6 +28,10 @@ Invariants:
   200k unknown keys are one 422 naming the object, not 200k errors built on the
   event loop; a body whose bytes alone show more keys than ``MAX_JSON_VALUES``
   (``counted_keys``) is refused before it is parsed at all;
+- a JSON body of at most ``ON_LOOP_BODY_BYTES`` (a plain submission's) is parsed
+  and walked on the event loop: tens of microseconds, less than a worker thread's
+  round trip costs; its size is left in the scope (``BODY_BYTES``) so the route's
+  own check knows it small (``validation.body_checked_off_loop``);
 - a JSON body over ``IN_PROCESS_BODY_BYTES`` is counted, parsed and walked in the
   server's body checker, a process of its own (``CHECKER``): counting and parsing
   megabytes hold an interpreter's lock for tens to hundreds of milliseconds, and
@@ -68,10 +72,13 @@ JSON_CHECKS = 2
 # Bodies up to this are counted on the loop and parsed on a thread (a few ms at most);
 # bigger ones are checked in the body checker process first (``body_problem``).
 IN_PROCESS_BODY_BYTES = 64 * 1024
+# Bodies up to this are parsed and walked on the loop (at most a few hundred values).
+ON_LOOP_BODY_BYTES = 2048
 CHECKER = reader_process.Reader()
 # Where JsonBounds leaves the body it parsed, for the route's own check
 # (``validation.validate_bodies_off_loop``), so a body is parsed once off the loop.
 PARSED_BODY = "ringleader.parsed_body"
+BODY_BYTES = "ringleader.body_bytes"  # the size of the body JsonBounds looked at
 
 
 class BodyLimit:
@@ -205,10 +212,14 @@ class JsonBounds:
         if problem is not None:
             await _refuse_422(send, *problem)
             return
+        scope[BODY_BYTES] = len(body)
         if body.strip():
-            parsed, problem = await anyio.to_thread.run_sync(
-                parsed_within_bounds, body, limiter=self.limiter
-            )
+            if len(body) <= ON_LOOP_BODY_BYTES:
+                parsed, problem = parsed_within_bounds(body)
+            else:
+                parsed, problem = await anyio.to_thread.run_sync(
+                    parsed_within_bounds, body, limiter=self.limiter
+                )
             if problem is not None:
                 await _refuse_422(send, *problem)
                 return

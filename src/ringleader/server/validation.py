@@ -8,7 +8,8 @@ Invariants (issue 22, item 5):
   echo is small (strings cut, objects and lists to their first items and a few
   levels) and renderable (inf, NaN, lone surrogates); a secret-named field's value
   is never echoed;
-- a request body is validated against its route's model in a worker thread first
+- a request body (past ``limits.ON_LOOP_BODY_BYTES``) is validated against its
+  route's model in a worker thread first
   (``body_checked_off_loop``), on the JSON ``limits.JsonBounds`` parsed there:
   a body that fails gets its 422 without FastAPI's own validation, which runs on
   the event loop, ever seeing it; a body that passes is validated again by
@@ -37,8 +38,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
 from ringleader.errors import Unauthorized
-from ringleader.server.deps import MISSING_TOKEN, caller, current_user
-from ringleader.server.limits import PARSED_BODY
+from ringleader.server.deps import MISSING_TOKEN, caller, current_user, verified_caller
+from ringleader.server.limits import BODY_BYTES, ON_LOOP_BODY_BYTES, PARSED_BODY
 
 _ECHO_CHARS = 200  # of an input echoed in a 422: enough to recognise it
 _ECHO_ITEMS = 10  # of an object or list echoed in a 422; deeper than _ECHO_DEPTH: none
@@ -156,10 +157,15 @@ async def body_checked_off_loop(connection: HTTPConnection) -> None:
     (``validation_error`` renders it), so that validation only ever sees bodies that pass.
 
     Dependencies are solved before the body is validated, and the matched route is
-    in the scope; a route whose body is embedded or a form is left to FastAPI."""
+    in the scope; a route whose body is embedded or a form is left to FastAPI, and
+    so is a small body (``limits.ON_LOOP_BODY_BYTES``: a few hundred values at most,
+    whose validation costs the loop less than a thread's round trip; FastAPI solves
+    the route's dependencies, its caller's check among them, before it looks at it)."""
     scope = connection.scope
     route, value = scope.get("route"), scope.get(PARSED_BODY, _NONE)
     if value is _NONE or scope["type"] != "http" or not isinstance(route, APIRoute):
+        return
+    if scope.get(BODY_BYTES, ON_LOOP_BODY_BYTES + 1) <= ON_LOOP_BODY_BYTES:
         return
     bodies = route.dependant.body_params
     if len(bodies) != 1 or isinstance(bodies[0].field_info, Form):
@@ -178,8 +184,12 @@ async def body_checked_off_loop(connection: HTTPConnection) -> None:
 
 
 def _needs_caller(dependant: Any) -> bool:
-    """Whether the route asks for its caller (``deps.current_user``) anywhere."""
-    return any(d.call is current_user or _needs_caller(d) for d in dependant.dependencies)
+    """Whether the route asks for its caller (``deps.current_user`` or
+    ``deps.verified_caller``) anywhere."""
+    return any(
+        d.call in (current_user, verified_caller) or _needs_caller(d)
+        for d in dependant.dependencies
+    )
 
 
 def _authorize(connection: HTTPConnection) -> None:

@@ -226,6 +226,7 @@ class TestHostNetwork:
         shutil.copy(self.identity_file.with_suffix(".pub"), self.authorized_keys)
         self.ssh_config.write_text(sshd.ssh_config(self.identity_file, self.known_hosts))
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privsep chroot
+        self._write_names()
         known = []
         for h in self.hosts:
             known.append(self._make_host(h, keygen))
@@ -233,6 +234,23 @@ class TestHostNetwork:
         for h in self.hosts:
             assert h.process is not None
             sshd.wait_ready(h.process, h.address, h.sshd_log, h.netns, self.ready_timeout)
+
+    @property
+    def etc_files(self) -> dict[str, Path]:
+        """What each host sees at these /etc paths: the network's names, no DNS."""
+        return {"/etc/hosts": self.dir / "hosts", "/etc/resolv.conf": self.dir / "resolv.conf"}
+
+    def _write_names(self) -> None:
+        """Every host's /etc/hosts and /etc/resolv.conf (``sshd.RESOLV_CONF`` says why):
+        each host by its address (its hostname) and its netns name, and the bridge,
+        where the machine itself is reached, by the bridge's name."""
+        names = {self.bridge_address: self.bridge}
+        for h in self.hosts:
+            address = self._addr(10 + h.index)
+            names[address] = f"{address} {h.netns}"
+        files = self.etc_files
+        files["/etc/hosts"].write_text(sshd.hosts_file(names))
+        files["/etc/resolv.conf"].write_text(sshd.RESOLV_CONF)
 
     def _make_host(self, h: TestHost, keygen: tuple[str, ...]) -> str:
         """Namespace, veth, address, route, host key, sshd; its known_hosts line."""
@@ -260,7 +278,7 @@ class TestHostNetwork:
     def _spawn_sshd(self, h: TestHost) -> None:
         argv = sshd.sshd_argv(
             h.netns, h.address, h.dir, hidden_dirs=h.hidden_dirs,
-            own_containers=self.own_containers, protected=[self.dir],
+            own_containers=self.own_containers, protected=[self.dir], etc=self.etc_files,
         )  # fmt: skip
         with h.sshd_log.open("ab") as log:  # exec chain keeps the pid: Popen.pid is sshd's
             h.process = subprocess.Popen(

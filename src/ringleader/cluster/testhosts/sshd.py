@@ -91,6 +91,43 @@ def ssh_config(identity_file: Path, known_hosts: Path) -> str:
     return f"Host *\n{body}"
 
 
+#: A test host's resolver config: no nameserver, so the resolver asks 127.0.0.1, where
+#: nothing listens inside the host's namespace, and a name not in its /etc/hosts fails
+#: at once. With the machine's own (a nameserver the test network does not route to),
+#: each such lookup waited out the resolver's timeouts, 10 s: a gloo rank's TCPStore
+#: names every peer that connects (getnameinfo), and 4 ranks on 2 hosts took ~22 s
+#: to their first step under any launcher.
+RESOLV_CONF = (
+    "# ringleader test host: the test network has no DNS; its names are in /etc/hosts.\n"
+    "# No nameserver: a lookup of any other name fails at once (127.0.0.1 refuses).\n"
+)
+
+
+def hosts_file(names: Mapping[str, str]) -> str:
+    """A test host's /etc/hosts: localhost, then each address of the test network with
+    its names (``names``: address -> names), as a cluster's /etc/hosts lists its nodes,
+    so a peer's address is named without asking a DNS server (see RESOLV_CONF).
+
+    Each address is named in its IPv4-mapped IPv6 form too (``::ffff:a.b.c.d``, by its
+    first name only): a dual-stack listener (gloo's TCPStore) sees its IPv4 peers so,
+    and the resolver's files do not map one form onto the other."""
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    lines += [f"{address} {name}" for address, name in names.items()]
+    lines += [f"::ffff:{address} {name.split()[0]}" for address, name in names.items()]
+    return "\n".join(lines) + "\n"
+
+
+def bind_names_script(etc: Mapping[str, Path]) -> list[str]:
+    """Shell lines that bind each file of ``etc`` (/etc path -> ours) over that path in
+    the current (private) mount namespace: only this host's sessions see them."""
+    q = shlex.quote
+    return [
+        f"mount --bind {q(str(ours))} {q(target)} || echo 'test host: cannot bind'"
+        f" {q(str(ours))} over {q(target)} >&2"
+        for target, ours in etc.items()
+    ]
+
+
 def sshd_binary() -> str:
     """sshd by absolute path: sshd re-execs itself and refuses a relative one."""
     return shutil.which("sshd", path=SBIN_PATH) or "/usr/sbin/sshd"
@@ -104,22 +141,27 @@ def sshd_argv(
     hidden_dirs: Sequence[str] = (),
     own_containers: bool = False,
     protected: Sequence[Path] = (),
+    etc: Mapping[str, Path] | None = None,
 ) -> list[str]:
     """The command that runs the host's sshd in its namespaces, keeping one pid.
 
     ``ip netns exec``, ``unshare`` and ``sh``'s ``exec`` each replace themselves, so
     the pid Popen reports is sshd's: the pid that is recorded and later signalled.
+    ``etc``: files bound over /etc paths for this host's sessions (its /etc/hosts and
+    /etc/resolv.conf); ``ip netns exec`` gives each sshd a mount namespace of its own.
     """
     sshd = [sshd_binary(), "-D", "-e", "-f", str(host_dir / "sshd_config")]
     # Its own hostname, its address (as a machine's name resolves to its own address:
     # Gloo's devices that name no interface, Horovod's process sets, bind to it).
     named = f"hostname {address}"
+    binds = bind_names_script(etc or {})
     uts = ["unshare", "--uts"]
     if not (hidden_dirs or own_containers):
         return ["ip", "netns", "exec", netns, *uts, "/bin/sh", "-c",
-                f"{named} && exec {shlex.join(sshd)}"]  # fmt: skip
+                " && ".join([named, *(f"{{ {b}; }}" for b in binds),
+                             f"exec {shlex.join(sshd)}"])]  # fmt: skip
     keep = [*protected, Path(sshd[0]), Path("/run/sshd")]
-    script = ["set -e", named, *hide_script(hidden_dirs, keep, host_dir / "tools")]
+    script = ["set -e", named, *binds, *hide_script(hidden_dirs, keep, host_dir / "tools")]
     if own_containers:
         script += own_containers_script(host_dir)
     script.append(f"exec {shlex.join(sshd)}")
