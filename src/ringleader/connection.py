@@ -118,6 +118,9 @@ def local_server(home: Path) -> str:
         record = live_record(home)
         url = record.url if record else LOCAL_URL
         if healthy(url):
+            # Read again: a server started here binds before it publishes its record, so
+            # the check may have connected before the record existed and been answered after.
+            record = live_record(home) or record
             if proc is not None and record is not None and record.pid == proc.pid:
                 _say_started(home, url, proc.pid)  # ours answers (not a racing command's)
             return url

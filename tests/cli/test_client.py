@@ -159,3 +159,36 @@ def test_wait_healthy_says_false_at_once_when_the_starting_process_exits(tmp_pat
         assert wait_healthy(f"http://127.0.0.1:{server.server_port}", None, 30)
     finally:
         server.shutdown()
+
+
+def test_the_autostart_says_so_when_its_server_publishes_during_the_health_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A started server binds, then writes its record, then answers: a health check that
+    connected before the record existed is answered after it; the start is still told."""
+    from ringleader import connection
+    from ringleader.home import HomeLock
+
+    class Started:
+        pid = os.getpid()  # alive, so the record it publishes is live
+
+        def poll(self) -> None:
+            return None
+
+    checks: list[str] = []
+
+    def healthy(url: str) -> bool:
+        checks.append(url)
+        if len(checks) < 3:  # before the start, and once while it starts
+            return False
+        lock = HomeLock.acquire(tmp_path)  # the server publishes while the check waits
+        lock.publish(LOCAL_URL)
+        return True
+
+    monkeypatch.setattr(connection, "healthy", healthy)
+    monkeypatch.setattr(connection, "start_local_server", lambda home: Started())
+    monkeypatch.setattr(connection.time, "sleep", lambda s: None)
+    assert connection.local_server(tmp_path) == LOCAL_URL
+    assert f"started a server for {tmp_path} at {LOCAL_URL} (pid {os.getpid()})" in (
+        capsys.readouterr().err
+    )
