@@ -406,3 +406,40 @@ def test_spread_puts_fractions_on_separate_devices() -> None:
     )
     devices = {decisions.placement(w).pods[0].gpus[0].index for w in ("f0", "f1")}
     assert devices == {0, 1}
+
+
+def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two alike in-quota gangs that no reclaim can place (five GPUs on one node, on
+    nodes of four): the second, in the same state, is answered from the first's search
+    (each search walks every candidate), with the same decisions as searching again.
+    Each is searched for in pass 1 (deserved quota) and pass 2 (fair share)."""
+    from ringleader.sched import reclaim
+    from ringleader.sched.scheduler import _Cycle
+
+    running = tuple(
+        replace(job(f"a-{i}", "a", at=i), bindings=(binding(f"a-{i}-0", f"node-{i % 2}", i // 2),))
+        for i in range(8)
+    )
+    snapshot = Snapshot(
+        nodes=(gpu_node("node-0", 4), gpu_node("node-1", 4)),
+        projects=(project("a", 2), project("b", 6)),
+        workloads=(*running, job("b-0", "b", gpus=5, at=10), job("b-1", "b", gpus=5, at=11)),
+    )
+    searches: list[int] = []
+    search = reclaim.choose_victims
+
+    def counted(*args: object, **kwargs: object) -> object:
+        searches.append(1)
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(reclaim, "choose_victims", counted)
+    remembered = schedule(snapshot)
+    assert len(searches) == 2  # b-0's, once a pass; b-1 answered from them
+    assert remembered.preemptions == () and remembered.placements == ()
+    assert remembered.pending_reason("b-0") == remembered.pending_reason("b-1") != ""
+    monkeypatch.setattr(_Cycle, "remember_misses", False)
+    searches.clear()
+    assert schedule(snapshot) == remembered
+    assert len(searches) == 4

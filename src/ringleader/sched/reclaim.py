@@ -43,6 +43,10 @@ class Reclaiming:
     giving_up_rank: dict[str, int]
     _candidate_of: dict[tuple[str, bool], Candidate]
     _nodes_of: dict[str, tuple[NodeState, ...]]
+    # Searches that found no victims: (gang shape, project, priority, pool, rule) -> the
+    # journal's version they ran in; consulted only with ``remember_misses``.
+    _victimless_at: dict[tuple[object, ...], int]
+    remember_misses: bool
     # The faster paths of choosing victims (off only to test that they change nothing).
     fast_victims = True
     _estimate: Callable[..., Any]
@@ -61,6 +65,14 @@ class Reclaiming:
         own = self.preemptible_of.get((pool, workload.project))
         if not may_reclaim and not (own and own[0].priority < workload.priority):
             return False  # no candidate at all: choose_victims would find none
+        # A search that found no victims walked every candidate: in the same state, a
+        # gang of the same shape, project and priority finds none again (the same
+        # candidates, eligibility and trials), so it is answered from memory. Queues of
+        # alike workloads that no reclaim can place asked it again and again.
+        memo = (self._gang_of(workload).shape, workload.project, workload.priority, pool, rule)
+        version = self.state.journal.version
+        if self.remember_misses and self._victimless_at.get(memo) == version:
+            return False
 
         def eligible(candidate: Candidate) -> bool:
             if not candidate.reclaim:
@@ -85,6 +97,7 @@ class Reclaiming:
 
             victims = choose_victims(self.state, candidates, eligible, fits)
         if victims is None:
+            self._victimless_at[memo] = version  # the trials were all rolled back
             return False
         for victim in victims:
             self.preemptions.append(

@@ -126,6 +126,7 @@ class _Cycle(Reclaiming):
         self.preemptible_by_project: dict[str, dict[str, list[Workload]]] = {}
         self.giving_up_rank: dict[str, int] = {}
         self._candidate_of: dict[tuple[str, bool], Candidate] = {}
+        self._victimless_at: dict[tuple[object, ...], int] = {}
         self._nodes_of: dict[str, tuple[NodeState, ...]] = {}
         running = (w for w in self.state.workloads.values() if w.running and w.is_preemptible)
         for rank, workload in enumerate(in_giving_up_order(running)):
