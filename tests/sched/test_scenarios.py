@@ -408,27 +408,25 @@ def test_spread_puts_fractions_on_separate_devices() -> None:
     assert devices == {0, 1}
 
 
-def _alike_gangs_on_a_cluster_of_small_pods(gpus: int, cpu: float) -> Snapshot:
-    """Project a runs eight one-GPU pods over its quota on two nodes of four GPUs and
-    64 cores; project b, within its quota, asks for two alike gangs."""
+def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two alike in-quota gangs that no reclaim can place (five GPUs on one node, on
+    nodes of four): the second, in the same state, is answered from the first's search
+    (each search walks every candidate), with the same decisions as searching again.
+    Each is searched for in pass 1 (deserved quota) and pass 2 (fair share)."""
+    from ringleader.sched import reclaim
+    from ringleader.sched.scheduler import _Cycle
+
     running = tuple(
         replace(job(f"a-{i}", "a", at=i), bindings=(binding(f"a-{i}-0", f"node-{i % 2}", i // 2),))
         for i in range(8)
     )
-    return Snapshot(
+    snapshot = Snapshot(
         nodes=(gpu_node("node-0", 4), gpu_node("node-1", 4)),
         projects=(project("a", 2), project("b", 6)),
-        workloads=(
-            *running,
-            job("b-0", "b", gpus=gpus, cpu=cpu, at=10),
-            job("b-1", "b", gpus=gpus, cpu=cpu, at=11),
-        ),
+        workloads=(*running, job("b-0", "b", gpus=5, at=10), job("b-1", "b", gpus=5, at=11)),
     )
-
-
-def _counting_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    from ringleader.sched import reclaim
-
     searches: list[int] = []
     search = reclaim.choose_victims
 
@@ -437,20 +435,6 @@ def _counting_searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return search(*args, **kwargs)
 
     monkeypatch.setattr(reclaim, "choose_victims", counted)
-    return searches
-
-
-def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Two alike in-quota gangs that no reclaim can place (four GPUs but 100 cores, on
-    nodes of 64): the second, in the same state, is answered from the first's search
-    (each search walks every candidate), with the same decisions as searching again.
-    Each is searched for in pass 1 (deserved quota) and pass 2 (fair share)."""
-    from ringleader.sched.scheduler import _Cycle
-
-    snapshot = _alike_gangs_on_a_cluster_of_small_pods(gpus=4, cpu=100.0)
-    searches = _counting_searches(monkeypatch)
     remembered = schedule(snapshot)
     assert len(searches) == 2  # b-0's, once a pass; b-1 answered from them
     assert remembered.preemptions == () and remembered.placements == ()
@@ -459,49 +443,3 @@ def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state
     searches.clear()
     assert schedule(snapshot) == remembered
     assert len(searches) == 4
-
-
-def test_a_reclaim_that_no_release_could_make_room_for_is_not_searched(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Five GPUs on one node, on nodes of four: even with every victim the search would
-    release gone, no node has the share; no search runs, and the decisions are those
-    of searching (the plain victim choice, which walks every candidate)."""
-    from ringleader.sched.scheduler import _Cycle
-
-    snapshot = _alike_gangs_on_a_cluster_of_small_pods(gpus=5, cpu=1.0)
-    searches = _counting_searches(monkeypatch)
-    fast = schedule(snapshot)
-    assert searches == []
-    assert fast.preemptions == () and fast.placements == ()
-    monkeypatch.setattr(_Cycle, "fast_victims", False)
-    assert schedule(snapshot) == fast
-    assert len(searches) == 2  # b-0's, once a pass (b-1 answered from them)
-
-
-def test_an_elastic_gang_preempts_for_its_minimum_not_for_its_extras() -> None:
-    """A gang of a one-GPU pod and a three-GPU extra (min_pods 1) on a node of two GPUs:
-    its minimum fits once a lower priority of its project is preempted; the extra, no
-    node could ever hold, must not keep it from searching (hypothesis found this)."""
-    from ringleader.sched.model import PodRequest, Workload
-    from ringleader.sched.scheduler import _Cycle
-
-    running = tuple(
-        replace(job(f"w{i}", "a", at=i), bindings=(binding(f"w{i}-0", "node-0", i),))
-        for i in range(2)
-    )
-    elastic = Workload(
-        "elastic", "a", (PodRequest("elastic-0", gpu_devices=1), PodRequest("elastic-1", gpu_devices=3)),
-        priority=BUILD_PREEMPTIBLE, submitted_at=5, min_pods=1,
-    )  # fmt: skip
-    snapshot = Snapshot(
-        nodes=(gpu_node("node-0", 2),), projects=(project("a", 0),), workloads=(*running, elastic)
-    )
-    decisions = schedule(snapshot)
-    assert decisions.preempted() == ("w1",)
-    assert bound_nodes(decisions, "elastic") == ["node-0"]
-    _Cycle.fast_victims = False
-    try:
-        assert schedule(snapshot) == decisions
-    finally:
-        _Cycle.fast_victims = True

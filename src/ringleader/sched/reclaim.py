@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal
 
 from ringleader.sched import preemption
 from ringleader.sched.model import RESOURCES, Preemption, Workload
-from ringleader.sched.nodes import SHARE
 from ringleader.sched.preemption import Candidate, choose_victims
 from ringleader.sched.probe import FitProbe
 from ringleader.sched.quota import EPS, Amounts
-from ringleader.sched.state import grant_amounts
 from ringleader.sched.text import UNITS, amount
 
 if TYPE_CHECKING:
@@ -83,9 +80,7 @@ class Reclaiming:
             return self.book.above_fair_share(candidate.workload.project, pool, request)
 
         candidates = self._candidates(workload, pool, may_reclaim, request)
-        if self.fast_victims and self._no_node_even_so(workload, pool, may_reclaim, request):
-            victims = None  # what the search would find, after walking every candidate
-        elif self.fast_victims:
+        if self.fast_victims:
             probe = FitProbe(self, workload, pool, rule)  # type: ignore[arg-type]
             victims = choose_victims(
                 self.state,
@@ -115,75 +110,6 @@ class Reclaiming:
             raise RuntimeError(f"preemption for {workload.id} made no room: {grants.reason}")
         self._commit(workload, pool, grants, taken=in_order)
         return True
-
-    def _no_node_even_so(
-        self, workload: Workload, pool: str, may_reclaim: bool, request: Amounts
-    ) -> bool:
-        """True when no node of ``pool`` could hold the gang's largest whole-GPU pod
-        even after the search released every victim it ever would: the search then
-        surely finds none, and need not release hundreds of workloads to find out.
-
-        Which victims those are is known without releasing any: the greedy pass
-        releases each eligible candidate it draws; the project's own lower
-        priorities are always eligible, and another project's workloads are,
-        in their giving-up order, while its usage is above its fair share (it
-        only falls as they are released). A node's free GPU share after all of
-        those releases bounds what any trial of the search finds there, and
-        ``whole`` whole devices need at least that much share free.
-        """
-        whole = max(
-            (p.gpu_devices for p in self._gang_of(workload).pods  # the gang's minimum
-             if p.gpu_portion is None and p.gpu_memory_bytes is None),
-            default=0,
-        )  # fmt: skip
-        if whole < 1:
-            return False
-        freed: dict[int, float] = {}
-        holdings, book, alone = self.state.holdings, self.book, preemption.SINGLE_TRIALS
-
-        released: set[str] = set()
-
-        def release(victim: Workload, used: list[float]) -> None:
-            """As ``CycleState.release`` does to the node's share and, grant by grant
-            (the same subtractions, so the same floats), to the project's usage."""
-            first = victim.id not in released
-            released.add(victim.id)
-            for grant in holdings[victim.id]:
-                if grant.node.pool != pool:
-                    continue
-                if first:
-                    freed[id(grant.node)] = freed.get(id(grant.node), 0.0) + grant.gpus
-                for i, value in enumerate(grant_amounts(grant)):
-                    if value:
-                        used[i] = used[i] - value
-
-        own = [0.0, 0.0, 0.0]  # (the project's own usage: no victim's eligibility reads it)
-        # The first candidates drawn are each tried alone while eligible, as drawn: a
-        # project's later ones among them too, past where its releases would stop.
-        for candidate in islice(self._candidates(workload, pool, may_reclaim, request), alone):
-            if not candidate.reclaim or book.above_fair_share(
-                candidate.workload.project, pool, request
-            ):
-                release(candidate.workload, [0.0, 0.0, 0.0])
-        for other in self.preemptible_of.get((pool, workload.project), ()):
-            if other.priority >= workload.priority:
-                break
-            release(other, own)
-        if may_reclaim:
-            for project, victims in self.preemptible_by_project.get(pool, {}).items():
-                if project == workload.project:
-                    continue
-                used = list(book.used(project, pool))
-                fair = book.fair_share(project, pool)
-                for victim in victims:
-                    if not any(request[i] and used[i] > fair[i] + EPS for i in range(3)):
-                        break  # no longer above its fair share: the rest stay
-                    release(victim, used)
-        need = whole - EPS
-        return not any(
-            node.free[SHARE] + freed.get(id(node), 0.0) >= need
-            for node in self.state.cluster.ready(pool)
-        )
 
     def _candidates(
         self, workload: Workload, pool: str, may_reclaim: bool, request: Amounts
