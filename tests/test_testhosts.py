@@ -7,6 +7,7 @@ verification or leaked namespaces, those tests would prove nothing (or poison la
 from __future__ import annotations
 
 import os
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ringleader.cluster.testhosts import TestHost, TestHostError
+from ringleader.cluster.testhosts import TestHost, TestHostError, sshd
 from tests.fixtures.testhosts import (
     TestHostNetwork,
     cleanup_stale,
@@ -129,6 +130,26 @@ def test_each_host_names_the_network_from_its_own_files_and_asks_no_dns(
     # Only the hosts' sessions see them: the machine's own files are as they were.
     assert (Path("/etc/hosts").read_text(), Path("/etc/resolv.conf").read_text()) == machine
     assert net.bridge_address not in machine[0]
+
+
+def test_root_sessions_run_the_networks_shell_setup_not_the_machines(
+    test_hosts: TestHostNetwork,
+) -> None:
+    # Debian's bash runs ~/.bashrc for each ssh command; the machine's (here: pyenv's
+    # init, which rehashes under a lock file shared by every host) hung every session
+    # for 60 s once a killed session left its lock behind. Each host's root gets the
+    # network's setup: the PATH that built the network, nothing else run.
+    net = test_hosts
+    root_bashrc = Path(pwd.getpwuid(0).pw_dir) / ".bashrc"
+    if not root_bashrc.is_file():
+        pytest.skip("this machine's root has no ~/.bashrc to stand in for")
+    machine = root_bashrc.read_text()
+    for h in net.hosts:
+        result = net.ssh(h, 'cat "$HOME/.bashrc"; printf "PATH=%s\\n" "$PATH"')
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(sshd.ROOT_BASHRC)
+        assert f"PATH={os.environ['PATH']}" in result.stdout.splitlines()
+    assert root_bashrc.read_text() == machine  # the machine's own is as it was
 
 
 def test_unknown_or_wrong_host_key_is_rejected_quickly(

@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import itertools
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -237,11 +238,18 @@ class TestHostNetwork:
 
     @property
     def etc_files(self) -> dict[str, Path]:
-        """What each host sees at these /etc paths: the network's names, no DNS."""
-        return {"/etc/hosts": self.dir / "hosts", "/etc/resolv.conf": self.dir / "resolv.conf"}
+        """What each host sees at these paths instead of the machine's: the network's
+        names, no DNS, and root's shell setup (``sshd.ROOT_BASHRC`` says why) where the
+        machine has one to stand in for (a bind needs a file to bind over)."""
+        files = {"/etc/hosts": self.dir / "hosts", "/etc/resolv.conf": self.dir / "resolv.conf"}
+        root_bashrc = Path(pwd.getpwuid(0).pw_dir) / ".bashrc"
+        if root_bashrc.is_file():
+            files[str(root_bashrc)] = self.dir / "bashrc"
+        return files
 
     def _write_names(self) -> None:
-        """Every host's /etc/hosts and /etc/resolv.conf (``sshd.RESOLV_CONF`` says why):
+        """Every host's /etc/hosts and /etc/resolv.conf (``sshd.RESOLV_CONF`` says why)
+        and root's ~/.bashrc (``sshd.ROOT_BASHRC``):
         each host by its address (its hostname) and its netns name, and the bridge,
         where the machine itself is reached, by the bridge's name."""
         names = {self.bridge_address: self.bridge}
@@ -251,6 +259,7 @@ class TestHostNetwork:
         files = self.etc_files
         files["/etc/hosts"].write_text(sshd.hosts_file(names))
         files["/etc/resolv.conf"].write_text(sshd.RESOLV_CONF)
+        (self.dir / "bashrc").write_text(sshd.root_bashrc(os.environ.get("PATH", "")))
 
     def _make_host(self, h: TestHost, keygen: tuple[str, ...]) -> str:
         """Namespace, veth, address, route, host key, sshd; its known_hosts line."""

@@ -103,6 +103,23 @@ RESOLV_CONF = (
 )
 
 
+#: What root's ~/.bashrc is on a test host. Debian's bash runs ~/.bashrc for every ssh
+#: command, and every test host shares the machine's files: a machine's ~/.bashrc that
+#: takes a lock in them (pyenv's ``init`` rehashes its shims under a lock file) leaves
+#: that lock behind whenever a host's session is killed mid-step, as fault tests do,
+#: and every later session then waits out pyenv's 60 s before its command runs. A test
+#: host's root finds the tools the command that built the network found instead.
+ROOT_BASHRC = (
+    "# ringleader test host: root's shell setup on this host. The machine's own\n"
+    "# ~/.bashrc is not run here (ringleader.cluster.testhosts.sshd.ROOT_BASHRC says why).\n"
+)
+
+
+def root_bashrc(path: str) -> str:
+    """A test host's root ~/.bashrc: ``ROOT_BASHRC``, then ``path`` as its PATH."""
+    return ROOT_BASHRC + f"export PATH={shlex.quote(path)}\n" if path else ROOT_BASHRC
+
+
 def hosts_file(names: Mapping[str, str]) -> str:
     """A test host's /etc/hosts: localhost, then each address of the test network with
     its names (``names``: address -> names), as a cluster's /etc/hosts lists its nodes,
@@ -118,8 +135,8 @@ def hosts_file(names: Mapping[str, str]) -> str:
 
 
 def bind_names_script(etc: Mapping[str, Path]) -> list[str]:
-    """Shell lines that bind each file of ``etc`` (/etc path -> ours) over that path in
-    the current (private) mount namespace: only this host's sessions see them."""
+    """Shell lines that bind each file of ``etc`` (the machine's path -> ours) over that
+    path in the current (private) mount namespace: only this host's sessions see them."""
     q = shlex.quote
     return [
         f"mount --bind {q(str(ours))} {q(target)} || echo 'test host: cannot bind'"
@@ -147,8 +164,9 @@ def sshd_argv(
 
     ``ip netns exec``, ``unshare`` and ``sh``'s ``exec`` each replace themselves, so
     the pid Popen reports is sshd's: the pid that is recorded and later signalled.
-    ``etc``: files bound over /etc paths for this host's sessions (its /etc/hosts and
-    /etc/resolv.conf); ``ip netns exec`` gives each sshd a mount namespace of its own.
+    ``etc``: files bound over the machine's for this host's sessions (its /etc/hosts,
+    /etc/resolv.conf, root's ~/.bashrc); ``ip netns exec`` gives each sshd a mount
+    namespace of its own.
     """
     sshd = [sshd_binary(), "-D", "-e", "-f", str(host_dir / "sshd_config")]
     # Its own hostname, its address (as a machine's name resolves to its own address:
