@@ -197,6 +197,25 @@ def test_remembered_misses_change_no_decision(case) -> None:
         snapshot = apply(snapshot, remembered)
 
 
+@FAST
+@given(clusters)
+def test_reasons_worked_out_after_preemption_failed_are_the_ones_found_before(case) -> None:
+    """A miss that preemption may still mend is explained only once no victims were
+    found: the state is then the one the miss was found in, so every decision and
+    reason equals the cycle's that explains each miss at once."""
+    snapshot, arrivals = case
+    for arrived in [[], *arrivals]:
+        snapshot = replace(snapshot, workloads=snapshot.workloads + tuple(arrived))
+        late = schedule(snapshot)
+        _Cycle.explain_late = False
+        try:
+            at_once = schedule(snapshot)
+        finally:
+            _Cycle.explain_late = True
+        assert late == at_once
+        snapshot = apply(snapshot, late)
+
+
 def test_a_remembered_miss_is_only_its_own_projects() -> None:
     """The same request from two projects in the same state: one is over its quota
     (non-preemptible work waits), the other places; neither takes the other's answer."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -443,3 +444,38 @@ def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state
     searches.clear()
     assert schedule(snapshot) == remembered
     assert len(searches) == 4
+
+
+def test_a_miss_that_reclaim_mends_is_never_explained(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Explaining a miss walks every node of the pool: a workload that reclaim then
+    places needs no reason, and one that no reclaim can place gets the reason its miss
+    had, worked out once its search found no victims."""
+    from ringleader.sched import scheduler
+    from ringleader.sched.scheduler import _Cycle
+
+    running = tuple(
+        replace(job(f"a-{i}", "a", at=i), bindings=(binding(f"a-{i}-0", f"node-{i % 2}", i // 2),))
+        for i in range(8)
+    )
+    snapshot = Snapshot(
+        nodes=(gpu_node("node-0", 4), gpu_node("node-1", 4)),
+        projects=(project("a", 2), project("b", 6)),
+        workloads=(*running, job("fits", "b", gpus=2, at=10), job("never", "b", gpus=5, at=11)),
+    )
+    explained: list[str] = []
+    explain = scheduler.explain
+
+    def counted(*args: Any) -> str:  # (cluster, pool, pods, shortfall)
+        explained.append(args[2][0].name.rsplit("-", 1)[0])
+        return explain(*args)
+
+    monkeypatch.setattr(scheduler, "explain", counted)
+    late = schedule(snapshot)
+    assert [p.workload for p in late.placements] == ["fits"]
+    assert len(late.preemptions) == 2
+    assert "needs 5 whole GPUs on one node" in late.pending_reason("never")
+    assert "fits" not in explained and "never" in explained
+    monkeypatch.setattr(_Cycle, "explain_late", False)
+    explained.clear()
+    assert schedule(snapshot) == late
+    assert "fits" in explained  # its miss before the reclaim, explained at once

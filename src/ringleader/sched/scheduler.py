@@ -57,6 +57,8 @@ from ringleader.sched.state import CycleState, grants_amounts
 
 Miss = QuotaMiss | GangMiss
 OVER_FAIR_SHARE = QuotaMiss("quota", "over its fair share")
+# A placement miss whose reason was not worked out (``_try(explained=False)``).
+UNEXPLAINED = GangMiss("")
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
@@ -92,6 +94,9 @@ def order(workload: Workload) -> tuple[float, float, str]:
 class _Cycle(Reclaiming):
     # Misses answered from memory (``_try``); off only to test that it changes nothing.
     remember_misses = True
+    # Reasons of misses that preemption may yet mend worked out only if it does not
+    # (``_place_anywhere``); off only to test that it changes nothing.
+    explain_late = True
 
     def __init__(self, snapshot: Snapshot, gangs: dict[str, Gang] | None = None) -> None:
         """``gangs``, when given, are what an earlier cycle worked out for
@@ -202,26 +207,45 @@ class _Cycle(Reclaiming):
 
         A preemptible workload over its deserved quota preempts nobody in
         pass 1: it may still run over quota on free capacity in pass 2.
+
+        Where preemption may follow, the tries without it are not explained:
+        once the cluster is full, nearly every such workload is then placed by
+        preemption, and each placement moves the journal's version on, so each
+        reason (a walk over every node of the pool) was worked out for nothing,
+        and their number grew with the cluster as each walk did.  Searches that
+        find no victims roll back to the very state the tries saw (the same
+        version), so the reasons worked out after them are the ones the tries
+        would have given.
         """
         pools = workload.node_pools or self.all_pools
-        for pool in pools:
-            if self._place(workload, pool, rule):
-                return True
         preemptible_in = self.preemptible_in
+        may_preempt = any(preemptible_in.get(pool) for pool in pools)
         for pool in pools:
-            if preemptible_in.get(pool):
-                break
-        else:
+            if self._place(workload, pool, rule, explained=not (may_preempt and self.explain_late)):
+                return True
+        if not may_preempt:
             return False  # nobody to preempt (what follows would only find that out)
+        preempting = pools
         if rule == "deserved" and workload.is_preemptible:
-            pools = tuple(
+            preempting = tuple(
                 p
                 for p in pools
                 if self.book.in_quota(workload.project, p, self._estimate(workload, p))
             )
-        return any(self._place_with_preemption(workload, pool, rule) for pool in pools)
+        if any(self._place_with_preemption(workload, pool, rule) for pool in preempting):
+            return True
+        misses = self._miss[workload.id]
+        for pool in pools:
+            if misses[pool] is UNEXPLAINED:
+                explained = self._try(workload, pool, rule)
+                if isinstance(explained, list):  # the state its miss was found in, again
+                    raise RuntimeError(f"{workload.id} fits in {pool} on a second try")
+                misses[pool] = explained
+        return False
 
-    def _place(self, workload: Workload, pool: str, rule: Rule) -> bool:
+    def _place(self, workload: Workload, pool: str, rule: Rule, explained: bool = True) -> bool:
+        """Place the workload in ``pool`` without preempting, or note why not
+        (``UNEXPLAINED``, when not ``explained``, for the caller to work out)."""
         gang = self._gangs.get(workload.id) or self._gang_of(workload)
         known = None
         if self.remember_misses:  # ``_try``'s memory, looked up here first: most tries
@@ -229,7 +253,7 @@ class _Cycle(Reclaiming):
         if known is not None and known[0] == self.state.journal.version:
             result: list[Grant] | Miss = known[1]
         else:
-            result = self._try(workload, pool, rule, keep=gang.in_order)
+            result = self._try(workload, pool, rule, explained=explained, keep=gang.in_order)
         if isinstance(result, list):
             self._commit(workload, pool, result, taken=gang.in_order)
             return True
@@ -301,7 +325,10 @@ class _Cycle(Reclaiming):
         mark = self.state.mark()
         result = place_gang(self.state.cluster, pool, pods, order)
         if isinstance(result, Shortfall):
-            reason = explain(self.state.cluster, pool, pods, result) if explained else ""
+            if not explained:
+                self.state.rollback(mark)
+                return UNEXPLAINED
+            reason = explain(self.state.cluster, pool, pods, result)
             self.state.rollback(mark)
             gang_miss = self._gang_misses.get(reason)
             if gang_miss is None:  # thousands of workloads wait for the same reasons
