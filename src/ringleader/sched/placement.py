@@ -94,6 +94,7 @@ class Cluster:
         self.orders = {
             pool: NodeOrder(nodes, self.policy, journal) for pool, nodes in self._ready.items()
         }
+        self._most_gpus: dict[str, NodeState] = {}  # (most_gpus: the ready set is fixed)
         self._device_memory = {
             pool: max((g.memory_bytes for n in nodes for g in n.gpus), default=0)
             for pool, nodes in self._ready.items()
@@ -101,6 +102,15 @@ class Cluster:
 
     def ready(self, pool: str) -> list[NodeState]:
         return self._ready.get(pool, [])
+
+    def most_gpus(self, pool: str) -> NodeState:
+        """The first of the pool's ready nodes with the most devices (there is one)."""
+        found = self._most_gpus.get(pool)
+        if found is None:
+            nodes = self._ready[pool]
+            counts = [len(n.gpus) for n in nodes]
+            found = self._most_gpus[pool] = nodes[counts.index(max(counts))]
+        return found
 
     def max_device_memory(self, pool: str) -> int:
         """The largest device of the pool's ready nodes (0 without any)."""

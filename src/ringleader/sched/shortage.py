@@ -13,6 +13,7 @@ cause costs one walk over the nodes, not one each.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -86,7 +87,10 @@ def _explain(cluster: Cluster, pool: str, pods: Sequence[PodRequest], shortfall:
             "has a container runtime (podman or docker; `ringleader nodes list` shows each "
             "node's)"
         )
-    what, offer = _shortage([n for n in nodes if n.runs_images or not pod.image], pod)
+    if pod.image:
+        what, offer = _shortage([n for n in nodes if n.runs_images], pod)
+    else:  # every ready node, whose largest the cluster knows
+        what, offer = _shortage(nodes, pod, cluster.most_gpus(pool))
     if shortfall.pod is None and offer == ALL_AT_ONCE:
         return _pool_shortage(cluster, pool, pods)
     if len(pods) == 1:
@@ -133,10 +137,13 @@ def _gpu_need(pod: PodRequest) -> str:
     return f"{each} of GPU memory" if count == 1 else f"{count} GPUs with {each} free each"
 
 
-def _shortage(nodes: Sequence[NodeState], pod: PodRequest) -> tuple[str, str]:
-    """(need, offer) for the first resource no single node has enough of."""
+def _shortage(
+    nodes: Sequence[NodeState], pod: PodRequest, largest: NodeState | None = None
+) -> tuple[str, str]:
+    """(need, offer) for the first resource no single node has enough of
+    (``largest``: the first of ``nodes`` with the most devices, when known)."""
     if pod.gpu_devices:
-        offer = _gpu_offer(nodes, pod)
+        offer = _gpu_offer(nodes, pod, largest)
         if offer:
             return _gpu_need(pod), offer
     for i, wanted in ((CPU, pod.cpu_cores), (MEMORY, float(pod.memory_bytes))):
@@ -171,9 +178,12 @@ def _first_max(nodes: Sequence[NodeState], values: list[float]) -> NodeState:
     return nodes[values.index(max(values))]
 
 
-def _gpu_offer(nodes: Sequence[NodeState], pod: PodRequest) -> str:
+def _gpu_offer(
+    nodes: Sequence[NodeState], pod: PodRequest, largest: NodeState | None = None
+) -> str:
     """The best GPU offer when it falls short of the pod's need, else ''."""
-    largest = _first_max(nodes, [len(n.gpus) for n in nodes])
+    if largest is None:
+        largest = _first_max(nodes, [len(n.gpus) for n in nodes])
     if len(largest.gpus) < pod.gpu_devices:
         if not largest.gpus:
             return "no node in the pool has GPUs"
@@ -182,30 +192,55 @@ def _gpu_offer(nodes: Sequence[NodeState], pod: PodRequest) -> str:
         best = _first_max(nodes, [n.free[WHOLE] for n in nodes])
         count = int(best.free[WHOLE])
         return "" if count >= pod.gpu_devices else _most_free(str(count), best.name, count)
+    if pod.gpu_devices == 1:
+        return _one_device_offer(nodes, pod)
     counts = [_devices_with_room(n, pod) for n in nodes]
     count = max(counts)
     best = nodes[counts.index(count)]
     if count >= pod.gpu_devices:
         return ""
-    if pod.gpu_devices > 1:
-        return f"the most GPUs with room for it on any node is {count} ({best.name})"
-    # The device with the most free (memory, or share): the first of the
-    # largest in node and device order, found in one flat list of figures.
-    if pod.gpu_memory_bytes is not None:
-        figures = [
-            (1.0 - used) * g.memory_bytes
-            for n in nodes
-            for g, used in zip(n.gpus, n.used, strict=True)
-        ]
-    else:
-        figures = [1.0 - used for n in nodes for used in n.used]
-    at = figures.index(max(figures))
+    return f"the most GPUs with room for it on any node is {count} ({best.name})"
+
+
+def _one_device_offer(nodes: Sequence[NodeState], pod: PodRequest) -> str:
+    """``_gpu_offer`` for a fraction of one device: '' when some device has room,
+    else the device with the most free (memory, or share): the first of the largest
+    in node and device order.
+
+    Each node is read through its least used device where its devices are of one
+    size: the room a device has and its free figure only fall as its use grows
+    (float additions and products by a positive size keep their order), so that
+    device answers for the node, with one ``min`` rather than a figure per device
+    (a pool of 5,000 nodes is walked for each such reason)."""
+    limit = 1 + EPS
+    memory = pod.gpu_memory_bytes
+    tops: list[float] = []  # each node's most free figure
     for n in nodes:
-        if at < len(n.gpus):
+        used = n.used
+        if not used:
+            tops.append(-math.inf)
+            continue
+        least = min(used)
+        if pod.gpu_portion is not None or n.device_memory is not None:
+            share = pod.gpu_portion
+            if share is None:
+                share = device_share(pod, n.device_memory or 0)
+            if least + share <= limit:
+                return ""
+        elif _devices_with_room(n, pod):
+            return ""
+        if memory is None:
+            tops.append(1.0 - least)
+        elif n.device_memory is not None:
+            tops.append((1.0 - least) * n.device_memory)
+        else:
+            tops.append(max((1.0 - u) * g.memory_bytes for g, u in zip(n.gpus, used, strict=True)))
+    top = max(tops)
+    n = nodes[tops.index(top)]
+    for g, used in zip(n.gpus, n.used, strict=True):
+        if (1.0 - used if memory is None else (1.0 - used) * g.memory_bytes) == top:
             break
-        at -= len(n.gpus)
-    used, g = n.used[at], n.gpus[at]
-    if pod.gpu_memory_bytes is not None:
+    if memory is not None:
         memory = (1.0 - used) * g.memory_bytes
         return f"the most free GPU memory on any device is {size(memory)} ({n.name} GPU {g.index})"
     return f"the largest free share of any GPU is {number(1.0 - used)} ({n.name} GPU {g.index})"
