@@ -75,11 +75,49 @@ def test_steady_polls_write_nothing_and_bindings_reach_the_backend(tmp_path: Pat
         before = state()
         assert before[0] == "Running"
         assert before[3] == [("sim-0", "Running"), ("sim-0", "Running")]  # the binding's node
-        polls = backend.polls
+        polls, loads = backend.polls, loops.reconciling.polled.loads
         for _ in range(5):
             loops.tick()
         assert backend.polls == polls + 5
         assert state() == before  # nothing written: same stamp, same events
+        # ... and nothing loaded as objects again: each pass read only the row's stamp
+        assert loops.reconciling.polled.loads == loads
+    finally:
+        database.dispose()
+
+
+def test_a_row_written_by_anyone_is_loaded_again_and_its_poll_mends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reconciling keeps the rows it polled between passes; a write to the workload or
+    to one of its pods, by any writer, moves the row's stamp, so the next pass polls
+    the row as it now is (here: a pod another writer marked Unknown is Running again,
+    as the backend says) and not its kept copy."""
+    from ringleader.server.background import reconciling
+
+    database, workload_id, _, loops = _world(tmp_path)
+    try:
+        loops.tick()  # places it
+        loops.tick()  # Running, pods Running
+        polled = loops.reconciling.polled
+        loads = polled.loads
+        with database.writer() as s, s.begin():
+            s.get(Workload, workload_id).pods[1].phase = "Unknown"
+        loops.tick()
+        assert polled.loads == loads + 1  # that row alone, loaded again
+        with database.reader() as s:
+            assert [p.phase for p in s.get(Workload, workload_id).pods] == ["Running"] * 2
+        loads = polled.loads
+        loops.tick()  # its own write moved the stamp once more: loaded once, then kept
+        loops.tick()
+        assert polled.loads == loads + 1
+        monkeypatch.setattr(reconciling, "FULL_LOAD_S", 0.0)  # the bound: a full load
+        loops.tick()
+        assert polled.loads == loads + 2
+        with database.writer() as s, s.begin():  # no longer polled (no handle): forgotten
+            s.get(Workload, workload_id).handle = None
+        loops.tick()
+        assert polled.rows == {}
     finally:
         database.dispose()
 
