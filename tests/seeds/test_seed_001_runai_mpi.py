@@ -38,7 +38,7 @@ import pytest
 from tests.conftest import HOROVOD_VENV, wait_until
 from tests.fixtures.terminal import Terminal
 from tests.seeds.usershell import UserShell, user_path
-from tests.server.conftest import ServerProcess, stop_workloads
+from tests.server.conftest import ServerProcess, account_home, stop_workloads
 
 pytestmark = pytest.mark.usefixtures("mpirun_available", "horovod_python")
 
@@ -87,7 +87,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserShell]:
     """The admin's shell on the server's machine (``RINGLEADER_HOME`` is the server's)."""
     root = tmp_path_factory.mktemp("seed001")
     server = ServerProcess(root / "home", "--simulate-nodes", "2x1gpu")
-    server.env = {**server.env, "PATH": user_path()}  # started as `ringleader server` is
+    # Started as `ringleader server` is, by an account whose home is the test's (the
+    # pods' too: `bash dist-int` reads its ~/.bashrc; account_home says why).
+    home = account_home(root / "account")
+    server.env = {**server.env, "PATH": user_path(), "HOME": str(home)}
     server.start()
     workdir = root / "work"
     (workdir / "scripts/tf_cnn_benchmarks").mkdir(parents=True)

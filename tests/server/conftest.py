@@ -262,6 +262,24 @@ def stop_workloads(home: Path) -> None:
         clean_stale_cgroups(backend.cgroups, home / "runs")
 
 
+#: The marks a test account's ~/.bashrc leaves in an interactive shell (``account_home``).
+BASHRC_MARK, BASHRC_PATH = "FROM_BASHRC=read", "/nonexistent/bashrc-shims"
+
+
+def account_home(path: Path) -> Path:
+    """A home for the account pods run as in a test, with a ~/.bashrc of the test's.
+
+    Why: an interactive ``bash`` in a pod reads its account's ~/.bashrc, and the
+    machine's root one (pyenv's init) rehashes under a lock file; a shell killed
+    mid-way leaves the lock, and every later shell waited 60 s for it before its
+    prompt. This one sets a mark and puts a directory in front of ``PATH``, as a
+    version manager's would, so a test sees that it was read and went after the
+    pod's own ``PATH``."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / ".bashrc").write_text(f"export {BASHRC_MARK}\nPATH={BASHRC_PATH}:$PATH\n")
+    return path
+
+
 @contextlib.contextmanager
 def running_server(home: Path, *server_args: str) -> Iterator[ServerProcess]:
     """A started server process on ``home``; afterwards it is killed and the workloads

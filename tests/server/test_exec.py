@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from ringleader.server.backends.base import ExecTarget
 from ringleader.server.exec_session import RESIZE, STATUS, STDIN, STDOUT, ExecSession, frame
 from tests.conftest import job_pids, wait_until
 from tests.fixtures.terminal import Terminal
-from tests.server.conftest import ServerProcess
+from tests.server.conftest import BASHRC_MARK, BASHRC_PATH, ServerProcess, account_home
 
 
 def _running_pods(server: ServerProcess, name: str) -> int:
@@ -32,11 +33,14 @@ def _workload_id(server: ServerProcess, name: str) -> str:
 
 
 @pytest.fixture
-def interactive(server: ServerProcess) -> str:
-    """An interactive 2-worker workload whose pods stay up after its command."""
+def interactive(server: ServerProcess, tmp_path: Path) -> str:
+    """An interactive 2-worker workload whose pods stay up after its command (their
+    account's home: ``account_home``)."""
+    home = account_home(tmp_path / "account")
     sub = server.cli(
         "submit-dist", "pytorch", "dev", "--workers", "2", "--interactive",
-        "-e", "GREETING=hello there", "--", "python", "-c", "print('trained')",
+        "-e", "GREETING=hello there", "-e", f"HOME={home}", "--", "python", "-c",
+        "print('trained')",
     )  # fmt: skip
     assert sub.returncode == 0, sub.stderr
     wait_until(lambda: _running_pods(server, "dev") == 3, 60, "3 running pods")
@@ -87,6 +91,13 @@ def test_bash_on_a_terminal_is_an_interactive_shell(
         shell.type("echo product=$((6*7)) rank=$RANK; tty\n")
         shell.expect("product=42 rank=0")
         shell.expect("/dev/pts/")  # the remote side has a terminal too
+        # The account's ~/.bashrc was read, and what it put in front of PATH went after
+        # the pod's own PATH (so `python` there is the pod's).
+        shell.type(f'echo "FROM_BASHRC=$FROM_BASHRC first=${{PATH%%:*}}"; case ":$PATH:" in '
+                   f'*":{BASHRC_PATH}:"*) echo "later=$((1+1))";; esac\n')  # fmt: skip
+        first = shell.expect(rf"{re.escape(BASHRC_MARK)} first=(\S+)").group(1)
+        assert first != BASHRC_PATH, shell.transcript
+        shell.expect("later=2")
         shell.type("exit 3\n")
         assert shell.wait(timeout=30) == 3, shell.transcript
         shell.expect("command terminated with exit code 3")

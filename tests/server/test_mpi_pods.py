@@ -22,7 +22,7 @@ from tests.fixtures.tenants import (
     tenant_site,  # noqa: F401 (the fixture: site)
 )
 from tests.fixtures.terminal import Terminal
-from tests.server.conftest import ServerProcess
+from tests.server.conftest import ServerProcess, account_home
 
 pytestmark = pytest.mark.usefixtures("mpirun_available")
 KEEP_ENV = "env > {dir}/rank-$RANK.env; exec sleep infinity"
@@ -148,9 +148,10 @@ def test_an_mpi_command_that_does_not_exist_fails_with_its_root_cause_after_back
 def test_bash_in_the_launcher_names_its_pod_and_says_why_it_ended(
     server: ServerProcess, tmp_path: Path
 ) -> None:
+    home = account_home(tmp_path / "account")  # (its ~/.bashrc: account_home says why)
     sub = server.cli(
-        "submit-mpi", "dist-int", "--processes=2", "--interactive", "--", "sh", "-c",
-        "sleep infinity",
+        "submit-mpi", "dist-int", "--processes=2", "--interactive", "-e", f"HOME={home}",
+        "--", "sh", "-c", "sleep infinity",
     )  # fmt: skip
     assert sub.returncode == 0, sub.stderr
     _pods_running(server, "dist-int", 3)
