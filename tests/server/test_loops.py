@@ -172,7 +172,7 @@ def test_a_start_that_cannot_be_recorded_is_cancelled(tmp_path: Path) -> None:
     try:
         with pytest.raises(RuntimeError, match="went away"):
             loops.tick()
-        assert calls == ["record"]  # (the claim was written with the cycle's others)
+        assert calls == ["claim", "record"]
         assert backend.cancelled == [f"steady:{workload_id}"]  # no process left unowned
     finally:
         placing.act = real_act  # type: ignore[assignment]
@@ -193,60 +193,5 @@ def test_one_unreadable_workload_does_not_stop_the_others_being_placed(tmp_path:
             s.add(clone)
         loops.tick()
         assert [r.workload_id for r in backend.requests] == [good]
-    finally:
-        database.dispose()
-
-
-def test_a_cycles_claims_share_a_write_and_one_that_fails_stays_its_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Three workloads placed in one cycle are claimed in one write transaction; when
-    one claim fails, that write is rolled back and each claim is written alone: the
-    other two start, the failing one stays Pending for the next cycle."""
-    from sqlalchemy import event
-
-    from ringleader.server.background import placing
-
-    database, first, backend, loops = _world(tmp_path)
-    with database.writer() as s, s.begin():
-        admin = s.scalar(select(User).where(User.name == "admin"))
-        ids = [first] + [
-            svc.submit(s, admin, WorkloadSpec.model_validate(
-                {"name": name, "projectId": "default",
-                 "spec": {"command": "true", "numWorkers": 1}})).id
-            for name in ("w2", "w3")
-        ]  # fmt: skip
-    commits: list[int] = []
-    event.listen(database.engines[0], "commit", lambda conn: commits.append(1))
-    try:
-        loops.placing.schedule()
-        assert sorted(r.workload_id for r in backend.requests) == sorted(ids)
-        assert len(commits) == 1 + len(ids)  # the claims' one, then each start's record
-    finally:
-        database.dispose()
-
-    database, first, backend, loops = _world(tmp_path / "again")
-    with database.writer() as s, s.begin():
-        admin = s.scalar(select(User).where(User.name == "admin"))
-        others = [
-            svc.submit(s, admin, WorkloadSpec.model_validate(
-                {"name": name, "projectId": "default",
-                 "spec": {"command": "true", "numWorkers": 1}})).id
-            for name in ("w2", "w3")
-        ]  # fmt: skip
-    apply = placing.Claim.apply
-
-    def failing_for_w2(claim: placing.Claim, s: Any, w: Workload) -> None:
-        if w.name == "w2":
-            raise RuntimeError("a bad row")
-        apply(claim, s, w)
-
-    monkeypatch.setattr(placing.Claim, "apply", failing_for_w2)
-    try:
-        loops.placing.schedule()
-        assert sorted(r.workload_id for r in backend.requests) == sorted([first, others[1]])
-        with database.reader() as s:
-            assert s.get(Workload, others[0]).phase == "Pending"
-            assert s.get(Workload, first).phase == "Initializing"
     finally:
         database.dispose()

@@ -21,8 +21,6 @@ starts as the server.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -40,10 +38,7 @@ from ringleader.server.models import Pod, User, Workload
 from ringleader.server.snapshot import gpu_json, load_snapshot, pod_asks
 from ringleader.spec import WorkloadSpec
 
-log = logging.getLogger("ringleader.server.background")
-
 RESCHEDULE_S = 2.0  # a cycle with nothing changed in the workloads, at most this often
-CLAIMS_PER_WRITE = 32  # claims written in one transaction (SQLite's writer is held meanwhile)
 
 
 class Placing(Pipeline):
@@ -89,7 +84,6 @@ class Placing(Pipeline):
             if self._still_waiting(preemption.for_workload):  # not deleted since the snapshot
                 self._preempt(preemption.workload, loaded.readable(preemption.reason))
         notes, reach = {}, registry.Reachability(self.world.runs_dir.parent)
-        placed: list[tuple[Workload, sched.Placement]] = []
         for placement in decisions.placements:
             row = loaded.waiting.get(placement.workload)
             if row is None or placement.workload in waits:
@@ -102,8 +96,7 @@ class Placing(Pipeline):
                 if (row.phase_reason, row.phase_message) != ("ImageUnavailable", held):
                     self._note_pending({row.id: held}, "ImageUnavailable")
                 continue
-            placed.append((row, placement))
-        self.place_all(placed, loaded.nodes)
+            self.place(row, placement, loaded.nodes)
         for pending in decisions.pending:
             row = loaded.waiting.get(pending.workload)
             reason = loaded.readable(pending.reason)
@@ -155,53 +148,10 @@ class Placing(Pipeline):
         self.calls.run(workload_id, "preempt", preempt)
 
     def place(self, w: Workload, placement: sched.Placement, nodes: dict[str, NodeRow]) -> None:
-        """``place_all`` of one."""
-        self.place_all([(w, placement)], nodes)
-
-    def place_all(
-        self, placed: list[tuple[Workload, sched.Placement]], nodes: dict[str, NodeRow]
-    ) -> None:
-        """Claim placed workloads (their pods bound, Initializing), then have each
-        placement's backend start it on a worker and record the handle.
-
-        The claims of a cycle share write transactions, ``CLAIMS_PER_WRITE`` at a
-        time: one each was a fifth of a busy server's CPU, half of it in taking the
-        writer and committing.  A batch that fails is rolled back whole and its
-        claims are written one by one, as before, so one workload's error stays its
-        own."""
-        claims = [
-            self._claim(w, placement, nodes)
-            for w, placement in placed
-            if w.id not in self.world.busy
-        ]  # (busy: its last call, a preemption's stop, has not returned yet)
-        for at in range(0, len(claims), CLAIMS_PER_WRITE):
-            batch = claims[at : at + CLAIMS_PER_WRITE]
-            try:
-                with self.world.sessions() as s, s.begin():
-                    for claim in batch:
-                        row = s.get(Workload, claim.request.workload_id, with_for_update=True)
-                        if row is not None:
-                            claim.apply(s, row)
-            except Exception:
-                log.warning("a batch of %d claims failed; writing each alone", len(batch))
-                for claim in batch:
-                    claim.claimed = False
-                    try:
-                        act(self.world, claim.request.workload_id, claim.apply)
-                    except Exception:  # it stays Pending: the next cycle places it again
-                        log.exception("claiming %s failed", claim.request.workload_id)
-                        claim.claimed = False
-                    self._start_claimed(claim)
-                continue
-            for claim in batch:
-                self._start_claimed(claim)
-
-    def _start_claimed(self, claim: Claim) -> None:
-        if claim.claimed:
-            start = functools.partial(self._start, claim)
-            self.calls.run(claim.request.workload_id, "start", start)
-
-    def _claim(self, w: Workload, placement: sched.Placement, nodes: dict[str, NodeRow]) -> Claim:
+        """Claim a placed workload (its pods bound, Initializing), then have the
+        placement's backend start it on a worker and record the handle."""
+        if w.id in self.world.busy:
+            return  # its last call (a preemption's stop) has not returned yet
         spec = WorkloadSpec.from_stored(w.spec)
         requests = {r.name: r for r in pod_asks(w).requests}
         bound = {
@@ -214,6 +164,57 @@ class Placing(Pipeline):
             for b in placement.pods
         }
         backend = self.world.backends.for_placement(bound, {n: r.pool for n, r in nodes.items()})
+        claimed: list[bool] = []
+        pod_env: dict[str, str] = {}
+        submitter: dict[str, str | None] = {}  # whose account it runs as (_run_start)
+
+        def claim(s: Session, w: Workload) -> None:
+            """Bind the pods and leave Pending before anything starts, in one write:
+            a workload deleted or suspended since the snapshot is not started."""
+            if w.phase != "Pending" or w.desired_phase != "Running":
+                return
+            for pod in w.pods:  # a resumed or preempted workload's pods start over
+                if pod.phase in phases.POD_ENDED:
+                    phases.restart_pod(s, pod, attempt=w.attempt, reason="Rescheduled")
+            pods = {p.name: p for p in w.pods}
+            for name, role, index in spec.pod_layout(w.name):
+                pod = pods.get(name)
+                if pod is None:
+                    pod = Pod(workload_id=w.id, name=name, role=role, index=index, ranks=[])
+                    s.add(pod)
+                where = bound.get(name)
+                pod.node = where.node if where else ""
+                pod.gpus = gpu_json(where.gpus) if where else []
+            w.backend, w.handle = backend.name, None
+            user = s.get(User, w.created_by) if w.created_by else None
+            if user is not None:
+                submitter.update(name=user.name, os_user=user.os_user)
+            token = self.world.server_url and issue_pod_token(s, w, self.world.pod_token_ttl_s)
+            if token:
+                pod_env.update(RINGLEADER_URL=self.world.server_url, RINGLEADER_TOKEN=token)
+            phases.transition(
+                s,
+                w,
+                "Initializing",
+                reason="Scheduled",
+                message=f"placed on {_where(bound)}; started by {backend.name}",
+            )
+            shared = sorted(name for name, b in bound.items() if any(g.share < 1 for g in b.gpus))
+            if shared and not backend.capabilities.gpu_isolation:
+                phases.record_event(
+                    s,
+                    w,
+                    "GPUSharing",
+                    reason="NotEnforced",
+                    message=(
+                        f"{', '.join(shared)} share GPUs; the {backend.name} backend does not "
+                        "isolate GPUs, so each pod's share of device memory is kept by "
+                        "ringleader.runtime (torch's per-process memory fraction), not enforced"
+                    ),
+                )
+            claimed.append(True)
+
+        act(self.world, w.id, claim)
         request = BackendRequest(
             workload_id=w.id,
             name=w.name,
@@ -222,13 +223,10 @@ class Placing(Pipeline):
             run_dir=str(self.world.runs_dir / w.id),
             attempt_offset=w.attempt,
             placements=bound,
-            pod_env={},
+            pod_env=pod_env,
         )
-        return Claim(self.world, backend, request)
-
-    def _start(self, claim: Claim) -> bool:
-        request = dataclasses.replace(claim.request, pod_env=claim.pod_env)
-        return self._run_start(claim.backend, request, claim.submitter)
+        if claimed:
+            self.calls.run(w.id, "start", lambda: self._run_start(backend, request, submitter))
 
     def _run_start(
         self, backend: Backend, request: BackendRequest, submitter: dict[str, str | None]
@@ -267,66 +265,6 @@ class Placing(Pipeline):
             backend.cancel(handle)
             raise
         return False
-
-
-class Claim:
-    """One placed workload's claim: bind its pods and leave Pending before anything
-    starts, in one write (``apply``, on the fresh row): a workload deleted or
-    suspended since the snapshot is not started.  What the start needs of that
-    write (whether it claimed, the pod token, whose account) is set afresh by each
-    ``apply``, so a batch rolled back and written again leaves nothing of before."""
-
-    def __init__(self, world: World, backend: Backend, request: BackendRequest) -> None:
-        self.world, self.backend, self.request = world, backend, request
-        self.claimed = False
-        self.pod_env: dict[str, str] = {}
-        self.submitter: dict[str, str | None] = {}  # whose account it runs as (_run_start)
-
-    def apply(self, s: Session, w: Workload) -> None:
-        self.claimed, self.pod_env, self.submitter = False, {}, {}
-        if w.phase != "Pending" or w.desired_phase != "Running":
-            return
-        bound, backend = self.request.placements, self.backend
-        for pod in w.pods:  # a resumed or preempted workload's pods start over
-            if pod.phase in phases.POD_ENDED:
-                phases.restart_pod(s, pod, attempt=w.attempt, reason="Rescheduled")
-        pods = {p.name: p for p in w.pods}
-        for name, role, index in self.request.spec.pod_layout(w.name):
-            pod = pods.get(name)
-            if pod is None:
-                pod = Pod(workload_id=w.id, name=name, role=role, index=index, ranks=[])
-                s.add(pod)
-            where = bound.get(name)
-            pod.node = where.node if where else ""
-            pod.gpus = gpu_json(where.gpus) if where else []
-        w.backend, w.handle = backend.name, None
-        user = s.get(User, w.created_by) if w.created_by else None
-        if user is not None:
-            self.submitter = {"name": user.name, "os_user": user.os_user}
-        token = self.world.server_url and issue_pod_token(s, w, self.world.pod_token_ttl_s)
-        if token:
-            self.pod_env = {"RINGLEADER_URL": self.world.server_url, "RINGLEADER_TOKEN": token}
-        phases.transition(
-            s,
-            w,
-            "Initializing",
-            reason="Scheduled",
-            message=f"placed on {_where(bound)}; started by {backend.name}",
-        )
-        shared = sorted(name for name, b in bound.items() if any(g.share < 1 for g in b.gpus))
-        if shared and not backend.capabilities.gpu_isolation:
-            phases.record_event(
-                s,
-                w,
-                "GPUSharing",
-                reason="NotEnforced",
-                message=(
-                    f"{', '.join(shared)} share GPUs; the {backend.name} backend does not "
-                    "isolate GPUs, so each pod's share of device memory is kept by "
-                    "ringleader.runtime (torch's per-process memory fraction), not enforced"
-                ),
-            )
-        self.claimed = True
 
 
 def _where(bound: dict[str, PodPlacement]) -> str:
