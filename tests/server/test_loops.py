@@ -76,12 +76,23 @@ def test_steady_polls_write_nothing_and_bindings_reach_the_backend(tmp_path: Pat
         assert before[0] == "Running"
         assert before[3] == [("sim-0", "Running"), ("sim-0", "Running")]  # the binding's node
         polls, loads = backend.polls, loops.reconciling.polled.loads
+        loops.reconciling.poll_every_s = 0.0  # every pass polls it
         for _ in range(5):
             loops.tick()
         assert backend.polls == polls + 5
         assert state() == before  # nothing written: same stamp, same events
         # ... and nothing loaded as objects again: each pass read only the row's stamp
         assert loops.reconciling.polled.loads == loads
+        # An unchanged row is polled at most every poll_every_s; a changed one at once.
+        loops.reconciling.poll_every_s = 3600.0
+        polls = backend.polls
+        for _ in range(3):
+            loops.tick()
+        assert backend.polls == polls
+        with database.writer() as s, s.begin():
+            s.get(Workload, workload_id).phase_message = "a user's change"
+        loops.tick()
+        assert backend.polls == polls + 1
     finally:
         database.dispose()
 

@@ -26,18 +26,18 @@ pods it has) and loads again just the rows whose stamp moved, since loading
 every running workload with its pods as objects was most of a pass (thousands of
 them, nearly all unchanged).  Every write to either table moves the stamp
 (``updated_at`` is set on each update); a full load every ``FULL_LOAD_S`` bounds
-what a clock stepping back could hide.
+what a clock stepping back could hide.  A row that did not change is polled every
+``POLL_EVERY_S``, one that did in the next pass.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import datetime
 from itertools import islice
 from typing import Any
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import String, func, or_, select, type_coerce
 from sqlalchemy.orm import Session, defer, selectinload
 
 from ringleader.server import phases
@@ -51,9 +51,10 @@ from ringleader.server.snapshot import lingering
 from ringleader.spec import WorkloadSpec
 
 FULL_LOAD_S = 60.0  # every polled row loaded afresh at least this often
+POLL_EVERY_S = 1.0  # a row that did not change is polled at most this often
 LOAD_CHUNK = 500  # ids per ``IN (...)`` of a partial load
 
-Stamp = tuple[datetime | None, int, datetime | None]
+Stamp = tuple[object, int, object]  # (its updated_at, its pods' count and latest)
 
 
 class PolledRows:
@@ -62,8 +63,19 @@ class PolledRows:
 
     def __init__(self) -> None:
         self.rows: dict[str, tuple[Stamp, Workload]] = {}
+        self.moved: set[str] = set()  # the rows the last read loaded (new or changed)
+        self.polled_at: dict[str, float] = {}  # when each row was last handed to a poll
         self.loaded_at = 0.0
         self.loads = 0  # rows loaded as objects, all passes together (tests count them)
+
+    def due(self, workload_id: str, every_s: float) -> bool:
+        """Whether to poll it now: its row changed since the last read, or its last
+        poll is ``every_s`` old (noted as polled now when it is)."""
+        now = time.monotonic()
+        if workload_id in self.moved or now - self.polled_at.get(workload_id, -every_s) >= every_s:
+            self.polled_at[workload_id] = now
+            return True
+        return False
 
     def read(self, s: Session) -> list[Workload]:
         polled = (
@@ -71,11 +83,16 @@ class PolledRows:
             Workload.handle.is_not(None),
             or_(Workload.phase.in_(phases.POLLED), lingering()),
         )
+        # Compared for equality only, so read as the database gives them: SQLite's
+        # text parsed into datetimes was most of a pass over thousands of rows.
+        updated, pods_updated = (
+            type_coerce(Workload.updated_at, String),
+            type_coerce(func.max(Pod.updated_at), String),
+        )
         stamps: dict[str, Stamp] = {
-            wid: (updated, pods, pods_updated)
-            for wid, updated, pods, pods_updated in s.execute(
-                select(Workload.id, Workload.updated_at, func.count(Pod.id),
-                       func.max(Pod.updated_at))
+            wid: (at, pods, pods_at)
+            for wid, at, pods, pods_at in s.execute(
+                select(Workload.id, updated, func.count(Pod.id), pods_updated)
                 .outerjoin(Pod, Pod.workload_id == Workload.id)
                 .where(*polled)
                 .group_by(Workload.id, Workload.updated_at)
@@ -98,7 +115,8 @@ class PolledRows:
             self.loads += len(loaded)
             for w in loaded:  # a row written since its stamp was read: the next pass
                 rows[w.id] = (stamps[w.id], w)  # sees a newer stamp and loads it again
-        self.rows = rows
+        self.rows, self.moved = rows, set(moved)
+        self.polled_at = {w: t for w, t in self.polled_at.items() if w in rows}
         return [rows[w][1] for w in stamps if w in rows]
 
 
@@ -109,6 +127,11 @@ def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
 
 class Reconciling(Pipeline):
     name = "reconciling"
+    # A running workload's row that did not change is polled at most this often (rows
+    # that changed, and nodes gone NotReady, are acted on in the next pass): thousands
+    # of running workloads were each polled every pass, a third of a core on an idle
+    # server with 2,000 of them, most of it handing polls to the workers.
+    poll_every_s = POLL_EVERY_S
 
     def __init__(self, world: World, **options: Any) -> None:
         super().__init__(world, **options)
@@ -128,12 +151,15 @@ class Reconciling(Pipeline):
             if w.id in self.world.busy:
                 continue  # a start, stop or poll of it has not returned yet
             backend = self.world.backends.named(w.backend)
-            lost = {p.node: not_ready[p.node] for p in w.pods
-                    if p.node in not_ready and p.phase in phases.POD_LIVE}  # fmt: skip
+            lost = not_ready and {
+                p.node: not_ready[p.node]
+                for p in w.pods
+                if p.node in not_ready and p.phase in phases.POD_LIVE
+            }
             if lost and w.phase in phases.POLLED:
                 self.calls.run(w.id, "stop (node lost)", lambda w=w, b=backend, lost=lost: (
                     self._node_lost(b, w, lost)))  # fmt: skip
-            else:
+            elif self.polled.due(w.id, self.poll_every_s):
                 self.calls.run(w.id, "poll", lambda w=w, b=backend: self._poll(b, w))
 
     def _poll(self, backend: Backend, w: Workload) -> bool:
