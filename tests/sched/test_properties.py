@@ -179,22 +179,28 @@ def test_same_snapshot_same_decisions_whatever_the_input_order(case, rng: random
     assert schedule(snapshot) == schedule(snapshot) == schedule(shuffled)
 
 
+def same_decisions_with_and_without(case, shortcut: str) -> None:
+    """Every cycle over the case's arrivals decides the same with ``_Cycle``'s
+    ``shortcut`` on (the default) and off, to the last float of every reason."""
+    snapshot, arrivals = case
+    for arrived in [[], *arrivals]:
+        snapshot = replace(snapshot, workloads=snapshot.workloads + tuple(arrived))
+        taken = schedule(snapshot)
+        setattr(_Cycle, shortcut, False)
+        try:
+            plain = schedule(snapshot)
+        finally:
+            setattr(_Cycle, shortcut, True)
+        assert taken == plain
+        snapshot = apply(snapshot, taken)
+
+
 @FAST
 @given(clusters)
 def test_remembered_misses_change_no_decision(case) -> None:
     """A miss answered from memory (same requests, project, pool and rule, in the same
     state) is the miss the trial would find: decisions and reasons are identical."""
-    snapshot, arrivals = case
-    for arrived in [[], *arrivals]:
-        snapshot = replace(snapshot, workloads=snapshot.workloads + tuple(arrived))
-        remembered = schedule(snapshot)
-        _Cycle.remember_misses = False
-        try:
-            tried = schedule(snapshot)
-        finally:
-            _Cycle.remember_misses = True
-        assert remembered == tried
-        snapshot = apply(snapshot, remembered)
+    same_decisions_with_and_without(case, "remember_misses")
 
 
 @FAST
@@ -203,17 +209,7 @@ def test_reasons_worked_out_after_preemption_failed_are_the_ones_found_before(ca
     """A miss that preemption may still mend is explained only once no victims were
     found: the state is then the one the miss was found in, so every decision and
     reason equals the cycle's that explains each miss at once."""
-    snapshot, arrivals = case
-    for arrived in [[], *arrivals]:
-        snapshot = replace(snapshot, workloads=snapshot.workloads + tuple(arrived))
-        late = schedule(snapshot)
-        _Cycle.explain_late = False
-        try:
-            at_once = schedule(snapshot)
-        finally:
-            _Cycle.explain_late = True
-        assert late == at_once
-        snapshot = apply(snapshot, late)
+    same_decisions_with_and_without(case, "explain_late")
 
 
 def test_a_remembered_miss_is_only_its_own_projects() -> None:

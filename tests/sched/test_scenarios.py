@@ -18,6 +18,7 @@ from ringleader.sched import (
     Project,
     Quota,
     Snapshot,
+    Workload,
     schedule,
 )
 from tests.sched.helpers import (
@@ -409,6 +410,20 @@ def test_spread_puts_fractions_on_separate_devices() -> None:
     assert devices == {0, 1}
 
 
+def full_of_project_a(*pending: Workload) -> Snapshot:
+    """Two nodes of four GPUs full of project a's one-GPU work (a deserves 2 GPUs, b
+    6), and ``pending``: b's in-quota work can be placed only by reclaiming from a."""
+    running = tuple(
+        replace(job(f"a-{i}", "a", at=i), bindings=(binding(f"a-{i}-0", f"node-{i % 2}", i // 2),))
+        for i in range(8)
+    )
+    return Snapshot(
+        nodes=(gpu_node("node-0", 4), gpu_node("node-1", 4)),
+        projects=(project("a", 2), project("b", 6)),
+        workloads=(*running, *pending),
+    )
+
+
 def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -419,15 +434,7 @@ def test_a_reclaim_that_found_no_victims_is_not_searched_again_in_the_same_state
     from ringleader.sched import reclaim
     from ringleader.sched.scheduler import _Cycle
 
-    running = tuple(
-        replace(job(f"a-{i}", "a", at=i), bindings=(binding(f"a-{i}-0", f"node-{i % 2}", i // 2),))
-        for i in range(8)
-    )
-    snapshot = Snapshot(
-        nodes=(gpu_node("node-0", 4), gpu_node("node-1", 4)),
-        projects=(project("a", 2), project("b", 6)),
-        workloads=(*running, job("b-0", "b", gpus=5, at=10), job("b-1", "b", gpus=5, at=11)),
-    )
+    snapshot = full_of_project_a(job("b-0", "b", gpus=5, at=10), job("b-1", "b", gpus=5, at=11))
     searches: list[int] = []
     search = reclaim.choose_victims
 
@@ -453,15 +460,7 @@ def test_a_miss_that_reclaim_mends_is_never_explained(monkeypatch: pytest.Monkey
     from ringleader.sched import scheduler
     from ringleader.sched.scheduler import _Cycle
 
-    running = tuple(
-        replace(job(f"a-{i}", "a", at=i), bindings=(binding(f"a-{i}-0", f"node-{i % 2}", i // 2),))
-        for i in range(8)
-    )
-    snapshot = Snapshot(
-        nodes=(gpu_node("node-0", 4), gpu_node("node-1", 4)),
-        projects=(project("a", 2), project("b", 6)),
-        workloads=(*running, job("fits", "b", gpus=2, at=10), job("never", "b", gpus=5, at=11)),
-    )
+    snapshot = full_of_project_a(job("fits", "b", gpus=2, at=10), job("never", "b", gpus=5, at=11))
     explained: list[str] = []
     explain = scheduler.explain
 
