@@ -100,6 +100,9 @@ def up(
         ("known_hosts", "the hosts' keys: ssh checks them (StrictHostKeyChecking)"),
         ("authorized_keys", "the key each host's sshd accepts"),
         (f"h0/{' .. ' + last if last else ''}", "a host's key, sshd_config, sshd.log"),
+        ("hosts", "each host's /etc/hosts: the network's names"),
+        ("resolv.conf", "each host's /etc/resolv.conf: no nameserver (no DNS)"),
+        ("bashrc", "root's ~/.bashrc on each host (PATH as here)"),
         ("state.json", "what `ringleader testhosts down` removes"),
     ]
     _print(f"Files written, all in {d}:")
