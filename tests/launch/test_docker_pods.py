@@ -334,7 +334,9 @@ def test_docker_pulls_an_image_only_the_cluster_registry_has_with_its_password(
                            command=IN_DOCKER)  # fmt: skip
         described = server.wait_status("pulled", {"Completed", "Failed"})
         assert "Status: Completed" in described, described
-        assert re.search(r"Pulled\s.*pulled image \S+ in [0-9.]+ s", described), described
+        assert "Pulled" in described, described
+        pulled = server.event_messages("pulled", "Pulled")
+        assert len(pulled) == 1 and re.search(r"pulled image \S+ in [0-9.]+ s", pulled[0]), pulled
         assert "in-docker rank 0/2" in server.cli("logs", "pulled").stdout
         held = via_docker("images", "--format", "{{.Repository}}").stdout.split()
         assert target.rsplit(":", 1)[0] in held, held  # by the digest the tag named

@@ -235,6 +235,15 @@ class ServerProcess:
         assert found, done.stdout
         return found.group(1)
 
+    def event_messages(self, name: str, reason: str) -> list[str]:
+        """The messages of ``name``'s events with ``reason``, from ``describe -o json``:
+        the text view wraps or folds a long message, and picks a table or phrases by
+        the terminal's width, so a pattern over it can miss what is there."""
+        done = self.cli("describe", name, "-o", "json")
+        assert done.returncode == 0, done.stderr
+        events = json.loads(done.stdout)["events"]
+        return [e.get("message") or "" for e in events if e.get("reason") == reason]
+
     def wait_status(self, name: str, want: set[str], timeout: float = 180) -> str:
         """``describe NAME`` once its Status is one of ``want``."""
 
