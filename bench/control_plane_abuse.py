@@ -64,7 +64,7 @@ from abuse_attacks import ATTACKS
 
 FLOOD_THREADS = 16
 TARGET_FLOOD_RATIO = 1.5
-BIG_COMMAND_BYTES = 32 * 1024  # the most a command may hold (spec.MAX_COMMAND_CHARS)
+BIG_COMMAND_BYTES = 32 * 1024  # the most a command may hold (spec_limits.MAX_COMMAND_CHARS)
 CHUNK = 25  # GETs per quiet or flooded stretch
 RESULTS = Path(__file__).resolve().parent / "results"
 CONTROL = "busy"  # the control attack: a core spun, nothing sent (abuse_attacks.busy)

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ringleader.spec import MAX_WORKERS
+from ringleader.spec_limits import MAX_WORKERS
 from tests.conftest import job_pids, wait_until
 from tests.server.conftest import API, SQLITE_ONLY
 

@@ -193,7 +193,7 @@ BAD_ENVIRONMENTS = [
         environment("x", None, environmentVariables=[{"name": "A", "value": "1"}] * 2),
         ["spec", "environmentVariables"],
     ),
-    (  # the workload spec's bounds (spec.check_env_size): how many, and their size together
+    (  # the workload spec's bounds (spec_limits.check_env_size): how many, and their size together
         environment("x", None, environmentVariables=[{"name": f"V{i}"} for i in range(257)]),
         ["spec", "environmentVariables"],
     ),

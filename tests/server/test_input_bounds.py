@@ -20,7 +20,7 @@ import pytest
 from ringleader import shellwords
 from ringleader.server.limits import BodyLimit
 from ringleader.shellwords import split_command
-from ringleader.spec import (
+from ringleader.spec_limits import (
     MAX_COMMAND_CHARS,
     MAX_ENV_VALUE_CHARS,
     MAX_ENV_VARS,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ringleader.spec import (
+from ringleader.spec_limits import (
     MAX_COMMAND_CHARS,
     MAX_ENV_NAME_CHARS,
     MAX_ENV_VALUE_CHARS,

@@ -10,7 +10,7 @@ from rich.table import Table
 from ringleader.cli.common import client, console, reports_errors
 from ringleader.connection import write_config
 from ringleader.errors import InvalidSpec
-from ringleader.spec import parse_quantity
+from ringleader.spec_limits import parse_quantity
 
 if TYPE_CHECKING:
     from ringleader.server.schemas import NodePoolResources

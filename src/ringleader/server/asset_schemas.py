@@ -18,7 +18,7 @@ Invariants:
   ``largeShmRequest`` ...) are accepted, bounded, stored and shown, never applied
   (``IGNORED_ENVIRONMENT_FIELDS``, ``IGNORED_COMPUTE_FIELDS``);
 - ``fill`` is how an asset gives a workload's pod spec what the user's own flags
-  left unset: pure, no I/O, used by the CLI (``cli/submit_options.with_assets``).
+  left unset: pure, no I/O, used by the CLI (``cli/submit_assets.with_assets``).
 
 Compute resources' own schemas are in ``compute_asset_schemas`` (this module holds
 what every asset shares, and environments).
@@ -42,22 +42,24 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from ringleader.server.schemas import Wire
+from ringleader.spec import STORED as STORED  # re-exported: how clients read an asset back
 from ringleader.spec import (
-    MAX_ENV_VARS,
-    MAX_ID_CHARS,
     Command,
     DirPath,
     EnvValue,
     Identifier,
     Image,
     _text,
-    check_env_name,
-    check_env_size,
-    check_name,
     check_text,
     stored,
 )
-from ringleader.spec import STORED as STORED  # re-exported: how clients read an asset back
+from ringleader.spec_limits import (
+    MAX_ENV_VARS,
+    MAX_ID_CHARS,
+    check_env_name,
+    check_env_size,
+    check_name,
+)
 
 MAX_DESCRIPTION_CHARS = 250  # Run:ai's AssetDescription
 MAX_EXTRA_JSON_CHARS = 16_384  # probes, connections: accepted and stored, never applied

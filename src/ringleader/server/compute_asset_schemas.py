@@ -20,7 +20,8 @@ from ringleader.server.asset_schemas import (
     _AssetWire,
 )
 from ringleader.server.schemas import Wire
-from ringleader.spec import Compute, bounded, parse_quantity
+from ringleader.spec import Compute, bounded
+from ringleader.spec_limits import parse_quantity
 
 GPU_FIELDS = (
     "gpu_devices_request",

@@ -34,7 +34,7 @@ from ringleader.errors import InvalidSpec
 from ringleader.sched import DEFAULT_POOL
 from ringleader.server import node_kinds
 from ringleader.server.models import Node
-from ringleader.spec import parse_quantity
+from ringleader.spec_limits import parse_quantity
 
 SIMULATED_GPU_MEMORY = 80 * 10**9  # an 80G device (decimal, as --gpu-memory 40G reads)
 SIMULATED_CPU_PER_GPU = 8

@@ -36,7 +36,8 @@ from ringleader.server.engine_pools import fold
 from ringleader.server.images import stand_in_for
 from ringleader.server.inventory import RUNTIME_FACT
 from ringleader.server.phases import HOLDING, LINGERING
-from ringleader.spec import Compute, WorkloadSpec, parse_quantity
+from ringleader.spec import Compute, WorkloadSpec
+from ringleader.spec_limits import parse_quantity
 
 MB = 10**6
 log = logging.getLogger("ringleader.server.snapshot")

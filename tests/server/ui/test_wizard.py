@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from ringleader.spec import MAX_COMMAND_CHARS
+from ringleader.spec_limits import MAX_COMMAND_CHARS
 from tests.server.conftest import API
 from tests.server.ui.forms import HTML, compute_asset, env_asset, wizard_form
 from tests.server.ui.forms import login as _login

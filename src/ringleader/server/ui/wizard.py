@@ -40,7 +40,8 @@ from ringleader.server.ui import wizard_form as wf
 from ringleader.server.ui import wizard_summary as ws
 from ringleader.server.ui.render import page
 from ringleader.server.ui.session import csrf_checked, set_notice, ui_user
-from ringleader.spec import MAX_ID_CHARS, WorkloadSpec, check_name
+from ringleader.spec import WorkloadSpec
+from ringleader.spec_limits import MAX_ID_CHARS, check_name
 
 router = APIRouter(include_in_schema=False)
 router.include_router(ws.router)  # the Summary step's rows

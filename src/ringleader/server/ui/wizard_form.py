@@ -22,10 +22,9 @@ from pydantic.alias_generators import to_camel
 from ringleader.server.asset_schemas import (
     EnvironmentAssetSpec,
 )
-from ringleader.server.compute_asset_schemas import (
-    ComputeAssetSpec,
-)
-from ringleader.spec import MAX_COMMAND_CHARS, MAX_ENV_TOTAL_CHARS, PodSpec, WorkloadSpec
+from ringleader.server.compute_asset_schemas import ComputeAssetSpec
+from ringleader.spec import PodSpec, WorkloadSpec
+from ringleader.spec_limits import MAX_COMMAND_CHARS, MAX_ENV_TOTAL_CHARS
 
 MASTER = "master_"  # the prefix of the master's own fields
 # The prefixes of the "+ New environment" / "+ New compute resource" panels' own fields:

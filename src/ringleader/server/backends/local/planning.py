@@ -47,7 +47,8 @@ from ringleader.server import node_kinds
 from ringleader.server.backends.base import DEFAULT_IMAGES, BackendRequest, ImagePolicy, RunAs
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
 from ringleader.server.host_paths import planned
-from ringleader.spec import Compute, WorkloadSpec, parse_quantity
+from ringleader.spec import Compute, WorkloadSpec
+from ringleader.spec_limits import parse_quantity
 
 if TYPE_CHECKING:
     from ringleader.server.backends.local.cgroups import Hierarchy, Limits

@@ -44,7 +44,8 @@ from ringleader.server.backends.base import (
 from ringleader.server.backends.local.planning import LocalPod, Where, plan_launch
 from ringleader.slurm.nodes import SlurmNode
 from ringleader.slurm.sbatch import SbatchRequest, render_script, validate_time
-from ringleader.spec import Compute, WorkloadSpec, parse_quantity
+from ringleader.spec import Compute, WorkloadSpec
+from ringleader.spec_limits import parse_quantity
 
 JOB_MODULE = "ringleader.launch.slurm_job"
 PLACEHOLDER = "slurm-node-"
