@@ -17,6 +17,11 @@ or ``$RINGLEADER_HOME/credentials.json`` (written 0600 by the server on its
 first start); in a pod, ``RINGLEADER_TOKEN``, the submitting user's token the
 server gave it, used as it is (it cannot be renewed: it ends with the workload).
 
+Here: connecting, the token, ``request`` and the workload calls; mixins in their own
+modules hold the rest: ``client_assets`` (environments, compute resources),
+``client_org`` (projects, nodes, users, members, access keys) and ``client_failover``
+(which of several servers answers).
+
 Example::
 
     from ringleader.client import Client
@@ -47,6 +52,7 @@ from ringleader import client_token_cache as token_cache
 from ringleader.client_assets import AssetCalls, request_json
 from ringleader.client_errors import raise_for, retry_after, unreachable_detail
 from ringleader.client_failover import SAFE_METHODS, Failover, split_urls
+from ringleader.client_org import OrgCalls
 from ringleader.connection import (
     LOCAL_URL,
     configured_url,
@@ -67,24 +73,9 @@ from ringleader.errors import (
 )
 from ringleader.server.schemas import (
     Accepted,
-    AccessKeyCreated,
-    AccessKeyIn,
-    AccessKeyList,
-    AccessKeyOut,
     EventOut,
-    MemberIn,
-    MemberOut,
     MeOut,
-    NodeIn,
-    NodeOut,
-    NodePoolResources,
     PodOut,
-    ProjectIn,
-    ProjectOut,
-    UserCreated,
-    UserIn,
-    UserOut,
-    UserUpdate,
     WorkloadList,
     WorkloadOut,
 )
@@ -113,7 +104,7 @@ def _listens(url: str) -> bool:
     return False
 
 
-class Client(AssetCalls, Failover):
+class Client(AssetCalls, OrgCalls, Failover):
     """One user's session with one server: a bearer token, renewed once when it expires."""
 
     def __init__(
@@ -395,82 +386,3 @@ class Client(AssetCalls, Failover):
             return connect(ws_url, additional_headers=headers, max_size=None, open_timeout=30)
         except OSError as exc:  # refused, or no answer in time (TimeoutError)
             raise ServerUnreachable(self.url, unreachable_detail(exc), self.source) from None
-
-    # ----- projects and nodes ----------------------------------------------
-    def projects(self) -> list[ProjectOut]:
-        return self._get_list(ProjectOut, "/api/v1/org-unit/projects", "projects")
-
-    def get_project(self, key: str) -> ProjectOut:
-        return self._get(ProjectOut, f"/api/v1/org-unit/projects/{key}")
-
-    def create_project(self, project: ProjectIn) -> ProjectOut:
-        response = self.request("POST", "/api/v1/org-unit/projects", json=request_json(project))
-        return ProjectOut.model_validate(response.json())
-
-    def update_project(self, key: str, resources: list[NodePoolResources]) -> ProjectOut:
-        body = {"resources": [request_json(r) for r in resources]}
-        response = self.request("PUT", f"/api/v1/org-unit/projects/{key}", json=body)
-        return ProjectOut.model_validate(response.json())
-
-    def delete_project(self, key: str) -> None:
-        self.request("DELETE", f"/api/v1/org-unit/projects/{key}")
-
-    def nodes(self) -> list[NodeOut]:
-        return self._get_list(NodeOut, "/api/v1/nodes")
-
-    def add_node(self, node: NodeIn) -> NodeOut:
-        """Register an SSH host; the server probes it first (up to ~30 s)."""
-        response = self.request("POST", "/api/v1/nodes", json=request_json(node), timeout=60.0)
-        return NodeOut.model_validate(response.json())
-
-    def remove_node(self, name: str) -> None:
-        self.request("DELETE", f"/api/v1/nodes/{name}")
-
-    # ----- users, members, access keys ---------------------------------------
-    def users(self) -> list[UserOut]:
-        return self._get_list(UserOut, "/api/v1/users")
-
-    def user(self, key: str) -> UserOut:
-        """A user by id or username (global admins; anyone for themselves)."""
-        return self._get(UserOut, f"/api/v1/users/{key}")
-
-    def create_user(self, user: UserIn) -> UserCreated:
-        """A new user with its first access key; the secret is in this answer only."""
-        response = self.request("POST", "/api/v1/users", json=request_json(user))
-        return UserCreated.model_validate(response.json())
-
-    def update_user(self, key: str, change: UserUpdate) -> UserOut:
-        response = self.request("PUT", f"/api/v1/users/{key}", json=request_json(change))
-        return UserOut.model_validate(response.json())
-
-    def delete_user(self, key: str) -> None:
-        self.request("DELETE", f"/api/v1/users/{key}")
-
-    def logout_user(self, key: str) -> None:
-        """End every token of the user; its access keys stay."""
-        self.request("POST", f"/api/v1/users/{key}/logout")
-
-    def members(self, project: str) -> list[MemberOut]:
-        return self._get_list(MemberOut, f"/api/v1/org-unit/projects/{project}/members")
-
-    def set_member(self, project: str, user: str, role: str) -> MemberOut:
-        """Add ``user`` to ``project`` with ``role`` (admin, researcher, viewer), or change it."""
-        body = request_json(MemberIn.model_validate({"role": role}))
-        path = f"/api/v1/org-unit/projects/{project}/members/{user}"
-        return MemberOut.model_validate(self.request("PUT", path, json=body).json())
-
-    def remove_member(self, project: str, user: str) -> None:
-        self.request("DELETE", f"/api/v1/org-unit/projects/{project}/members/{user}")
-
-    def access_keys(self) -> list[AccessKeyOut]:
-        return self._get(AccessKeyList, "/api/v1/access-keys").access_keys
-
-    def create_access_key(self, name: str) -> AccessKeyCreated:
-        """A new key of this user's; the secret is in this answer only."""
-        body = request_json(AccessKeyIn(name=name))
-        response = self.request("POST", "/api/v1/access-keys", json=body)
-        return AccessKeyCreated.model_validate(response.json())
-
-    def revoke_access_key(self, key_id: str) -> None:
-        """Revoke a key (by id or client id): its tokens end now."""
-        self.request("DELETE", f"/api/v1/access-keys/{key_id}")
