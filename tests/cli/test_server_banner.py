@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ringleader.cli.server import banner
+from ringleader.cli.server_process import banner
 from ringleader.server.backends import BackendChoice
 from ringleader.server.config import ServerConfig
 

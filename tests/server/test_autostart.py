@@ -117,7 +117,7 @@ def test_first_command_starts_a_local_server(fresh: Fresh) -> None:
 def test_the_listening_socket_is_tcp_so_responses_are_not_delayed() -> None:
     import socket as sockets
 
-    from ringleader.cli.server import listening_socket
+    from ringleader.cli.server_process import listening_socket
 
     sock = listening_socket("127.0.0.1", 0)
     try:

@@ -3,7 +3,7 @@
 An environment (image, command, args, variables, working directory) and a
 compute resource (GPUs, CPU, memory per pod) are made once, in a project or
 for every project, and named at submit (``--environment-asset NAME``,
-``--compute NAME``; ``cli/submit_options.with_assets``). Each command builds
+``--compute NAME``; ``cli/submit_assets.with_assets``). Each command builds
 the API's request body here, with the server's own models, so bad input
 names the flag before anything is sent. The compute commands are in
 ``cli/compute_assets.py``; what both share is in ``cli/asset_common.py``.

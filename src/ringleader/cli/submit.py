@@ -60,7 +60,7 @@ def submit(options: SubmitOptions, framework: Framework | None = None) -> tuple[
     Bad input is refused before any server starts; the server's own field errors
     come back naming the flag the user typed.
     """
-    from ringleader.cli.submit_options import with_assets
+    from ringleader.cli.submit_assets import with_assets
     from ringleader.connection import current_project
 
     if framework is not None:

@@ -122,7 +122,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "name_prefix": _opt(
         str, "--name-prefix", "[PREFIX]", "Name it PREFIX-xxxxxx; bare: NAME is the prefix."
     ),
-    # workload assets, by name (``submit_options.with_assets``): every submit command takes them
+    # workload assets, by name (``submit_assets.with_assets``): every submit command takes them
     "environment_asset": _opt(
         str, "--environment-asset", "NAME", "An environment asset: image, command, env, dir."
     ),
@@ -142,3 +142,24 @@ POD = (
 )  # fmt: skip
 V1_SCHEDULING = ("preemptible", "priority", "node_pools")
 V2_SCHEDULING = ("preemptibility", "priority", "node_pools")
+# A spec field (snake_case) -> the options that set it; an error names the one typed
+# (``SubmitOptions.flag_for``).
+FIELD_OPTIONS: dict[str, tuple[str, ...]] = {
+    "project_id": ("project",),
+    "num_workers": ("workers",),
+    "distributed_framework": ("framework",),
+    "environment_variables": ("env",),
+    "host_path": ("volume", "host_path"),
+    "storage": ("volume", "host_path"),
+    "compute": ("gpu", "gpu_memory", "gpu_request_type", "gpu_devices_request"),
+    "gpu_devices_request": ("gpu", "gpu_memory", "gpu_devices_request"),
+    "gpu_portion_request": ("gpu", "gpu_portion_request"),
+    "gpu_request_type": ("gpu", "gpu_memory", "gpu_request_type"),
+    "gpu_memory_request": ("gpu_memory", "gpu_memory_request"),
+    "cpu_core_request": ("cpu", "cpu_core_request"),
+    "cpu_core_limit": ("cpu_limit", "cpu_core_limit"),
+    "cpu_memory_request": ("memory", "cpu_memory_request"),
+    "cpu_memory_limit": ("memory_limit", "cpu_memory_limit"),
+    "preemptibility": ("preemptible", "preemptibility"),
+    "priority_class": ("priority",),
+}

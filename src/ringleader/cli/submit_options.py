@@ -6,7 +6,8 @@ the options it takes from ``OPTIONS`` (``cli/submit_flags.py``) with
 ``@submit_options``, so a flag, its help and its meaning are written once;
 the command receives one parsed ``SubmitOptions`` and ``SubmitOptions.spec``
 turns it into the typed ``WorkloadSpec`` the client sends.  Where the options end and the workload's
-command begins is ``cli/submit_argv.py``'s job.
+command begins is ``cli/submit_argv.py``'s job; the assets that ``--environment-asset``
+and ``--compute`` name are filled in by ``cli/submit_assets.py``.
 
 Invariants:
 - flag names and meanings are Run:ai's: v1 says ``-g 0.5`` / ``--memory 1G``,
@@ -37,32 +38,12 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_snake
 
 from ringleader.cli.submit_argv import ARGV_KEY, SubmitArgv, SubmitCommand
-from ringleader.cli.submit_flags import ASSET_OPTIONS, OPTIONS, V2_COMPUTE
+from ringleader.cli.submit_flags import ASSET_OPTIONS, FIELD_OPTIONS, OPTIONS, V2_COMPUTE
 from ringleader.errors import InvalidSpec
 from ringleader.shellwords import split_command
 from ringleader.spec import RUNNABLE_FRAMEWORKS, Framework, WorkloadSpec
 
 FRAMEWORKS = {f.value.lower(): f for f in Framework}  # --framework is case-insensitive
-# A spec field (snake_case) -> the options that set it; an error names the one typed.
-FIELD_OPTIONS: dict[str, tuple[str, ...]] = {
-    "project_id": ("project",),
-    "num_workers": ("workers",),
-    "distributed_framework": ("framework",),
-    "environment_variables": ("env",),
-    "host_path": ("volume", "host_path"),
-    "storage": ("volume", "host_path"),
-    "compute": ("gpu", "gpu_memory", "gpu_request_type", "gpu_devices_request"),
-    "gpu_devices_request": ("gpu", "gpu_memory", "gpu_devices_request"),
-    "gpu_portion_request": ("gpu", "gpu_portion_request"),
-    "gpu_request_type": ("gpu", "gpu_memory", "gpu_request_type"),
-    "gpu_memory_request": ("gpu_memory", "gpu_memory_request"),
-    "cpu_core_request": ("cpu", "cpu_core_request"),
-    "cpu_core_limit": ("cpu_limit", "cpu_core_limit"),
-    "cpu_memory_request": ("memory", "cpu_memory_request"),
-    "cpu_memory_limit": ("memory_limit", "cpu_memory_limit"),
-    "preemptibility": ("preemptible", "preemptibility"),
-    "priority_class": ("priority",),
-}
 COMMAND_WORDS = "COMMAND"  # how an error names the words after --
 
 
@@ -127,7 +108,7 @@ class SubmitOptions:
             choices = ", ".join(f.value for f in RUNNABLE_FRAMEWORKS)
             raise InvalidSpec(
                 f"unknown framework {self.framework!r}; choose one of {choices}",
-                self._flag("framework"),
+                self.flag("framework"),
             )
         name, as_prefix = self._name()
         command, args = self._command_line()
@@ -175,7 +156,7 @@ class SubmitOptions:
         if self.name_prefix is not None:
             if self.name:
                 raise InvalidSpec(
-                    f"give NAME ({self.name!r}) or a prefix, not both", self._flag("name_prefix")
+                    f"give NAME ({self.name!r}) or a prefix, not both", self.flag("name_prefix")
                 )
             return self.name_prefix, True
         if not self.name:
@@ -191,15 +172,15 @@ class SubmitOptions:
                 try:
                     first += split_command(value)
                 except ValueError as exc:
-                    raise InvalidSpec(str(exc), self._flag("command")) from None
+                    raise InvalidSpec(str(exc), self.flag("command")) from None
             if not first:
-                raise InvalidSpec("names no command (e.g. --command=python)", self._flag("command"))
+                raise InvalidSpec("names no command (e.g. --command=python)", self.flag("command"))
             command, args = first, [*self.args, *words]
         elif self.entrypoint:  # --command -- CMD ARGS: Run:ai's current form
             if not words:
                 raise InvalidSpec(
                     "the command goes after it: --command -- python train.py",
-                    self._flag("command"),
+                    self.flag("command"),
                 )
             command, args = words, list(self.args)
         elif self.image:  # what follows -- goes to the image's own command, as in Run:ai
@@ -213,7 +194,7 @@ class SubmitOptions:
         for pair in self.env:
             key, sep, value = pair.partition("=")
             if not sep or not key:
-                raise InvalidSpec(f"expected KEY=VALUE, got {pair!r}", self._flag("env"))
+                raise InvalidSpec(f"expected KEY=VALUE, got {pair!r}", self.flag("env"))
             variables.append({"name": key, "value": value})
         return variables
 
@@ -230,7 +211,7 @@ class SubmitOptions:
                 or parts[2:] not in ([], ["ro"], ["rw"])
             ):
                 raise InvalidSpec(
-                    f"expected SRC:DST or SRC:DST:ro, got {value!r}", self._flag("volume")
+                    f"expected SRC:DST or SRC:DST:ro, got {value!r}", self.flag("volume")
                 )
             volumes.append(
                 {"path": parts[0], "mount_path": parts[1], "read_only": parts[2:] == ["ro"]}
@@ -241,7 +222,7 @@ class SubmitOptions:
 
     def _host_path(self, value: str) -> dict[str, Any]:
         """One ``--host-path path=SRC,mount=DST[,readwrite][,mount-propagation=P]``."""
-        flag, keys = self._flag("host_path"), {"path": "path", "mount": "mount_path"}
+        flag, keys = self.flag("host_path"), {"path": "path", "mount": "mount_path"}
         out: dict[str, Any] = {"read_only": True}
         for item in value.split(","):
             key, sep, given = item.partition("=")
@@ -265,7 +246,7 @@ class SubmitOptions:
         """Run:ai's compute block: from v1's ``-g 0.1`` (a portion) / ``-g 2`` (two
         devices) / ``-g 0`` (none) / ``--gpu-memory``, and from v2's flags as they are."""
         out: dict[str, Any] = {}
-        gpu_flag = self._flag("gpu")
+        gpu_flag = self.flag("gpu")
         if self.gpu is not None and self.gpu_memory is not None:
             raise InvalidSpec(f"give {gpu_flag} or --gpu-memory, not both", gpu_flag)
         if self.gpu is not None:
@@ -309,7 +290,7 @@ class SubmitOptions:
                 choices = ", ".join(f"{k} ({v})" for k, v in PRIORITY_CLASSES.items())
                 raise InvalidSpec(
                     f"unknown priority class {self.priority!r}; choose one of {choices}",
-                    self._flag("priority"),
+                    self.flag("priority"),
                 )
             out["priority_class"] = self.priority
         if self.preemptible:
@@ -323,7 +304,8 @@ class SubmitOptions:
             out["node_pools"] = pools
         return out
 
-    def _flag(self, option: str) -> str:
+    def flag(self, option: str) -> str:
+        """How the user typed ``option``'s flag (else its long flag), for an error to name."""
         return self.flags.get(option) or f"--{option.replace('_', '-')}"
 
     def flag_for(self, loc: tuple[int | str, ...] | list[str]) -> str:
@@ -331,12 +313,12 @@ class SubmitOptions:
         ``--processes`` as typed); the dotted path when no flag of this command did."""
         parts = [to_snake(part) for part in loc if isinstance(part, str)]
         if parts == ["name"]:
-            return self._flag("name_prefix") if self.name_prefix is not None else "NAME"
+            return self.flag("name_prefix") if self.name_prefix is not None else "NAME"
         for part in reversed(parts):
             if part == "name":  # a variable's name: its list names the flag
                 continue
             if part in ("command", "args"):
-                return self._flag(part) if part in self.typed_options else COMMAND_WORDS
+                return self.flag(part) if part in self.typed_options else COMMAND_WORDS
             candidates = [o for o in FIELD_OPTIONS.get(part, (part,)) if o in self.flags]
             typed = [o for o in candidates if o in self.typed_options]
             if typed or candidates:
@@ -403,50 +385,3 @@ def _spelling(info: Any) -> str:
     decls = [d for d in getattr(info, "param_decls", None) or () if d.startswith("-")]
     longs = [d for d in decls if d.startswith("--")]
     return (longs or decls or ["NAME"])[0]
-
-
-def with_assets(spec: WorkloadSpec, options: SubmitOptions, client: Any) -> WorkloadSpec:
-    """``spec`` with the values of the assets ``--environment-asset`` and ``--compute``
-    name, looked up in the spec's project (its own asset before everyone's), where the
-    user's own flags gave none: flags win. An unknown name is an error naming the flag.
-    ``client``: a ``ringleader.client.Client``."""
-    if not (options.environment_asset or options.compute):
-        return spec
-    pod = spec.spec.model_dump(exclude_unset=True)
-    project = spec.project_id
-    if options.environment_asset:
-        environment = _asset(
-            client.find_environment, "environment", options.environment_asset, project,
-            options._flag("environment_asset"),
-        )  # fmt: skip
-        pod = environment.spec.fill(pod, working_dir_given=options.working_dir is not None)
-    if options.compute:
-        resource = _asset(
-            client.find_compute_resource, "compute resource", options.compute, project,
-            options._flag("compute"),
-        )  # fmt: skip
-        pod["compute"] = resource.spec.fill(pod.get("compute") or {})
-    body = {**spec.model_dump(exclude_unset=True), "spec": pod}
-    try:
-        return WorkloadSpec.model_validate(body)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        message = error["msg"].removeprefix("Value error, ")
-        flag = options.flag_for(error["loc"])
-        raise InvalidSpec(f"{message} (with the assets' values)", flag) from None
-
-
-def _asset(find: Callable[[str, str], Any], title: str, name: str, project: str, flag: str) -> Any:
-    from ringleader.errors import NotFound
-
-    try:
-        return find(name, project)
-    except NotFound as exc:
-        if getattr(exc, "kind", None) != title:  # the project itself, as a submit would say
-            raise
-        command = "environment" if title == "environment" else "compute"
-        raise InvalidSpec(
-            f"no {title} named {name!r} in project {project!r} nor for every project "
-            f"(see `ringleader {command} list -p {project}`)",
-            flag,
-        ) from None
