@@ -33,25 +33,21 @@ import signal
 import sys
 import threading
 import time
-from subprocess import DEVNULL, PIPE, Popen
 
-from ringleader.launch import netif, podns, procs, teardown
+from ringleader.launch import netif, procs, teardown
+from ringleader.launch.agent_ranks import RankLife
 from ringleader.launch.container_runtime import drop_agent_only
-from ringleader.launch.lines import forward_lines
 from ringleader.launch.protocol import HEARTBEAT_TIMEOUT_S, MessageWriter, decode
 from ringleader.launch.rank_process import (
     CPU_AFFINITY,
     RUN_AS_VAR,
     RankProcess,
-    hand_over,
-    pin,
     private_dir,
-    read_error_file,
     run_as_ids,
     run_dir_prefix,
     temp_dir,
 )
-from ringleader.launch.spawned import RECORD_VAR, SPAWNED_FILE, record
+from ringleader.launch.spawned import RECORD_VAR
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
@@ -62,12 +58,17 @@ if TYPE_CHECKING:
 # Modules are imported where they are first needed, and argparse, dataclasses,
 # pathlib and typing not at all: the agent starts on the path of every launch
 # (bench/launch.py's fixed cost), and each of those costs milliseconds. What runs
-# around one rank's process is in rank_process.py, its line forwarding in lines.py.
+# around one rank's process is in rank_process.py, its line forwarding in lines.py, and
+# its start, output and exit (the methods of one rank's life) in agent_ranks.py.
 LINK_LOST_GRACE_S = 2.0
 
+# What other modules and tests import from here.  CPU_AFFINITY is rank_process's: a rank's
+# pinning moved to agent_ranks.py with its start, and the name stays importable here.
+__all__ = ["CPU_AFFINITY", "LINK_LOST_GRACE_S", "USAGE", "Agent", "exit_now", "main", "parse_args"]
 
-class Agent:
-    """Runs one host's ranks on behalf of the supervisor."""
+
+class Agent(RankLife):
+    """Runs one host's ranks on behalf of the supervisor (one rank's life: ``RankLife``)."""
 
     def __init__(self, writer: MessageWriter, job_id: str) -> None:
         self.writer = writer
@@ -213,137 +214,6 @@ class Agent:
         rendezvous, self.rendezvous = self.rendezvous, None
         if rendezvous is not None:
             rendezvous.close()
-
-    def _spawn(
-        self,
-        rank: int,
-        argv: list[str],
-        cwd: str,
-        env: dict[str, str],
-        error_file: str,
-        marker: str | None = None,
-    ) -> RankProcess | None:
-        """Start one rank; None when it could not start (its exit is reported)."""
-        # Only the agent's own environment (its supervisor's, from the server's
-        # launch.json) says who ranks run as: never a rank's env, which a spec sets.
-        env.pop(RUN_AS_VAR, None)
-        env.pop(RECORD_VAR, None)  # where spawns are recorded: the agent's alone
-        account = run_as_ids(os.environ.get(RUN_AS_VAR, ""))
-        sampled = bool(env.get("RINGLEADER_METRICS_DIR"))  # podstats.METRICS_DIR: a server's run
-        if sampled:
-            from ringleader.launch import podstats  # imported only where a server asks for it
-
-            podstats.prepare(env, account)
-        try:
-            if account is not None:
-                hand_over(os.path.dirname(error_file), *account)
-            if self.container:
-                container = self.container
-                if self.bridge is not None:  # mpirun itself: its argv, never the entrypoint's
-                    container = {**container, "entrypoint": True}
-                proc = self._in_container(container, rank, argv, cwd, env, account)
-            else:
-                proc = self._popen(argv, cwd, env, account)
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-            self.writer.send(
-                "out", rank=rank, stream="stderr", line=f"cannot start {argv[0]!r}: {why}"
-            )
-            self.writer.send("exit", rank=rank, code=127, signal=None, t=time.time(), error=None)
-            return None
-        pin(proc.pid, env.get(CPU_AFFINITY, ""))
-        # exec's kernel fact (spawned.py): in the server's run dir, or, on an SSH node
-        # (no server there), in this agent's own, where ``account exec`` finds it.
-        own = os.path.join(self.rundir, SPAWNED_FILE) if self.rundir else None
-        record(os.environ.get(RECORD_VAR) or own, rank, proc.pid)
-        if sampled:
-            with self.lock:
-                sampler = self.podstats = self.podstats or podstats.Sampler()
-            sampler.watch(proc.pid, env, argv)
-        rp = RankProcess(rank, proc, marker)
-        with self.lock:
-            self.ranks[rank] = rp
-            self.swept = False  # a rank of this job runs: the next stop sweeps again
-        return rp
-
-    def _watch(self, rp: RankProcess, error_file: str) -> None:
-        """Forward a started rank's output and report its exit."""
-        rank, proc = rp.rank, rp.proc
-        if rp.marker:
-            self.ended.watch(rank, proc.pid, rp.marker)
-        for stream, name in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
-
-            def emit(line: str, name: str = name) -> None:
-                self.writer.send("out", rank=rank, stream=name, line=line)
-
-            thread = threading.Thread(target=forward_lines, args=(stream, emit), daemon=True)
-            thread.start()
-            rp.readers.append(thread)
-        threading.Thread(target=self._wait, args=(rp, error_file), daemon=True).start()
-
-    def _in_container(
-        self,
-        container: dict[str, Any],
-        rank: int,
-        argv: list[str],
-        cwd: str,
-        env: dict[str, str],
-        account: tuple[int, int] | None,
-    ) -> Popen[bytes]:
-        from ringleader.launch import agent_images
-
-        assert self.rundir is not None
-        return agent_images.popen(container, self.job_id, self.rundir, rank, argv, cwd, env,
-                                  account)  # fmt: skip
-
-    def _popen(
-        self, argv: list[str], cwd: str, env: dict[str, str], account: tuple[int, int] | None
-    ) -> Popen[bytes]:
-        """Start one rank as ``account``: under a root agent in the pod's private view
-        (its own /tmp and a /proc without other accounts; ``podns``), with this
-        host's run dir still at its path inside."""
-        keep = [self.rundir] if self.rundir else []
-        with podns.popen_args(argv, cwd, env, account, keep=keep) as args:
-            return Popen(**args, stdin=DEVNULL, stdout=PIPE, stderr=PIPE, start_new_session=True)
-
-    def _wait(self, rp: RankProcess, error_file: str) -> None:
-        code = rp.proc.wait()
-        ended = time.time()
-        self.ended.forget(rp.rank)
-        if self.podstats is not None:
-            self.podstats.forget(rp.proc.pid)
-        for reader in rp.readers:  # a grandchild may hold the pipe open: don't wait forever
-            reader.join(timeout=1.0)
-        signum = -code if code < 0 else None
-        # The rank's files are read from our own run dir, never through its links.
-        error = read_error_file(error_file, self.rundir) if code != 0 else None
-        extra: dict[str, Any] = {}
-        marker = rp.marker if code != 0 else None
-        raised = teardown.read_marker_time(marker, self.rundir) if marker else None
-        if raised is not None:
-            # It failed when its exception escaped (the root cause's time), not at its exit.
-            ended, extra["raised"] = raised, True
-        if rp.hung and signum == signal.SIGKILL and rp.marker:
-            # The kill only ended the wait: report the exit its exception would have made.
-            code, signum = teardown.EXIT_CODE, None
-            extra["reason"] = teardown.reason(self.grace_s)
-        self.writer.send(
-            "exit",
-            rank=rp.rank,
-            code=128 + signum if signum else code,
-            signal=signum,
-            t=ended,
-            error=error,
-            **extra,
-        )
-        rp.done.set()
-
-    def _hung(self, rank: int) -> None:
-        """The watcher is about to kill ``rank`` (hung in teardown): its exit says so."""
-        with self.lock:
-            rp = self.ranks.get(rank)
-        if rp is not None:
-            rp.hung = True
 
     def stop(self, grace_s: float | None = None) -> None:
         with self.lock:
