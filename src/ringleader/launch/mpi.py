@@ -28,6 +28,7 @@ from ringleader.hosts import Host
 from ringleader.launch import mpi_bridge
 from ringleader.launch.account import MPIRUN_NAMES
 from ringleader.launch.frameworks import LAUNCHER_RANK
+from ringleader.launch.gang_attempt import STDERR_TAIL_LINES
 from ringleader.launch.mpi_output import RankLine, TaggedStream
 from ringleader.launch.mpi_rank import EXIT_MARKER
 from ringleader.launch.mpirun import (
@@ -51,7 +52,7 @@ from ringleader.launch.plan import (
 )
 from ringleader.launch.result import RankFailure
 from ringleader.launch.ssh import SSHOptions
-from ringleader.launch.supervisor import STDERR_TAIL_LINES, Supervisor
+from ringleader.launch.supervisor import Supervisor
 
 MPIRUN = LAUNCHER_RANK  # pseudo-rank for mpirun's own lines
 #: Where the launcher pod's ``horovodrun`` is (a shell script), and the Python it runs.
