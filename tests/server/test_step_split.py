@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ringleader.server.services import metrics
+from ringleader.server.services import metric_series
 
 
 def records(attempt: int, step_time: float, comm: float | None, n: int = 30) -> list[bytes]:
@@ -19,14 +19,14 @@ def records(attempt: int, step_time: float, comm: float | None, n: int = 30) -> 
     return rows
 
 
-def derived(lines: list[bytes], attempt: int = 0) -> list[metrics._Raw]:
-    parsed, _ = metrics._parse(lines, attempt=attempt)
-    metrics._derive(parsed)
+def derived(lines: list[bytes], attempt: int = 0) -> list[metric_series.Raw]:
+    parsed, _ = metric_series.parse(lines, attempt=attempt)
+    metric_series.derive(parsed)
     return parsed
 
 
 def test_points_carry_comm_and_compute() -> None:
-    points = metrics._downsample(derived(records(0, 0.5, 0.2)), 500)
+    points = metric_series.downsample(derived(records(0, 0.5, 0.2)), 500)
     assert points[0].comm_time == 0.2 and points[0].compute_time is None  # no step time yet
     assert points[5].step_time == pytest.approx(0.5)
     assert points[5].compute_time == pytest.approx(0.3)
@@ -34,23 +34,25 @@ def test_points_carry_comm_and_compute() -> None:
 
 def test_network_bound_when_a_third_or_more_waits() -> None:
     splits = {
-        0: metrics._latest_split(derived(records(0, 0.12, 0.05))),
-        1: metrics._latest_split(derived(records(0, 0.12, 0.03))),
+        0: metric_series.latest_split(derived(records(0, 0.12, 0.05))),
+        1: metric_series.latest_split(derived(records(0, 0.12, 0.03))),
     }
-    split = metrics._step_split(splits)  # type: ignore[arg-type]
+    split = metric_series.step_split(splits)  # type: ignore[arg-type]
     assert split is not None and split.ranks == 2
     assert split.step_time == pytest.approx(0.12) and split.comm_time == pytest.approx(0.04)
     assert split.compute_time == pytest.approx(0.08) and split.bound == "network"
-    calm = metrics._step_split({0: metrics._latest_split(derived(records(0, 0.12, 0.01)))})  # type: ignore[dict-item]
+    calm = metric_series.step_split(
+        {0: metric_series.latest_split(derived(records(0, 0.12, 0.01)))}
+    )  # type: ignore[dict-item]
     assert calm is not None and calm.bound == "compute"
 
 
 def test_no_comm_no_split_and_the_newest_attempt_counts() -> None:
-    assert metrics._latest_split(derived(records(0, 0.1, None))) is None
-    assert metrics._step_split({}) is None
-    old = metrics._latest_split(derived(records(0, 1.0, 0.9)))
-    new = metrics._latest_split(derived(records(1, 0.1, 0.01), attempt=1))
-    split = metrics._step_split({0: old, 1: new})  # type: ignore[dict-item]
+    assert metric_series.latest_split(derived(records(0, 0.1, None))) is None
+    assert metric_series.step_split({}) is None
+    old = metric_series.latest_split(derived(records(0, 1.0, 0.9)))
+    new = metric_series.latest_split(derived(records(1, 0.1, 0.01), attempt=1))
+    split = metric_series.step_split({0: old, 1: new})  # type: ignore[dict-item]
     assert split is not None and split.ranks == 1 and split.step_time == pytest.approx(0.1)
 
 
@@ -59,5 +61,5 @@ def test_a_bad_comm_is_ignored_and_comm_never_exceeds_the_step() -> None:
              for k, c in enumerate([-1, "x", None, 5.0, 5.0])]  # fmt: skip
     raws = derived(lines)
     assert [r.comm for r in raws] == [None, None, None, 5.0, 5.0]
-    split = metrics._step_split({0: metrics._latest_split(raws)})  # type: ignore[dict-item]
+    split = metric_series.step_split({0: metric_series.latest_split(raws)})  # type: ignore[dict-item]
     assert split is not None and split.comm_time == split.step_time and split.compute_time == 0

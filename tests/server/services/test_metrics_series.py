@@ -1,4 +1,5 @@
-"""services.metrics' reading of report() files: derived rates, bad lines, buckets."""
+"""services.metrics' reading of report() files (the math in ``metric_series``): derived
+rates, bad lines, buckets."""
 
 from __future__ import annotations
 
@@ -7,15 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ringleader.server.services import metric_files
-from ringleader.server.services.metrics import (
-    READ_CAP,
-    _bucket_resources,
-    _derive,
-    _downsample,
-    _parse,
-    _parse_resources,
-)
+from ringleader.server.services import metric_files, metric_series
+from ringleader.server.services.metrics import READ_CAP
 
 
 def _through_folder(path: Path, parse: metric_files.Parser) -> tuple[list[Any], bool]:
@@ -27,11 +21,11 @@ def _through_folder(path: Path, parse: metric_files.Parser) -> tuple[list[Any], 
 
 
 def _read(path: Path, attempt: int) -> tuple[list[Any], bool]:
-    return _through_folder(path, functools.partial(_parse, attempt=attempt))
+    return _through_folder(path, functools.partial(metric_series.parse, attempt=attempt))
 
 
 def _read_resources(path: Path) -> list[Any]:
-    return _through_folder(path, _parse_resources)[0]
+    return _through_folder(path, metric_series.parse_resources)[0]
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -50,9 +44,9 @@ def test_rates_from_consecutive_records_and_bad_lines_skipped(tmp_path: Path) ->
     ]
     raw, capped = _read(_write(tmp_path / "rank-0.attempt-0.jsonl", records), 0)
     assert capped and [r.step for r in raw] == [1, 3]
-    _derive(raw)
+    metric_series.derive(raw)
     assert raw[0].rate is None and raw[1].rate == 20.0 and raw[1].step_time == 1.0
-    (first, second) = _downsample(raw, 10)
+    (first, second) = metric_series.downsample(raw, 10)
     assert first.loss == 2.0 and first.samples_per_second is None
     assert second.samples_per_second == 20.0 and second.scalars == {"lr": 1.0}
 
@@ -60,8 +54,8 @@ def test_rates_from_consecutive_records_and_bad_lines_skipped(tmp_path: Path) ->
 def test_buckets_bound_the_points_and_keep_the_last_step(tmp_path: Path) -> None:
     lines = [json.dumps({"step": s, "time": float(s), "samples": 2}) for s in range(1, 1001)]
     raw, _ = _read(_write(tmp_path / "f.jsonl", lines), 0)
-    _derive(raw)
-    points = _downsample(raw, 7)
+    metric_series.derive(raw)
+    points = metric_series.downsample(raw, 7)
     assert len(points) <= 7 and points[-1].step == 1000
     assert all(p.samples_per_second == 2.0 for p in points[1:])
     assert all(p.step_time == 1.0 for p in points[1:])
@@ -84,10 +78,10 @@ def test_pod_resources_bucketed_mean_cpu_max_memory(tmp_path: Path) -> None:
     path = _write(tmp_path / "pod-a.resources.jsonl", [*lines, "oops", '{"time": "x"}', '{"ti'])
     points = _read_resources(path)
     assert [p.time for p in points] == [float(t) for t in range(10)] and points[0].cpu is None
-    (first, second) = _bucket_resources(points, 2)
+    (first, second) = metric_series.bucket_resources(points, 2)
     assert first.time == 4.0 and first.cpu == 1.5 and first.memory_bytes == 4  # (2+1+2+1) / 4
     assert second.time == 9.0 and second.cpu == 1.6 and second.memory_bytes == 9
-    assert _bucket_resources(points, 500) == points
+    assert metric_series.bucket_resources(points, 500) == points
     link = tmp_path / "pod-b.resources.jsonl"
     link.symlink_to(path)
     assert _read_resources(link) == []
