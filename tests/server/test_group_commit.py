@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from ringleader.errors import Conflict
@@ -145,6 +146,41 @@ def test_a_work_that_fails_after_adding_rows_leaves_none_of_them(held: API) -> N
     with held.client.app.state.readers() as s:
         names = set(s.scalars(select(Project.name)))
     assert {"kept-1", "kept-2"} <= names and "undone" not in names
+
+
+class _Aborted(Exception):
+    """What psycopg raises for a transaction PostgreSQL aborted (its SQLSTATE)."""
+
+    sqlstate = "40P01"  # deadlock_detected
+
+
+def test_a_transaction_the_database_aborted_is_run_again_not_answered(held: API) -> None:
+    """A deadlock between two writers' batches (seen in a suite: retries of each
+    other's names inserted in opposite orders) is nobody's error: the batch is run
+    again, each request alone, and a request aborted again is tried again."""
+    writer = _writer(held)
+    aborts = {"twice": 2, "always": 100}
+
+    def adds(name: str) -> Callable[[Session, bool], str]:
+        def work(session: Session, isolated: bool) -> str:
+            session.add(Project(name=name, resources=[]))
+            session.flush()  # the insert that the database aborts
+            if aborts.get(name, 0) > 0:
+                aborts[name] -= 1
+                raise OperationalError("INSERT INTO projects ...", {}, _Aborted())
+            return name
+
+        return work
+
+    names = ["first", "twice", "always", "last"]
+    answers, _ = in_one_batch(writer, [lambda n=n: writer.run(adds(n)) for n in names])
+    assert answers[:2] == ["first", "twice"] and answers[3] == "last", answers
+    tries = 100 - aborts["always"]  # alone TRANSIENT_TRIES times, after the batch's
+    assert isinstance(answers[2], OperationalError), answers  # then it gave up
+    assert group_commit.TRANSIENT_TRIES <= tries <= group_commit.TRANSIENT_TRIES + 2
+    with held.client.app.state.readers() as s:
+        kept = set(s.scalars(select(Project.name)))
+    assert {"first", "twice", "last"} <= kept and "always" not in kept
 
 
 def test_32_clients_retrying_lose_and_duplicate_nothing(held: API) -> None:

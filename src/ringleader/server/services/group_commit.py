@@ -30,6 +30,11 @@ Invariants:
   answer is a success, which is sent only after the shared commit succeeded;
 - a batch whose commit (or transaction) fails is run again one request per
   transaction, so one request's failure never fails another's;
+- a transaction the database gave up (PostgreSQL's deadlock or serialization
+  failure: two writers' batches inserting retries of each other's rows in
+  opposite orders wait on each other's unique keys) is nobody's answer: the
+  batch is run again one request per transaction, each tried up to
+  ``TRANSIENT_TRIES`` times (its rows are gone with the aborted transaction);
 - requests are taken in the order they came, so nobody waits behind a stream;
 - a request's work runs on the writer's thread, so it must not depend on its caller's
   thread; it gets the batch's session and must neither commit nor close it;
@@ -50,6 +55,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 T = TypeVar("T")
@@ -61,6 +67,17 @@ IDLE_S = 5.0  # a writer thread ends after this long without work
 PG_WRITERS = 3
 
 Work = Callable[[Session, bool], T]
+# PostgreSQL's SQLSTATEs for a transaction it aborted to let another go on: run again.
+TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization
+TRANSIENT_TRIES = 5
+
+
+def transient(exc: BaseException) -> bool:
+    """The database aborted the transaction for another's sake (``TRANSIENT_SQLSTATES``):
+    the same work in a new transaction may well succeed."""
+    return isinstance(exc, DBAPIError) and (
+        getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES
+    )
 
 
 @dataclass(eq=False)
@@ -166,7 +183,7 @@ class GroupCommit:
                     try:
                         outcomes.append((job, job.work(session, False), None))
                     except Exception as exc:
-                        if len(session.new) != added:
+                        if transient(exc) or len(session.new) != added:
                             raise _BatchBroken from exc  # rows left behind: isolate
                         outcomes.append((job, None, exc))
             session.flush()
@@ -180,19 +197,24 @@ class GroupCommit:
                     with session.begin_nested():  # what it added goes if it fails
                         outcomes.append((job, job.work(session, True), None))
                 except Exception as exc:  # this request's answer; the batch goes on
-                    if not session.in_transaction():
+                    if transient(exc) or not session.in_transaction():
                         raise _BatchBroken from exc
                     outcomes.append((job, None, exc))
         return outcomes
 
     def _run_alone(self, job: _Job) -> None:
-        try:
-            with self.sessions() as session, session.begin():
-                job.result = job.work(session, True)
-            self.batches += 1
-            self.batched += 1
-        except BaseException as exc:
-            job.result, job.error = None, exc
+        for tries_left in range(TRANSIENT_TRIES - 1, -1, -1):
+            try:
+                with self.sessions() as session, session.begin():
+                    job.result = job.work(session, True)
+                self.batches += 1
+                self.batched += 1
+                job.error = None
+                break
+            except BaseException as exc:
+                job.result, job.error = None, exc
+                if not (tries_left and transient(exc)):
+                    break
         job.done = True
 
 
