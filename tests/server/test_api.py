@@ -241,6 +241,35 @@ def test_suspend_and_resume(api: API) -> None:
     wait_until(lambda: job_pids(f"rl-{wid}") == [], 30, "the workload's processes to stop")
 
 
+def test_a_resume_typed_right_after_a_suspend_is_kept_and_runs_it_again(api: API) -> None:
+    # The rank ignores SIGTERM: the suspend's stop takes the grace, and the resume
+    # arrives while the workload is still Stopping, as it does for a user who types
+    # the two commands one after the other.
+    stubborn = (
+        "python -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        'print("ready", flush=True); time.sleep(300)\''
+    )
+    wid = api.submit("stubborn", stubborn).json()["workloadId"]
+    api.wait_phase(wid, {"Running"})
+    wait_until(
+        lambda: "ready" in api.get(f"/api/v1/workloads/{wid}/logs").text, 30, "the rank to start"
+    )
+    first_run = job_pids(f"rl-{wid}")
+    assert api.post(f"/api/v1/workloads/distributed/{wid}/suspend").status_code == 202
+    resumed = api.post(f"/api/v1/workloads/distributed/{wid}/resume")
+    assert resumed.status_code == 202, resumed.text
+    assert (resumed.json()["actualPhase"], resumed.json()["desiredPhase"]) == (
+        "Stopping",
+        "Running",
+    )
+    wait_until(lambda: not set(first_run) & set(job_pids(f"rl-{wid}")), 60, "the first run to stop")
+    api.wait_phase(wid, {"Running"})
+    reasons = [e["reason"] for e in api.get(f"/api/v1/workloads/{wid}/events").json()["events"]]
+    assert reasons.index("Suspended") < reasons.index("ResumeRequested") < reasons.index("Resumed")
+    api.delete(f"/api/v1/workloads/distributed/{wid}")
+    wait_until(lambda: job_pids(f"rl-{wid}") == [], 60, "the workload's processes to stop")
+
+
 def test_list_filter_sort_and_page(api: API) -> None:
     ids = [api.submit(f"job-{i}", "true").json()["workloadId"] for i in range(3)]
     for wid in ids:

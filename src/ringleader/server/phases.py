@@ -64,7 +64,7 @@ WORKLOAD_TRANSITIONS: dict[str, frozenset[str]] = {
     ),
     "Stopping": frozenset({"Stopped", "Failed", "Deleting"}),
     "Stopped": frozenset({"Resuming", "Deleting"}),
-    "Resuming": frozenset({"Pending", "Failed", "Deleting"}),
+    "Resuming": frozenset({"Pending", "Failed", "Stopped", "Deleting"}),
     "Completed": frozenset({"Deleting"}),
     "Failed": frozenset({"Deleting", "Resuming"}),
     "Unknown": frozenset(

@@ -321,7 +321,7 @@ def test_an_action_the_phase_does_not_allow_comes_back_in_words(api: API):
     )
     assert answer.status_code == 303 and answer.headers["location"] == "/workloads"
     page = api.client.get("/workloads", headers=HTML).text
-    assert "Could not run the workload" in page and "only a Stopped or Failed one" in page
+    assert "Could not run the workload" in page and "only a Stopped, Failed or stopping one" in page
     # Only the actions valid for its phase are offered: no Stop or Run for a Completed one.
     assert "Stop finished" not in page and "Run finished" not in page
     assert "Delete finished" in page and f"/workloads/new?copy={done}" in page

@@ -3,7 +3,9 @@
 - Stopping (suspend) -> cancel -> Stopped;
 - Deleting -> cancel -> Deleted (the row kept, deleted_at set);
 - Resuming -> cancel what the last run left (cleanPodPolicy None) -> Pending:
-  a fresh start whose attempts continue counting.
+  a fresh start whose attempts continue counting;
+- a resume asked during a suspend's stop: Stopped, then Resuming; a suspend
+  asked during a resume's: Stopped.
 
 Each cancel runs on this pipeline's workers: a stop whose supervisor is
 frozen takes its grace and more, and delays no other workload's stop,
@@ -50,16 +52,21 @@ class Stopping(Pipeline):
 
 
 def end_stop(s: Session, w: Workload, phase: str) -> None:
-    """The backend stopped what ran: the phase the stop was for, if still wanted."""
+    """The backend stopped what ran: the phase the stop was for, if still wanted.  A
+    suspend and a resume each recorded while the other's stop ran change only the
+    wish (``desired_phase``): a suspend's stop then ends Stopped and resumes, a
+    resume's ends Stopped."""
     if w.phase != phase:
         return  # the user changed their mind meanwhile (a delete during a suspend)
-    if phase == "Resuming":
+    if phase == "Resuming" and w.desired_phase == "Running":
         phases.transition(s, w, "Pending", reason="Resumed")
         return
     for pod in w.pods:
         if pod.phase in phases.POD_LIVE:
             phases.transition_pod(s, pod, "Stopped")
-    if phase == "Stopping":
-        phases.transition(s, w, "Stopped", reason="Suspended")
-    else:
+    if phase == "Deleting":
         phases.transition(s, w, "Deleted", reason="Deleted")
+        return
+    phases.transition(s, w, "Stopped", reason="Suspended")
+    if w.desired_phase == "Running":  # resumed while it stopped
+        phases.transition(s, w, "Resuming", reason="ResumeRequested")

@@ -37,6 +37,7 @@ from ringleader.server.models import User, Workload
 from ringleader.server.schemas import WorkloadOut
 from ringleader.server.services import views
 from ringleader.server.services.workload_list import MAX_OFFSET, TotalOf, list_workloads
+from ringleader.server.services.workloads import may_resume, may_suspend
 from ringleader.server.snapshot import holds, pod_asks
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
@@ -220,9 +221,9 @@ def actions(row: Workload) -> frozenset[str]:
     """What the user may ask of ``row`` in its phase (the services say the same)."""
     phase = row.phase
     found = {"copy"}
-    if phase not in phases.FINAL and phase not in phases.STOPPING:
+    if may_suspend(phase, row.desired_phase):
         found.add("stop")
-    if phase in ("Stopped", "Failed"):
+    if may_resume(phase, row.desired_phase):
         found.add("run")
     if phase != "Deleting":
         found.add("delete")

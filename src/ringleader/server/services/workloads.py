@@ -358,24 +358,48 @@ def suspender(backends: BackendSet) -> Callable[[Session, Workload], None]:
     return change
 
 
+def may_suspend(phase: str, desired_phase: str) -> bool:
+    """Whether a suspend can be recorded: the workload is active, or a stop or a
+    resume is under way that would end it running (the user changed their mind)."""
+    if phase in ("Stopping", "Resuming"):
+        return desired_phase == "Running"
+    return "Stopping" in phases.WORKLOAD_TRANSITIONS.get(phase, ())
+
+
+def may_resume(phase: str, desired_phase: str) -> bool:
+    """Whether a resume can be recorded: the run ended stopped or failed, or a suspend
+    is still stopping it (the resume is kept, and runs once the stop has ended)."""
+    if phase in ("Stopping", "Resuming"):
+        return desired_phase == "Stopped"
+    return "Resuming" in phases.WORKLOAD_TRANSITIONS.get(phase, ())
+
+
 def request_suspend(session: Session, workload: Workload) -> None:
-    if workload.phase in phases.FINAL or workload.phase in phases.STOPPING:
+    """Stop the workload's pods and keep it, Stopped, to resume later.  While a stop
+    or a resume is already under way only the wish changes: ``stopping.end_stop``
+    ends it Stopped when its cancel returns, so ``suspend`` typed right after a
+    ``resume`` is never refused for a phase the user cannot see."""
+    if not may_suspend(workload.phase, workload.desired_phase):
         raise Conflict(
             f"workload {workload.name!r} is {workload.phase}; "
             "only an active workload can be suspended"
         )
     workload.desired_phase = "Stopped"
-    phases.transition(session, workload, "Stopping", reason="SuspendRequested")
+    if workload.phase not in ("Stopping", "Resuming"):
+        phases.transition(session, workload, "Stopping", reason="SuspendRequested")
 
 
 def request_resume(session: Session, workload: Workload) -> None:
-    if workload.phase not in ("Stopped", "Failed"):
+    """Start a Stopped or Failed workload again.  A suspend still stopping it keeps
+    the resume: the stop ends Stopped, then resumes (``stopping.end_stop``)."""
+    if not may_resume(workload.phase, workload.desired_phase):
         raise Conflict(
             f"workload {workload.name!r} is {workload.phase}; "
-            "only a Stopped or Failed one can resume"
+            "only a Stopped, Failed or stopping one can resume"
         )
     workload.desired_phase = "Running"
-    phases.transition(session, workload, "Resuming", reason="ResumeRequested")
+    if workload.phase not in ("Stopping", "Resuming"):
+        phases.transition(session, workload, "Resuming", reason="ResumeRequested")
 
 
 #: The intents a user records on a workload, by the name the API's routes and the UI's

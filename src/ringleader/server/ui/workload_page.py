@@ -28,6 +28,7 @@ from ringleader.server.routers.clusters import this_cluster_id
 from ringleader.server.schemas import WorkloadOut
 from ringleader.server.services import views
 from ringleader.server.services.metrics import MAX_POINTS, workload_metrics
+from ringleader.server.services.workloads import may_resume, may_suspend
 from ringleader.server.ui import workload_logs
 from ringleader.server.ui.render import fragment, page
 from ringleader.server.ui.session import ui_user
@@ -151,8 +152,8 @@ def _parts(s: Session, user: User, workload_id: str, cluster_id: str) -> dict[st
         "gpus": {p.name: gpu_text(p.gpus) or "-" for p in pods},
         "events": events,
         "events_cut": len(events) == MAX_EVENTS,
-        "can_stop": w.actual_phase not in (*FINAL, "Stopping", "Deleting", "Deleted"),
-        "can_run": w.actual_phase in ("Stopped", "Failed"),
+        "can_stop": may_suspend(w.actual_phase, w.desired_phase),
+        "can_run": may_resume(w.actual_phase, w.desired_phase),
         "final": w.actual_phase in FINISHED,
     }
 
