@@ -19,7 +19,7 @@ from ringleader.server.migrate import upgrade
 from ringleader.server.models import Event, Pod, Project, Workload, new_id
 from ringleader.server.phases import WORKLOAD_PHASES
 from ringleader.server.schemas import WorkloadOut
-from ringleader.server.services.workloads import (
+from ringleader.server.services.workload_intents import (
     may_resume,
     may_suspend,
     request_delete,

@@ -15,6 +15,7 @@ from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import Backend, BackendRequest, BackendStatus, PodStatus
 from ringleader.server.background import Background, World
 from ringleader.server.models import Event, User, Workload
+from ringleader.server.services import workload_intents as intents
 from ringleader.server.services import workloads as svc
 from ringleader.spec import WorkloadSpec
 from tests.helpers.database import one_node_database
@@ -157,7 +158,7 @@ def test_a_workload_deleted_after_the_snapshot_is_not_started(tmp_path: Path) ->
             loaded = load_snapshot(s)
         (placement,) = sched.schedule(loaded.snapshot).placements
         with database.writer() as s, s.begin():  # the user deletes it meanwhile
-            svc.request_delete(s, s.get(Workload, workload_id))
+            intents.request_delete(s, s.get(Workload, workload_id))
         loops.placing.place(loaded.waiting[workload_id], placement, loaded.nodes)
         assert backend.requests == []  # nothing started
         with database.reader() as s:

@@ -19,6 +19,7 @@ from ringleader.server import auth, phases
 from ringleader.server.background.pipeline import act
 from ringleader.server.models import User, Workload
 from ringleader.server.services import users
+from ringleader.server.services import workload_intents as intents
 from ringleader.server.services import workloads as svc
 from tests.conftest import wait_until
 from tests.helpers.workloads_page import insert, researcher
@@ -85,7 +86,7 @@ def test_a_poll_that_read_before_a_delete_committed_does_not_undo_it(api: API) -
     seen: list[str] = []
 
     def delete(s: Session) -> None:
-        svc.request_delete(s, s.get(Workload, workload_id))
+        intents.request_delete(s, s.get(Workload, workload_id))
 
     def poll_says_running(s: Session, w: Workload) -> None:  # as apply_diff's observe
         seen.append(w.phase)
@@ -110,7 +111,7 @@ def test_a_suspend_that_read_before_a_completion_committed_does_not_undo_it(api:
 
     def suspend() -> None:
         with api.client.app.state.sessions() as s:
-            svc.record_intent(s, admin, workload_id, svc.request_suspend)
+            svc.record_intent(s, admin, workload_id, intents.request_suspend)
 
     refused: list[Exception] = []
 

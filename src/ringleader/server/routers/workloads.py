@@ -27,6 +27,7 @@ from ringleader.server.schemas import (
     WorkloadOut,
 )
 from ringleader.server.services import group_commit, idempotency, views
+from ringleader.server.services import workload_intents as intents
 from ringleader.server.services import workloads as svc
 from ringleader.server.services.logs import log_text
 from ringleader.server.services.metrics import MAX_POINTS, WorkloadMetrics, workload_metrics
@@ -96,8 +97,10 @@ _ACCEPTED = {"status_code": 202, "response_model": Accepted, "response_model_by_
 
 
 def _record(request: Request, s: Session, user: User, workload_id: str, name: str) -> Accepted:
-    """Record intent ``name`` (``svc.INTENTS``) and wake the loops that act on it."""
-    accepted = svc.record_intent(s, user, workload_id, svc.intent(name, request.app.state.backends))
+    """Record intent ``name`` (``intents.INTENTS``) and wake the loops that act on it."""
+    accepted = svc.record_intent(
+        s, user, workload_id, intents.intent(name, request.app.state.backends)
+    )
     request.app.state.background.intent_recorded()
     return accepted
 

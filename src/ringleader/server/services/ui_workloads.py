@@ -36,8 +36,8 @@ from ringleader.server import phases
 from ringleader.server.models import User, Workload
 from ringleader.server.schemas import WorkloadOut
 from ringleader.server.services import views
+from ringleader.server.services.workload_intents import may_resume, may_suspend
 from ringleader.server.services.workload_list import MAX_OFFSET, TotalOf, list_workloads
-from ringleader.server.services.workloads import may_resume, may_suspend
 from ringleader.server.snapshot import holds, pod_asks
 
 PAGE_SIZES = (10, 25, 50, 100, 200)

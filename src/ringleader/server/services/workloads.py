@@ -32,7 +32,7 @@ from ringleader.sched import PRIORITY_CLASSES
 from ringleader.server import host_paths, phases
 from ringleader.server.auth import pod_project
 from ringleader.server.backends import BackendSet
-from ringleader.server.backends.base import check_supported, check_suspendable
+from ringleader.server.backends.base import check_supported
 from ringleader.server.images import resolve_image
 from ringleader.server.models import Project, ProjectMember, User, Workload, new_id
 from ringleader.server.schemas import Accepted
@@ -341,76 +341,3 @@ def get(session: Session, user: User, workload_id: str, *, for_update: bool = Fa
     ):
         raise NotFound("workload", workload_id)
     return workload
-
-
-def request_delete(session: Session, workload: Workload) -> None:
-    workload.desired_phase = "Deleted"
-    phases.transition(session, workload, "Deleting", reason="DeleteRequested")
-
-
-def suspender(backends: BackendSet) -> Callable[[Session, Workload], None]:
-    """``request_suspend``, refused (422) where the workload's backend cannot suspend."""
-
-    def change(session: Session, workload: Workload) -> None:
-        check_suspendable(backends.named(workload.backend))
-        request_suspend(session, workload)
-
-    return change
-
-
-def may_suspend(phase: str, desired_phase: str) -> bool:
-    """Whether a suspend can be recorded: the workload is active, or a stop or a
-    resume is under way that would end it running (the user changed their mind)."""
-    if phase in ("Stopping", "Resuming"):
-        return desired_phase == "Running"
-    return "Stopping" in phases.WORKLOAD_TRANSITIONS.get(phase, ())
-
-
-def may_resume(phase: str, desired_phase: str) -> bool:
-    """Whether a resume can be recorded: the run ended stopped or failed, or a suspend
-    is still stopping it (the resume is kept, and runs once the stop has ended)."""
-    if phase in ("Stopping", "Resuming"):
-        return desired_phase == "Stopped"
-    return "Resuming" in phases.WORKLOAD_TRANSITIONS.get(phase, ())
-
-
-def request_suspend(session: Session, workload: Workload) -> None:
-    """Stop the workload's pods and keep it, Stopped, to resume later.  While a stop
-    or a resume is already under way only the wish changes: ``stopping.end_stop``
-    ends it Stopped when its cancel returns, so ``suspend`` typed right after a
-    ``resume`` is never refused for a phase the user cannot see."""
-    if not may_suspend(workload.phase, workload.desired_phase):
-        raise Conflict(
-            f"workload {workload.name!r} is {workload.phase}; "
-            "only an active workload can be suspended"
-        )
-    workload.desired_phase = "Stopped"
-    if workload.phase not in ("Stopping", "Resuming"):
-        phases.transition(session, workload, "Stopping", reason="SuspendRequested")
-
-
-def request_resume(session: Session, workload: Workload) -> None:
-    """Start a Stopped or Failed workload again.  A suspend still stopping it keeps
-    the resume: the stop ends Stopped, then resumes (``stopping.end_stop``)."""
-    if not may_resume(workload.phase, workload.desired_phase):
-        raise Conflict(
-            f"workload {workload.name!r} is {workload.phase}; "
-            "only a Stopped, Failed or stopping one can resume"
-        )
-    workload.desired_phase = "Running"
-    if workload.phase not in ("Stopping", "Resuming"):
-        phases.transition(session, workload, "Resuming", reason="ResumeRequested")
-
-
-#: The intents a user records on a workload, by the name the API's routes and the UI's
-#: forms both use: one table, so the two never differ in what an action does.
-INTENTS = ("suspend", "resume", "delete")
-
-
-def intent(name: str, backends: BackendSet) -> Callable[[Session, Workload], None]:
-    """What recording intent ``name`` (one of ``INTENTS``) changes of a workload."""
-    return {
-        "suspend": suspender(backends),
-        "resume": request_resume,
-        "delete": request_delete,
-    }[name]

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from ringleader.errors import Conflict, InvalidSpec, NotFound
 from ringleader.server.deps import get_session
 from ringleader.server.models import User
+from ringleader.server.services import workload_intents as intents
 from ringleader.server.services import workloads as svc
 from ringleader.server.ui.render import page
 from ringleader.server.ui.session import csrf_checked, safe_next, set_notice
@@ -35,7 +36,7 @@ def _act(request: Request, s: Session, user: User, workload_id: str, action: str
     """Record a suspend/resume/delete through the API's services; back to the table
     with what happened (a refusal in words: already stopped, not suspendable ...)."""
     intent = {"stop": "suspend", "run": "resume", "delete": "delete"}[action]  # the UI's words
-    change = svc.intent(intent, request.app.state.backends)
+    change = intents.intent(intent, request.app.state.backends)
     done = {"stop": "Stopping", "run": "Resuming", "delete": "Deleting"}[action]
     try:
         accepted = svc.record_intent(s, user, workload_id, change)

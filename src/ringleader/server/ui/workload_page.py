@@ -28,7 +28,7 @@ from ringleader.server.routers.clusters import this_cluster_id
 from ringleader.server.schemas import WorkloadOut
 from ringleader.server.services import views
 from ringleader.server.services.metrics import MAX_POINTS, workload_metrics
-from ringleader.server.services.workloads import may_resume, may_suspend
+from ringleader.server.services.workload_intents import may_resume, may_suspend
 from ringleader.server.ui import workload_logs
 from ringleader.server.ui.render import fragment, page
 from ringleader.server.ui.session import ui_user
