@@ -27,11 +27,14 @@ Invariants:
 - Every datetime is aware UTC (``db.UTCDateTime``).
 - The schema is created by Alembic migrations only; a test checks that the
   migrated database matches this module exactly.
+
+The declarative ``Base`` and the column conventions are in ``model_base``, the
+asset table in ``asset_models``; both are re-exported here, and importing this
+module registers every table in ``Base.metadata``.
 """
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime
 from typing import Any
 
@@ -43,81 +46,32 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Text,
     UniqueConstraint,
-    inspect,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from ringleader.server.asset_models import Asset as Asset
 from ringleader.server.db import UTCDateTime, utcnow
-
-# Named constraints: Alembic's SQLite batch mode needs names to alter them later.
-NAMING_CONVENTION = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-ID_LENGTH = 12
-NAME_LENGTH = 255
-PHASE_LENGTH = 32
-
-
-def new_id() -> str:
-    """A short random id (48 bits): readable in URLs and logs, unique in practice."""
-    return uuid.uuid4().hex[:ID_LENGTH]
-
-
-class Base(DeclarativeBase):
-    """Declarative base whose constructor applies Python-side column defaults at once.
-
-    Why: a new row then has its id, phase and counters before it is flushed,
-    so services and ``phases.transition`` can use them on a pending object.
-    """
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-    def __init__(self, **kwargs: Any) -> None:
-        cls = type(self)
-        for key, value in kwargs.items():
-            if not hasattr(cls, key):
-                raise TypeError(f"{key!r} is an invalid keyword argument for {cls.__name__}")
-            setattr(self, key, value)
-        for prop in inspect(cls).column_attrs:
-            default = prop.columns[0].default
-            if prop.key in kwargs or default is None:
-                continue
-            if default.is_callable:
-                setattr(self, prop.key, default.arg(None))
-            elif default.is_scalar:
-                setattr(self, prop.key, default.arg)
-
-
-def _id_column() -> Mapped[str]:
-    return mapped_column(String(32), primary_key=True, default=new_id)
-
-
-def _created_at() -> Mapped[datetime]:
-    return mapped_column(UTCDateTime(), default=utcnow)
-
-
-def _updated_at() -> Mapped[datetime]:
-    return mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+from ringleader.server.model_base import ID_LENGTH as ID_LENGTH
+from ringleader.server.model_base import NAME_LENGTH as NAME_LENGTH
+from ringleader.server.model_base import NAMING_CONVENTION as NAMING_CONVENTION
+from ringleader.server.model_base import PHASE_LENGTH as PHASE_LENGTH
+from ringleader.server.model_base import Base as Base
+from ringleader.server.model_base import created_at_column, id_column, updated_at_column
+from ringleader.server.model_base import new_id as new_id
 
 
 class Project(Base):
     __tablename__ = "projects"
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     resources: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    created_at: Mapped[datetime] = _created_at()
-    updated_at: Mapped[datetime] = _updated_at()
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
     members: Mapped[list[User]] = relationship(
         secondary="project_members", back_populates="projects", passive_deletes=True
@@ -127,12 +81,12 @@ class Project(Base):
 class User(Base):
     __tablename__ = "users"
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     # The OS account its workloads run as when the server runs as root (None: mapped).
     os_user: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    created_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = created_at_column()
 
     projects: Mapped[list[Project]] = relationship(
         secondary="project_members", back_populates="members", passive_deletes=True
@@ -156,19 +110,19 @@ class ProjectMember(Base):
 class AccessKey(Base):
     __tablename__ = "access_keys"
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     client_id: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     secret_hash: Mapped[str] = mapped_column(String(NAME_LENGTH))
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), default="", server_default="")
-    created_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = created_at_column()
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 class Token(Base):
     __tablename__ = "tokens"
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     user_id: Mapped[str] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True, index=True)
     # The key it was issued for (revoking the key ends its tokens) ...
@@ -179,7 +133,7 @@ class Token(Base):
     workload_id: Mapped[str | None] = mapped_column(
         ForeignKey("workloads.id", ondelete="CASCADE"), index=True
     )
-    created_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = created_at_column()
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
@@ -243,7 +197,7 @@ class Workload(Base):
         ),
     )
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     name: Mapped[str] = mapped_column(String(NAME_LENGTH))
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id", ondelete="RESTRICT"))
     created_by: Mapped[str | None] = mapped_column(
@@ -273,7 +227,7 @@ class Workload(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    updated_at: Mapped[datetime] = _updated_at()
+    updated_at: Mapped[datetime] = updated_at_column()
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     project: Mapped[Project] = relationship()
@@ -296,7 +250,7 @@ class Pod(Base):
     # phase: the loops look up the running pods of ended workloads (migration 0004).
     __table_args__ = (UniqueConstraint("workload_id", "name"), Index("ix_pods_phase", "phase"))
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     workload_id: Mapped[str] = mapped_column(ForeignKey("workloads.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(String(NAME_LENGTH))
     role: Mapped[str] = mapped_column(String(PHASE_LENGTH))
@@ -313,10 +267,10 @@ class Pod(Base):
     cpu_seconds: Mapped[float | None] = mapped_column(Float)
     # How its processes are tracked: "cgroup-v1", "cgroup-v2", or "environment" (fallback).
     isolation: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="", server_default="")
-    created_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    updated_at: Mapped[datetime] = _updated_at()
+    updated_at: Mapped[datetime] = updated_at_column()
 
     workload: Mapped[Workload] = relationship(back_populates="pods")
 
@@ -350,7 +304,7 @@ class Node(Base):
 
     __tablename__ = "nodes"
 
-    id: Mapped[str] = _id_column()
+    id: Mapped[str] = id_column()
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
     kind: Mapped[str] = mapped_column(String(PHASE_LENGTH), default="local")
     pool: Mapped[str] = mapped_column(String(NAME_LENGTH), default="default")
@@ -363,67 +317,8 @@ class Node(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     ssh: Mapped[str] = mapped_column(String(NAME_LENGTH), default="", server_default="")
     facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
-    created_at: Mapped[datetime] = _created_at()
-    updated_at: Mapped[datetime] = _updated_at()
-
-
-def _asset_id() -> str:
-    """A UUID, as Run:ai's asset ids are (``/api/v1/asset/.../{assetId}``)."""
-    return str(uuid.uuid4())
-
-
-class Asset(Base):
-    """A reusable building block of workloads, Run:ai's *workload asset*: an
-    ``environment`` (image, command, args, variables, working directory) or a
-    ``compute`` resource (GPU devices/portion/memory, CPU cores, CPU memory).
-    ``spec`` is Run:ai's asset spec as accepted (camelCase JSON); ``meta``
-    holds the other accepted meta fields (``workloadSupportedTypes`` ...).
-
-    ``scope`` is ``project`` (``project_id`` set; deleting the project deletes
-    it) or ``tenant``/``cluster`` (``project_id`` NULL: every user sees it).
-    A name is unique per kind within its project, and among the assets of the
-    whole server (tenant and cluster are one scope here: one server, one cluster).
-    """
-
-    __tablename__ = "assets"
-    __table_args__ = (
-        Index(
-            "uq_assets_kind_project_id_name",
-            "kind",
-            "project_id",
-            "name",
-            unique=True,
-            sqlite_where=text("project_id IS NOT NULL"),
-            postgresql_where=text("project_id IS NOT NULL"),
-        ),
-        Index(
-            "uq_assets_kind_name_everywhere",
-            "kind",
-            "name",
-            unique=True,
-            sqlite_where=text("project_id IS NULL"),
-            postgresql_where=text("project_id IS NULL"),
-        ),
-    )
-
-    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=_asset_id)
-    kind: Mapped[str] = mapped_column(String(PHASE_LENGTH))
-    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    description: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    scope: Mapped[str] = mapped_column(String(PHASE_LENGTH))
-    project_id: Mapped[str | None] = mapped_column(
-        ForeignKey("projects.id", ondelete="CASCADE"), index=True
-    )
-    cluster_id: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    created_by: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    updated_by: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    update_count: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = _created_at()
-    updated_at: Mapped[datetime] = _updated_at()
-
-    project: Mapped[Project | None] = relationship()
+    created_at: Mapped[datetime] = created_at_column()
+    updated_at: Mapped[datetime] = updated_at_column()
 
 
 class ServerLease(Base):

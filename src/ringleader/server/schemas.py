@@ -1,7 +1,10 @@
 """Wire schemas: what the REST API accepts and returns, in Run:ai's camelCase.
 
 The request body of a workload is ``ringleader.spec.WorkloadSpec`` itself;
-this module adds the responses and the smaller bodies (token, projects).
+this module adds the responses and the smaller bodies (projects, nodes).
+Users, members, access keys and tokens are in ``user_schemas``, the base
+``Wire`` in ``wire_base``; both are re-exported here, so every name is still
+importable from this module.
 """
 
 from __future__ import annotations
@@ -9,49 +12,28 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator
 
+from ringleader.server.user_schemas import KEY_NAME as KEY_NAME
+from ringleader.server.user_schemas import POSIX_USER as POSIX_USER
+from ringleader.server.user_schemas import USER_NAME as USER_NAME
+from ringleader.server.user_schemas import AccessKeyCreated as AccessKeyCreated
+from ringleader.server.user_schemas import AccessKeyIn as AccessKeyIn
+from ringleader.server.user_schemas import AccessKeyList as AccessKeyList
+from ringleader.server.user_schemas import AccessKeyOut as AccessKeyOut
+from ringleader.server.user_schemas import MemberIn as MemberIn
+from ringleader.server.user_schemas import MemberOut as MemberOut
+from ringleader.server.user_schemas import MembershipOut as MembershipOut
+from ringleader.server.user_schemas import MeOut as MeOut
+from ringleader.server.user_schemas import TokenRequest as TokenRequest
+from ringleader.server.user_schemas import TokenResponse as TokenResponse
+from ringleader.server.user_schemas import UserCreated as UserCreated
+from ringleader.server.user_schemas import UserIn as UserIn
+from ringleader.server.user_schemas import UserOut as UserOut
+from ringleader.server.user_schemas import UserUpdate as UserUpdate
+from ringleader.server.wire_base import NO_NUL as NO_NUL
+from ringleader.server.wire_base import Wire as Wire
 from ringleader.spec import Storable
-
-
-class Wire(BaseModel):
-    # No inf/NaN (JSON's 1e999): no database JSON column stores them faithfully.
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False)
-
-
-# Text PostgreSQL can compare with: its text types cannot hold NUL (a query with one raises).
-NO_NUL = r"^[^\x00]+$"
-
-
-class TokenRequest(BaseModel):
-    """Run:ai's token request: an access key as ``clientID``/``clientSecret``
-    (``client_credentials``) or as an application's ``appID``/``appSecret``
-    (``app_token``; Run:ai's Python client spells them ``AppId``/``AppSecret``).
-    Either spelling works with either grant; Run:ai's other fields are ignored."""
-
-    grant_type: Literal["client_credentials", "app_token"] = Field(
-        "client_credentials", alias="grantType"
-    )
-    # Bounded: the rate limiter keeps client ids, and every byte of a secret is hashed.
-    client_id: str = Field(
-        validation_alias=AliasChoices("clientID", "appID", "AppId"),
-        min_length=1,
-        max_length=255,
-        pattern=NO_NUL,
-    )
-    client_secret: str = Field(
-        validation_alias=AliasChoices("clientSecret", "appSecret", "AppSecret"),
-        min_length=1,
-        max_length=1024,
-        pattern=NO_NUL,
-    )
-
-
-class TokenResponse(Wire):
-    access_token: str
-    token_type: str = "Bearer"
-    expires_in: int
 
 
 class Quota(Wire):
@@ -65,14 +47,6 @@ class NodePoolResources(Wire):
     gpu: Quota = Field(default_factory=Quota)
     cpu: Quota = Field(default_factory=Quota)
     memory: Quota = Field(default_factory=Quota)
-
-
-class MeOut(Wire):
-    id: str
-    name: str
-    is_admin: bool
-    projects: list[str]
-    roles: dict[str, str] = Field(default_factory=dict)  # project name -> the caller's role
 
 
 class ProjectIn(Wire):
@@ -345,75 +319,3 @@ class NodeOut(Wire):
     pods: list[str]
     ssh: str = ""  # the login target of an SSH node
     facts: dict[str, Any] = Field(default_factory=dict)  # its last probe: OS, versions
-
-
-# ----- users, project members, access keys (services/users.py, services/roles.py) -----
-
-USER_NAME = r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$"  # a login name or an email address
-POSIX_USER = r"^[a-z_][a-z0-9_-]*$"  # useradd's portable user names (at most 32 bytes)
-KEY_NAME = r"^[a-z][-_a-z0-9]*[a-z0-9]$"  # Run:ai's access key names
-
-
-class UserIn(Wire):
-    username: str = Field(min_length=1, max_length=255, pattern=USER_NAME)
-    is_admin: bool = False  # a global admin: manages users, projects and nodes
-    os_user: str | None = Field(None, min_length=1, max_length=32, pattern=POSIX_USER)
-
-
-class UserUpdate(Wire):
-    """Only the fields given change; ``"osUser": null`` clears it."""
-
-    is_admin: bool | None = None
-    os_user: str | None = Field(None, min_length=1, max_length=32, pattern=POSIX_USER)
-
-
-class MembershipOut(Wire):
-    project_id: str
-    project_name: str
-    role: str
-
-
-class UserOut(Wire):
-    id: str
-    username: str
-    is_admin: bool
-    os_user: str | None = None
-    created_at: datetime
-    projects: list[MembershipOut] = Field(default_factory=list)
-
-
-class UserCreated(UserOut):
-    """A new user and its first access key; the secret is shown this once."""
-
-    client_id: str
-    client_secret: str
-
-
-class MemberIn(Wire):
-    role: Literal["admin", "researcher", "viewer"] = "researcher"
-
-
-class MemberOut(Wire):
-    user_id: str
-    username: str
-    role: str
-
-
-class AccessKeyIn(Wire):
-    name: str = Field(min_length=2, max_length=255, pattern=KEY_NAME)
-
-
-class AccessKeyOut(Wire):
-    id: str
-    name: str
-    client_id: str
-    created_at: datetime
-    last_login: datetime | None = None  # when a token was last issued for it
-
-
-class AccessKeyCreated(AccessKeyOut):
-    client_secret: str  # shown this once; only its hash is stored
-
-
-class AccessKeyList(Wire):
-    access_keys: list[AccessKeyOut]
