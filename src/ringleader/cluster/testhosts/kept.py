@@ -4,7 +4,8 @@ Why a state file: ``down`` runs in another process, maybe after ``up`` was kille
 midway, so everything it must undo is written down before it exists, and found again
 by name. The *state directory* is ``$RINGLEADER_HOME/testhosts``: ``up`` writes every
 file there (``state.json`` first, then keys, configs, ``hosts.json``) and ``down``
-removes the directory whole.
+removes the directory whole; where it is, its checks and its making are
+``state_directory``'s.
 
 Invariants:
 
@@ -55,12 +56,11 @@ from ringleader.cluster.testhosts.links import (
     tag_objects,
 )
 from ringleader.cluster.testhosts.network import TestHostNetwork
-from ringleader.cluster.testhosts.paths import (
-    changeable_by_others,
-    is_ours,
-    make_private_dir,
-)
 from ringleader.cluster.testhosts.sshd import check_quotable
+from ringleader.cluster.testhosts.state_directory import (
+    UnsafeHome as UnsafeHome,  # re-exported: up's and down's refusal of an unsafe home
+)
+from ringleader.cluster.testhosts.state_directory import check_safe, make_state_dir, state_dir
 from ringleader.cluster.testhosts.state_file import (
     HOSTS_FILE,
     MAX_HOSTS,
@@ -86,33 +86,6 @@ class NotRoot(InvalidSpec):
 
 class SetupFailed(RingleaderError):
     """Test hosts could not be made (or removed) here; the message says why."""
-
-
-class UnsafeHome(InvalidSpec):
-    """The state directory, or one above it, can be changed by a user other than root:
-    root would write keys and scripts it runs where that user could swap them."""
-
-    def __init__(self, directory: Path, where: Path, why: str) -> None:
-        super().__init__(
-            f"{directory} is not safe for root to use: {where} {why}, so a user other"
-            " than root could replace what root writes and runs there"
-            "\n  fix: set RINGLEADER_HOME to a directory that only root can change (the"
-            " default for root, /root/.ringleader, is), e.g. in a root shell: sudo -i",
-            "RINGLEADER_HOME",
-        )
-
-
-def check_safe(directory: Path) -> None:
-    """``UnsafeHome`` unless only root can change ``directory`` and those above it."""
-    problem = changeable_by_others(directory)
-    if problem is not None:
-        raise UnsafeHome(directory, *problem)
-
-
-def state_dir(home: Path) -> Path:
-    """Where ``up`` writes everything and ``down`` looks: ``<home>/testhosts``, with the
-    links on the way to it resolved (what is checked is what root then uses)."""
-    return Path(os.path.realpath(home)) / "testhosts"
 
 
 def claim_file(tag: str) -> Path:
@@ -207,43 +180,6 @@ def _claim_tag(directory: Path, runner: Runner) -> str:
     raise SetupFailed(f"every tag {USER_TAG_PREFIX}0..{MAX_TAGS - 1} is taken on this machine")
 
 
-def _make_state_dir(directory: Path) -> None:
-    """Make ``directory`` and what is missing above it, each exclusively (0700), after
-    checking that only root can change those that exist, and check all once made.
-    An empty leftover of ours (root's, 0700) is made anew; anything else refuses."""
-    check_safe(directory)
-    missing = [p for p in (directory, *directory.parents) if not os.path.lexists(p)]
-    try:
-        for path in reversed(missing):
-            make_private_dir(path)
-    except FileExistsError as exc:  # made meanwhile, by another process
-        check_safe(directory)  # another user's: say so, as such
-        raise Conflict(
-            f"{exc.filename} {exc.strerror}\n  fix: move it away, or set RINGLEADER_HOME to"
-            " another directory"
-        ) from None
-    if directory not in missing:
-        what = (
-            "holds files that `ringleader testhosts up` did not write"
-            if is_ours(directory)
-            else "is not a directory `ringleader testhosts up` made (root's, mode 0700)"
-        )
-        if not (is_ours(directory) and _empty(directory)):
-            raise Conflict(
-                f"{directory} {what}\n  fix: move it away, or set RINGLEADER_HOME to another"
-                " directory"
-            )
-        make_private_dir(directory, leftover_ok=True)
-    check_safe(directory)
-
-
-def _empty(path: Path) -> bool:
-    try:
-        return not any(os.scandir(path))
-    except OSError:
-        return False
-
-
 def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
     """Make ``n`` test hosts for ``home`` and leave them running; say each change.
 
@@ -270,7 +206,7 @@ def up(n: int, home: Path, say: Say, runner: Runner = run) -> Kept:
         found = Kept.read(directory)
         if found is not None:
             raise _refuse_existing(found)
-        _make_state_dir(directory)
+        make_state_dir(directory)
         tag = None
         try:
             tag = _claim_tag(directory, runner)

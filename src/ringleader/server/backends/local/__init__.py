@@ -6,8 +6,10 @@ and pods), ``status`` (the one state table, ``state.json`` -> our status),
 sweeping leftovers, a pod's live process), ``cores`` (cores other runs
 hold), ``cgroups`` (the kernel's record of a run's processes: kill,
 limits, usage), ``homes`` (a workload's directory in its OS account's
-home), ``exec_target`` (where an exec session into a pod runs).  This
-module spawns supervisors and answers the server's calls.
+home), ``exec_target`` (where an exec session into a pod runs),
+``supervisor_start`` (``submit``: a run's cgroups made, its detached supervisor
+spawned and awaited; mixed into ``LocalBackend``).  This module holds the backend
+class: it answers the server's calls on a run (plan, poll, stop, logs, exec).
 
 Nomenclature:
 - *run dir*: the workload's directory (``BackendRequest.run_dir``); its
@@ -53,19 +55,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ringleader.errors import Conflict, RingleaderError
 from ringleader.launch.container_runtime import detected as detect_runtime
 from ringleader.launch.detached import (
-    LAUNCH_FILE,
     STATE_FILE,
-    SUPERVISOR_LOG,
     LaunchFile,
-    detached_argv,
     is_detached_supervisor,
     load_launch,
     read_json,
     scoped_environ,
-    write_json_atomic,
 )
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import (
@@ -79,12 +76,10 @@ from ringleader.server.backends.base import (
     ImagePolicy,
     LogLine,
 )
-from ringleader.server.backends.local import cgroups as cgroupfs
 from ringleader.server.backends.local.cgroup_versions import detect as detect_cgroups
-from ringleader.server.backends.local.cgroups import JOIN_VAR, Hierarchy, join_argv
+from ringleader.server.backends.local.cgroups import Hierarchy
 from ringleader.server.backends.local.cores import pinned_cores
 from ringleader.server.backends.local.exec_target import exec_target
-from ringleader.server.backends.local.homes import prepare_account_dirs
 from ringleader.server.backends.local.logtail import run_dir_logs
 from ringleader.server.backends.local.planning import (
     ENVIRONMENT,
@@ -96,7 +91,6 @@ from ringleader.server.backends.local.planning import (
     pods_from_launch,
 )
 from ringleader.server.backends.local.processes import (
-    USAGE_FILE,
     clean_stale_cgroups,
     died,
     end_cgroup,
@@ -105,23 +99,19 @@ from ringleader.server.backends.local.processes import (
     job_alive,
     run_usage,
     sweep_run,
-    tail,
     with_usage,
     write_final_state,
 )
 from ringleader.server.backends.local.status import STATES, pod_phase, status_of
+from ringleader.server.backends.local.supervisor_start import SUPERVISOR_LIMITS, SupervisorStart
 from ringleader.server.images import runs_in_container
 
-__all__ = ["LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
+__all__ = ["SUPERVISOR_LIMITS", "LocalBackend", "LocalPlan", "LocalPod", "pod_phase"]
 
 DETECT: Any = object()  # LocalBackend(cgroups=DETECT): this host's hierarchy, if any
-#: The supervisor's cgroup (the detached supervisor, its agents, mpirun): root processes
-#: that read what ranks write, bounded so that no bug or tenant's file can take the
-#: host's memory through them (past it the kernel kills there: the workload fails).
-SUPERVISOR_LIMITS = cgroupfs.Limits(memory_bytes=1 << 30)
 
 
-class LocalBackend(Backend[LocalPlan]):
+class LocalBackend(SupervisorStart, Backend[LocalPlan]):
     """Runs each workload as a detached ``ringleader.launch.detached`` here."""
 
     name: ClassVar[str] = "local"
@@ -232,75 +222,6 @@ class LocalBackend(Backend[LocalPlan]):
         tracked = local and (run_as is None or not run_as.sudo)
         request = dataclasses.replace(request, run_dir=str(run_dir), run_as=run_as)
         return self.submit(self.plan(request, busy, self.cgroups if tracked else None))
-
-    # ----- submit --------------------------------------------------------------------
-    def submit(self, plan: LocalPlan) -> str:
-        run_dir = Path(plan.run_dir)
-        state = read_json(run_dir / STATE_FILE)
-        if state and is_detached_supervisor(state.get("pid"), run_dir):
-            raise Conflict(f"a supervisor (pid {state['pid']}) already runs in {run_dir}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if plan.spec.cwd == f"{run_dir}/work":
-            Path(plan.spec.cwd).mkdir(exist_ok=True)
-        if plan.run_as is not None:
-            prepare_account_dirs(plan, plan.run_as)
-        (run_dir / STATE_FILE).unlink(missing_ok=True)  # a previous run's, before a resume
-        (run_dir / USAGE_FILE).unlink(missing_ok=True)
-        write_json_atomic(run_dir / LAUNCH_FILE, plan.launch_file().to_json())
-        env = dict(self.environ)
-        argv = detached_argv(self.python, run_dir)
-        hierarchy = self.cgroups if plan.isolation != ENVIRONMENT else None
-        with contextlib.ExitStack() as held:
-            if hierarchy is not None:
-                # Made (under the shared lock a stale-cgroup cleaner waits for) before
-                # the supervisor starts; it joins before its first instruction runs.
-                held.enter_context(hierarchy.lock())
-                run_id = plan.spec.run_id
-                hierarchy.create(f"{run_id}/{cgroupfs.SUPERVISOR}", SUPERVISOR_LIMITS)
-                for pod, limits in plan.limits.items():
-                    hierarchy.create(f"{run_id}/{pod}", limits)
-                    if plan.run_as is not None:  # its ranks join it as the account
-                        hierarchy.hand_over(f"{run_id}/{pod}", plan.run_as.uid, plan.run_as.gid)
-                env[JOIN_VAR] = " ".join(hierarchy.procs_files(f"{run_id}/{cgroupfs.SUPERVISOR}"))
-                argv = join_argv(argv)
-            with open(run_dir / SUPERVISOR_LOG, "ab") as log:
-                proc = self.spawn(
-                    argv,
-                    cwd=str(run_dir),
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            handle = str(run_dir)
-            self._children[handle] = proc
-            try:
-                self._await_state(run_dir, proc)
-            except RingleaderError:
-                if hierarchy is not None:
-                    end_cgroup(hierarchy, run_dir, plan.spec.run_id)
-                raise
-        return handle
-
-    def _await_state(self, run_dir: Path, proc: subprocess.Popen[bytes]) -> None:
-        """Wait until the supervisor wrote its first state, so poll() works at once."""
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            state = read_json(run_dir / STATE_FILE)
-            if state and state.get("pid") == proc.pid:
-                return
-            if proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        last = tail(run_dir / SUPERVISOR_LOG, 20)
-        raise RingleaderError(
-            f"the detached supervisor for {run_dir} did not start (exit {proc.returncode})"
-            + (f":\n{last}" if last else "")
-        )
 
     # ----- poll ----------------------------------------------------------------------
     def poll(self, handle: str) -> BackendStatus:

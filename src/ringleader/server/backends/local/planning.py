@@ -24,6 +24,8 @@ Nomenclature:
 Invariant: ``plan_launch`` reads nothing and writes nothing; what it needs
 from the world (cores other runs hold, this machine's CPU set, its cgroup
 hierarchy) is passed in.
+
+What an image's pods get (``LaunchSpec.container``) is planned in ``container_plan``.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ from ringleader.runtime.checkpoint import CHECKPOINT_DIR
 from ringleader.runtime.metrics import METRICS_DIR
 from ringleader.server import node_kinds
 from ringleader.server.backends.base import DEFAULT_IMAGES, BackendRequest, ImagePolicy, RunAs
+from ringleader.server.backends.local.container_plan import container_of, own_mounts
 from ringleader.server.backends.pod_env import assign_cores, launcher_env, pod_env
-from ringleader.server.host_paths import planned
 from ringleader.spec import Compute, WorkloadSpec
 from ringleader.spec_limits import parse_quantity
 
@@ -253,51 +255,6 @@ def _into_cgroups(
     return limits
 
 
-def _own_mounts(own_dir: str, run_as: RunAs | None) -> list[str]:
-    """What of the workload's own directory its containers see: all of it in the
-    account's home; of a run dir of the server's (``--run-as server``), only the
-    checkpoints and metrics its variables name (not launch.json or the logs)."""
-    if run_as is not None:
-        return [own_dir]
-    return [f"{own_dir}/checkpoints", f"{own_dir}/metrics"]
-
-
-def container_of(
-    request: BackendRequest,
-    runtime: dict[str, str] | None,
-    python: str,
-    mounts: list[str],
-    images: ImagePolicy = DEFAULT_IMAGES,
-) -> dict[str, object]:
-    """``LaunchSpec.container`` for ``request``: empty without an image or a
-    ``runtime`` (None where the image does not run in a container here: the caller
-    decided, ``images.runs_in_container``).  ``mounts``: the workload's own directory
-    in its account's home (checkpoints, metrics), opened as the account by the agent
-    like the working directory; ``python``: what the agent's helper that opens them
-    runs (one the account can run); ``images``: the admin's policy (the directories
-    host-path volumes may really be in, checked by the agent as opened; the pull's
-    time)."""
-    image = request.image
-    if not image or runtime is None:
-        return {}
-    return {
-        "runtime": runtime["name"],
-        "image": image,
-        "mounts": mounts,
-        "python": python,
-        # Kubernetes' rule: a command replaces the image's entrypoint; args alone are
-        # the arguments of its entrypoint (they replace its default arguments).
-        "entrypoint": bool(request.spec.master().command),
-        "pull": request.spec.master().image_pull_policy or request.spec.spec.image_pull_policy,
-        # Its pods stay up after their command for exec/bash (keepalive.IMAGE_KEEPALIVE).
-        "interactive": bool(request.spec.spec.interactive),
-        "volumes": planned(request.spec),  # [host path, mount path, read-only]
-        "allowed": list(images.host_paths),
-        "pull_timeout": images.pull_timeout_s,
-        "registry_dir": images.registry_dir,
-    }
-
-
 def plan_launch(
     request: BackendRequest,
     *,
@@ -387,7 +344,7 @@ def plan_launch(
         on_rank0_success=ON_RANK0_SUCCESS[dist.clean_pod_policy]
         if framework.layout.head_runs_ranks
         else "wait",
-        container=container_of(request, runtime, python, _own_mounts(own_dir, run_as), images),
+        container=container_of(request, runtime, python, own_mounts(own_dir, run_as), images),
     )
     return LocalPlan(
         launch,
