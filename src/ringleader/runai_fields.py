@@ -6,9 +6,9 @@ accepted as it is.  Every field of Run:ai's ``DistributedSpecSpec`` and
 ``MasterSpec`` validates here; the ones that mean nothing without Kubernetes
 (labels, tolerations, probes, most storage, security ...) are stored with the
 spec, shown back, and named in one Warning event at submission
-(``ignored_fields``).  Two are applied where pods run in an image: the image
-pull policy, and host-path volumes (``HostPathVolume``, checked against the
-server's allow-list at submission).
+(``ignored_fields``, in ``runai_ignored``, re-exported here).  Two are applied
+where pods run in an image: the image pull policy, and host-path volumes
+(``HostPathVolume``, checked against the server's allow-list at submission).
 A field outside Run:ai's schema is still a 422.
 
 Nomenclature: an *ignored* field is one listed in a model's ``runai_ignored``;
@@ -29,12 +29,14 @@ Invariants:
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from ringleader.runai_ignored import MAX_NAMED as MAX_NAMED
+from ringleader.runai_ignored import ignored_fields as ignored_fields
+from ringleader.runai_ignored import ignored_message as ignored_message
 from ringleader.textbounds import at_most, json_value, text
 
 MAX_ITEMS = 256  # labels, annotations, ports, tolerations ... per pod spec
@@ -362,40 +364,3 @@ class RunaiDistributedFields(RunaiWire):
 
     mpi_launcher_creation_policy: Literal["AtStartup", "WaitForWorkersReady"] | None = None
     ssh_auth_mount_path: Long | None = None
-
-
-# ----- what a submission ignores ---------------------------------------------------------------
-
-MAX_NAMED = 100  # ignored fields named in the Warning event; the rest are counted
-
-
-def ignored_fields(model: BaseModel, path: str = "") -> Iterator[str]:
-    """The wire paths (``spec.tty``, ``spec.environmentVariables[0].secret``) of the
-    ignored fields ``model`` was given, depth first in the body's order."""
-    kind = type(model)
-    ignored: frozenset[str] = getattr(kind, "runai_ignored", frozenset())
-    defaults: dict[str, Any] = getattr(kind, "runai_defaults", {})
-    for name, info in kind.model_fields.items():
-        if name not in model.model_fields_set:
-            continue
-        value = getattr(model, name)
-        where = f"{path}.{info.alias or name}" if path else (info.alias or name)
-        if name in ignored:
-            if value not in (None, [], {}) and value != defaults.get(name):
-                yield where
-        elif isinstance(value, BaseModel):
-            yield from ignored_fields(value, where)
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                if isinstance(item, BaseModel):
-                    yield from ignored_fields(item, f"{where}[{index}]")
-
-
-def ignored_message(paths: list[str]) -> str:
-    """The Warning event's text: the fields, at most ``MAX_NAMED`` of them by name."""
-    named = ", ".join(paths[:MAX_NAMED])
-    more = f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else ""
-    return (
-        f"ignored (they mean nothing without Kubernetes here): {named}{more}; "
-        "the workload runs without them"
-    )

@@ -108,4 +108,4 @@ def _signature() -> inspect.Signature:
 
 
 launch.__signature__ = _signature()  # type: ignore[attr-defined]  # what Typer reads
-launch.command_class = LaunchCommand  # type: ignore[attr-defined]  # used by cli/main.py
+launch.command_class = LaunchCommand  # type: ignore[attr-defined]  # cli/lazy_command.py

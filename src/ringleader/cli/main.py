@@ -12,119 +12,30 @@ and server modules (~0.5 s) that a launch never uses.  ``ringleader --help``
 lists every command from the one-line help kept here, without importing any
 of them (``tests/launch/test_light.py`` checks these lines against the
 commands' own).  Typer itself builds commands with pydantic, so :func:`app`
-sends launch's common forms past it (``launch/command.py``).
+sends launch's common forms past it (``launch/command.py``).  How one entry
+of ``COMMANDS`` becomes the real command, its help tidied, is in
+``cli/lazy_command.py`` (``LazyCommand`` is importable from here too).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import re
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ringleader import __version__
+from ringleader.cli.lazy_command import LazyCommand as LazyCommand
+from ringleader.cli.lazy_command import quiet_help_option
 
-if TYPE_CHECKING:  # Typer's click (vendored since Typer 0.29; plain click before)
+if TYPE_CHECKING:
     import typer
-    from typer._click import Command
 
 # launch's options end at its command's first word (``launch -n 2 python x.py -n 3``:
 # the second -n is the script's) or at ``--``; an option it does not know before
 # them is an error, never the command.
 LAUNCH_SETTINGS = {"allow_extra_args": True, "allow_interspersed_args": False}
-_PYTHON_TYPE = re.compile(r"<(str|int|float|bool|(list|tuple|dict)\[.*\])>")
-
-
-@dataclass(frozen=True)
-class LazyCommand:
-    """A command known by name and help line; its module is imported to run it.
-
-    ``target`` is ``"module:attribute"``: a command function, or (``group``)
-    a ``typer.Typer`` or a function returning one.
-    """
-
-    target: str
-    summary: str  # the line ``ringleader --help`` shows
-    group: bool = False
-    help: str | None = None  # the command's own help, when not its docstring's
-    context_settings: dict[str, Any] = field(default_factory=dict)
-
-    def load(self, name: str) -> Command:
-        """The real (click) command, built as ``app.command``/``app.add_typer`` would."""
-        import typer
-
-        module, _, attribute = self.target.partition(":")
-        obj = getattr(importlib.import_module(module), attribute)
-        holder = typer.Typer(add_completion=False)
-        holder.callback()(_no_options)  # a callback makes ``holder`` a group, even of one
-        if self.group:
-            holder.add_typer(obj if isinstance(obj, typer.Typer) else obj(), name=name)
-        else:
-            settings = dict(self.context_settings) or None
-            cls = getattr(obj, "command_class", None)  # e.g. submit's SubmitCommand
-            holder.command(name, help=self.help, context_settings=settings, cls=cls)(obj)
-        command = typer.main.get_group(holder).commands[name]
-        _tidy_help(command)
-        return command
-
-
-def _tidy_help(command: Any) -> None:
-    """Help that reads as a usage line: no ``<bool>`` after an on/off flag (``--help``
-    included), ``<str>`` rather than ``<list[str]>`` for a repeatable option, and an
-    argument named in capitals (``NAME``, in help and errors) without a Python type
-    beside it (its help says what it is; choices and paths still show).  A required
-    argument shows in the usage line as ``NAME``, as other tools show it, not as
-    Typer's ``{NAME}``, which reads as "one of these choices".
-
-    A command that declares its own metavar keeps it.  Typer's display helpers
-    are internal, hence the ``getattr``: another Typer shows its own help.
-    """
-    from typer.core import TyperArgument, TyperGroup, TyperOption
-
-    for param in command.params:
-        if isinstance(param, TyperOption) and param.metavar is None and param.is_flag:
-            param.metavar = ""
-            continue
-        display = getattr(param, "display_type", None)
-        shown = display(None) if callable(display) else ""
-        if isinstance(param, TyperArgument):
-            if param.metavar is None:
-                param.metavar = param.name.upper()
-            param.get_usage_pieces = functools.partial(_usage_pieces, param.get_usage_pieces)
-            if isinstance(shown, str) and _PYTHON_TYPE.fullmatch(shown):
-                param.display_type_rich = lambda ctx: None
-            continue
-        if not (isinstance(shown, str) and shown.startswith("<list[") and shown.endswith("]>")):
-            continue
-        if param.metavar is None:
-            param.metavar = f"<{shown[6:-2]}>"
-    get_help_option = command.get_help_option
-    command.get_help_option = lambda ctx: _quiet(get_help_option(ctx))
-    if isinstance(command, TyperGroup):
-        for sub in command.commands.values():
-            _tidy_help(sub)
-
-
-def _usage_pieces(usage_pieces: Any, ctx: Any) -> list[str]:
-    """An argument's words in the usage line, a required one bare: ``NAME``, not
-    ``{NAME}``; and one ``...`` after a metavar that says it already (``HOST...``)."""
-    pieces = [re.sub(r"^\{(.*)\}(\.\.\.)?$", r"\1\2", p) for p in usage_pieces(ctx)]
-    return [re.sub(r"(\.\.\.)+(\]?)$", r"...\2", piece) for piece in pieces]
-
-
-def _quiet(help_option: Any) -> Any:
-    """``--help`` without ``<bool>``."""
-    if help_option is not None and help_option.metavar is None:
-        help_option.metavar = ""
-    return help_option
-
-
-def _no_options() -> None:
-    """The callback of the group that builds one loaded command."""
 
 
 # In the order ``ringleader --help`` lists them (commands, then groups: Typer's order).
@@ -339,7 +250,7 @@ def typer_app() -> typer.Typer:
             self._loaded: set[str] = set()
 
         def get_help_option(self, ctx: Any) -> Any:
-            return _quiet(super().get_help_option(ctx))
+            return quiet_help_option(super().get_help_option(ctx))
 
         def resolve_command(self, ctx: Any, args: list[str]) -> Any:
             if args and args[0] in COMMANDS and args[0] not in self._loaded:

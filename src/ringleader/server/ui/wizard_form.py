@@ -7,136 +7,42 @@ Both directions live here, pure (no I/O): ``to_body`` turns the form's strings
 and the chosen assets into the API's body (the assets fill what the user left
 empty, as ``ringleader submit --environment-asset/--compute`` does), and
 ``field_for`` turns a pydantic ``loc`` or an ``InvalidSpec.where`` into the
-form field to mark.  ``from_spec`` goes back, for "Copy & edit".
+form field to mark.  ``from_spec`` goes back, for "Copy & edit".  The fields
+themselves (names, labels, the API's name for each, ``field_for``) are in
+``wizard_fields``, re-exported here so every name is still importable from
+this module.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
-
-from pydantic.alias_generators import to_camel
 
 from ringleader.server.asset_schemas import (
     EnvironmentAssetSpec,
 )
 from ringleader.server.compute_asset_schemas import ComputeAssetSpec
+from ringleader.server.ui.wizard_fields import COMPUTE_FIELDS as COMPUTE_FIELDS
+from ringleader.server.ui.wizard_fields import FIELDS as FIELDS
+from ringleader.server.ui.wizard_fields import LABELS as LABELS
+from ringleader.server.ui.wizard_fields import MASTER as MASTER
+from ringleader.server.ui.wizard_fields import NEW_COMPUTE as NEW_COMPUTE
+from ringleader.server.ui.wizard_fields import NEW_ENV as NEW_ENV
+from ringleader.server.ui.wizard_fields import POD_FIELDS as POD_FIELDS
+from ringleader.server.ui.wizard_fields import POD_TEXT as POD_TEXT
+from ringleader.server.ui.wizard_fields import base_of as base_of
+from ringleader.server.ui.wizard_fields import field_for as field_for
+from ringleader.server.ui.wizard_fields import label as label
 from ringleader.spec import PodSpec, WorkloadSpec
 from ringleader.spec_limits import MAX_COMMAND_CHARS, MAX_ENV_TOTAL_CHARS
 
-MASTER = "master_"  # the prefix of the master's own fields
-# The prefixes of the "+ New environment" / "+ New compute resource" panels' own fields:
-# the panel holds every field the asset saves (the seed: name, Image URL, CREATE).
-NEW_ENV = "new_environment_"
-NEW_COMPUTE = "new_compute_"
-POD_TEXT = ("image", "command", "args", "working_dir")
-COMPUTE_FIELDS = (
-    "gpu_devices",
-    "gpu_request_type",
-    "gpu_portion",
-    "gpu_memory",
-    "cpu_cores",
-    "cpu_memory",
-)
-POD_FIELDS = ("environment", *POD_TEXT, "env", "compute", *COMPUTE_FIELDS)
-FIELDS = (
-    "project",
-    "framework",
-    "topology",
-    "name",
-    *POD_FIELDS,
-    "new_environment_name",
-    "new_compute_name",
-    "workers",
-    "backoff_limit",
-    "preemptibility",
-    "priority_class",
-    "interactive",
-    "master_differs",
-    *(MASTER + f for f in POD_FIELDS),
-    *(NEW_ENV + f for f in (*POD_TEXT, "env")),
-    *(NEW_COMPUTE + f for f in COMPUTE_FIELDS),
-)
 # Characters one field may hold: a command is as long as the API takes; the rest short.
 _LONG = {"command": MAX_COMMAND_CHARS, "args": MAX_COMMAND_CHARS, "env": MAX_ENV_TOTAL_CHARS}
 MAX_FIELD_CHARS = 4_096
 
-# How the form calls its fields in messages and in the error summary.
-LABELS = {
-    "project": "Project",
-    "framework": "Framework",
-    "topology": "Workers & master",
-    "name": "Name",
-    "environment": "Environment",
-    "image": "Image",
-    "command": "Command",
-    "args": "Arguments",
-    "env": "Environment variables",
-    "working_dir": "Working directory",
-    "compute": "Compute resource",
-    "gpu_devices": "GPU devices per pod",
-    "gpu_request_type": "GPU request",
-    "gpu_portion": "GPU portion (% of a device)",
-    "gpu_memory": "GPU memory per device",
-    "cpu_cores": "CPU cores per pod",
-    "cpu_memory": "CPU memory per pod",
-    "new_environment_name": "New environment's name",
-    "new_compute_name": "New compute resource's name",
-    "workers": "Workers",
-    "backoff_limit": "Backoff limit",
-    "preemptibility": "Preemptibility",
-    "priority_class": "Priority class",
-    "interactive": "Interactive",
-    "master_differs": "Different master setup",
-}
-
-# The API's (camelCase) field -> the form's field, inside a pod spec.
-_POD_WIRE = {
-    "image": "image",
-    "command": "command",
-    "args": "args",
-    "workingDir": "working_dir",
-    "environmentVariables": "env",
-    "compute": "gpu_devices",  # a compute-wide problem (the GPU request's shape)
-    "cpuCoreRequest": "cpu_cores",
-    "cpuMemoryRequest": "cpu_memory",
-    "gpuDevicesRequest": "gpu_devices",
-    "gpuRequestType": "gpu_request_type",
-    "gpuPortionRequest": "gpu_portion",
-    "gpuMemoryRequest": "gpu_memory",
-}
-_SPEC_WIRE = {
-    **_POD_WIRE,
-    "numWorkers": "workers",
-    "backoffLimit": "backoff_limit",
-    "preemptibility": "preemptibility",
-    "priorityClass": "priority_class",
-    "interactive": "interactive",
-    "distributedFramework": "framework",
-}
 _ENVIRONMENT_OWN = {"image", "command", "args", "working_dir", "env"}
-
-
-def base_of(field: str) -> str:
-    """The field without its master or new-asset prefix (``master_image`` -> ``image``)."""
-    for prefix in (MASTER, NEW_ENV, NEW_COMPUTE):
-        if field.startswith(prefix) and field not in LABELS:
-            return field.removeprefix(prefix)
-    return field
-
-
-_WHOSE = {MASTER: "Master: ", NEW_ENV: "New environment: ", NEW_COMPUTE: "New compute resource: "}
-
-
-def label(field: str) -> str:
-    base = base_of(field)
-    text = LABELS.get(base, base.replace("_", " ").capitalize())
-    if base == "image" and field.startswith(NEW_ENV):
-        text = "Image URL"
-    whose = next((w for p, w in _WHOSE.items() if field != base and field.startswith(p)), "")
-    return whose + text
 
 
 # pydantic's wording -> the form's: "must be at least 1", not "Input should be ...".
@@ -171,28 +77,6 @@ class FieldErrors(dict[str, str]):
 
     def add(self, field: str | None, message: str) -> None:
         self.setdefault(field or "", friendly(message))
-
-
-def field_for(loc: Sequence[str | int] | str | None) -> str:
-    """The form field a pydantic ``loc`` or an ``InvalidSpec.where`` (``spec.command``)
-    points at; "" when it is none of the form's."""
-    if loc is None:
-        return ""
-    raw = loc.split(".") if isinstance(loc, str) else loc
-    parts = [to_camel(p) for p in raw if isinstance(p, str)]  # python or wire names
-    if not parts:
-        return ""
-    head, rest = parts[0], parts[1:]
-    if head == "name":
-        return "name"
-    if head == "projectId":
-        return "project"
-    if head in ("spec", "masterSpec") and rest:
-        table = _SPEC_WIRE if head == "spec" else _POD_WIRE
-        key = rest[1] if rest[0] == "compute" and len(rest) > 1 else rest[0]
-        field = table.get(key, "")
-        return (MASTER + field if head == "masterSpec" else field) if field else ""
-    return ""
 
 
 def bounded_values(form: Mapping[str, Any], errors: FieldErrors) -> dict[str, str]:
