@@ -24,12 +24,13 @@ from ringleader.sched import (
     Quota,
     Snapshot,
     Workload,
+    deferral,
     preemption,
     schedule,
 )
 from ringleader.sched.scheduler import _Cycle
 from tests.helpers.sched_strategies import FAST, clusters
-from tests.sched.helpers import GiB, apply, job, project
+from tests.sched.helpers import GiB, apply, binding, gpu_node, job, project
 
 
 def plain_victims(snapshot):
@@ -142,6 +143,50 @@ def test_fast_victim_choice_on_full_clusters(case, alone: int) -> None:
         assert fast == plain_victims(snapshot)
     finally:
         preemption.SINGLE_TRIALS = saved
+
+
+def no_deferral(snapshot):
+    _Cycle.defer_victims = False
+    try:
+        return schedule(snapshot)
+    finally:
+        _Cycle.defer_victims = True
+
+
+def test_deferred_victims_change_no_decision_and_are_deferred(monkeypatch) -> None:
+    """A full cluster of one-GPU work of two over-quota projects, the newest of it
+    on three nodes in turn; whole-node requests of an in-quota project reclaim.
+    The candidates drawn before a node comes free are deferred
+    (``sched.deferral``), those on the node that does are given back, the rest
+    left out: the victims, placements and reasons equal those of the search that
+    releases every candidate whole, and of the plain loop."""
+    deferred = []
+    defer = deferral.DeferredReleases.defer
+
+    def counted(self, candidate):
+        done = defer(self, candidate)
+        deferred.append(done)
+        return done
+
+    monkeypatch.setattr(deferral.DeferredReleases, "defer", counted)
+    monkeypatch.setattr(preemption, "SINGLE_TRIALS", 0)  # the greedy pass decides
+    nodes = tuple(gpu_node(f"node-{n}", gpus=4) for n in range(6))
+    projects = (project("over-a", gpu=0), project("over-b", gpu=0), project("under", gpu=20))
+    running = []
+    for n in range(6):
+        for slot in range(4):
+            # Nodes 3-5 hold the newest pods, their slots interleaved in time.
+            at = 100.0 + slot * 3 + (n - 3) if n >= 3 else float(n * 4 + slot)
+            name = f"fill-{n}-{slot}"
+            fill = job(name, ("over-a", "over-b")[slot % 2], at=at, preemptible=True)
+            running.append(replace(fill, bindings=(binding(f"{name}-0", f"node-{n}", slot),)))
+    wanted = tuple(job(f"whole-{i}", "under", gpus=4, at=200.0 + i) for i in range(4))
+    snapshot = Snapshot(nodes, projects, (*running, *wanted), strategy="binpack")
+    fast = schedule(snapshot)
+    assert {p.workload for p in fast.placements} >= {"whole-0", "whole-1"}
+    assert {"fill-5-0", "fill-5-1", "fill-5-2", "fill-5-3"} <= set(fast.preempted())
+    assert deferred.count(True) >= 4, "too few candidates deferred: the test lost its point"
+    assert fast == no_deferral(snapshot) == plain_victims(snapshot)
 
 
 CHANGES = ("apply", "arrive", "delete", "edit", "node", "quota", "same", "shuffle", "rebuild")

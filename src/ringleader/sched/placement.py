@@ -133,16 +133,9 @@ class Cluster:
         # place, with the same arithmetic, in the same order, as ever.
         node, journal = grant.node, self.journal
         journal.set(node.pods, 0, node.pods[0] + sign)
-        delta = [-sign * grant.pod.cpu_cores, -sign * float(grant.pod.memory_bytes), 0.0, 0.0]
         if grant.devices:
-            used = node.used
-            journal.save(used)
-            for pos, share in grant.devices:
-                before = used[pos]
-                after = before + sign * share
-                used[pos] = after
-                delta[SHARE] -= sign * share
-                delta[WHOLE] += (after <= EPS) - (before <= EPS)
+            journal.save(node.used)
+        delta = change_devices(node.used, grant, sign)
         rows = (node.free, self.pool_free[node.pool]) if node.ready else (node.free,)
         for row in rows:
             journal.save(row)
@@ -151,6 +144,38 @@ class Cluster:
                     row[i] = row[i] + change
         if node.ready:
             self.orders[node.pool].update(node)
+
+
+def change_devices(used: list[float], grant: Grant, sign: int) -> list[float]:
+    """Take (``sign`` +1) or give back (-1) ``grant``'s device shares in ``used``,
+    and return the change of the node's free row it makes: one arithmetic for
+    the cluster's rows and for ``released_view``, so both get the same floats."""
+    delta = [-sign * grant.pod.cpu_cores, -sign * float(grant.pod.memory_bytes), 0.0, 0.0]
+    for pos, share in grant.devices:
+        before = used[pos]
+        after = before + sign * share
+        used[pos] = after
+        delta[SHARE] -= sign * share
+        delta[WHOLE] += (after <= EPS) - (before <= EPS)
+    return delta
+
+
+class NodeView:
+    """A node's rows as they would be after some releases, for ``holds`` to read
+    without changing the node (reclaim's deferred releases, ``sched.deferral``)."""
+
+    __slots__ = ("device_memory", "free", "gpus", "runs_images", "used")
+
+    def __init__(self, node: NodeState, grants: Sequence[Grant]) -> None:
+        self.gpus, self.device_memory, self.runs_images = (
+            node.gpus, node.device_memory, node.runs_images,
+        )  # fmt: skip
+        self.free, self.used = node.free.copy(), node.used.copy()
+        for grant in grants:
+            delta = change_devices(self.used, grant, -1)
+            for i, change in enumerate(delta):
+                if change:
+                    self.free[i] = self.free[i] + change
 
 
 @dataclass(frozen=True)
@@ -246,7 +271,7 @@ def best_grant(order: NodeOrder, pod: PodRequest, largest_device_memory: int) ->
     return None
 
 
-def holds(node: NodeState, pod: PodRequest, policy: PlacementPolicy) -> bool:
+def holds(node: NodeState | NodeView, pod: PodRequest, policy: PlacementPolicy) -> bool:
     """Whether ``best_grant`` would take ``node`` for the pod were it a candidate:
     the same checks, for one node (reclaim's proof that a release made no room)."""
     if pod.image and not node.runs_images:
@@ -260,7 +285,7 @@ def holds(node: NodeState, pod: PodRequest, policy: PlacementPolicy) -> bool:
 
 
 def devices_for(
-    node: NodeState, pod: PodRequest, policy: PlacementPolicy
+    node: NodeState | NodeView, pod: PodRequest, policy: PlacementPolicy
 ) -> tuple[tuple[int, float], ...] | None:
     """Device positions and shares for the pod on this node, or None.
 

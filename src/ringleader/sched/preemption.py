@@ -18,9 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, islice
+from typing import TYPE_CHECKING
 
 from ringleader.sched.model import Workload
 from ringleader.sched.state import CycleState
+
+if TYPE_CHECKING:
+    from ringleader.sched.deferral import DeferredReleases
 
 # Trying each candidate alone finds a one-victim answer when there is one;
 # past this many candidates the greedy pass alone decides (bounded work).
@@ -46,6 +50,7 @@ def choose_victims(
     fits: Callable[[], bool],
     still_misses: Callable[[Candidate], bool] | None = None,
     surely_fits: Callable[[Candidate], bool] | None = None,
+    deferral: DeferredReleases | None = None,
 ) -> list[Candidate] | None:
     """The fewest (then newest) candidates whose release lets ``fits()`` pass.
 
@@ -57,7 +62,9 @@ def choose_victims(
     False, and True only where it is sure ``fits()`` would still be False
     (then the greedy pass does not ask ``fits()``); it may always say False.
     ``surely_fits(c)``, likewise, is True only where ``fits()`` surely passes
-    without ``c`` (see ``_fewest``).
+    without ``c`` (see ``_fewest``).  ``deferral``, when given, may give back
+    only a candidate's quota where its nodes cannot matter (``sched.deferral``);
+    those still deferred when the workload fits are left out of the answer.
     """
     stream = iter(candidates)
     head = list(islice(stream, SINGLE_TRIALS))  # (read here, so a test may lower it)
@@ -71,7 +78,12 @@ def choose_victims(
     for candidate in chain(head, stream):
         if not eligible(candidate):
             continue
+        if chosen and deferral is not None and deferral.defer(candidate):
+            chosen.append(candidate)  # fits() was False just before, and still is
+            continue
         marks.append(state.mark())
+        if deferral is not None:
+            deferral.give_back(candidate)
         state.release(candidate.workload)
         chosen.append(candidate)
         if len(chosen) > 1 and still_misses is not None and still_misses(candidate):
@@ -82,6 +94,12 @@ def choose_victims(
     if not found:
         state.rollback(mark)
         return None
+    if deferral is not None and deferral.used:
+        # Deferred victims are dropped; the rest start again from the state as it
+        # was (a victim given back late broke the marks' order).
+        chosen = [c for c in chosen if not deferral.is_pending(c)]
+        state.rollback(mark)
+        return _fewest(state, chosen, fits, surely_fits)
     return _fewest(state, chosen, fits, surely_fits, marks)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from ringleader.sched import preemption
+from ringleader.sched.deferral import DeferredReleases
 from ringleader.sched.model import RESOURCES, Preemption, Workload
 from ringleader.sched.preemption import Candidate, choose_victims
 from ringleader.sched.probe import FitProbe
@@ -49,6 +50,7 @@ class Reclaiming:
     remember_misses: bool
     # The faster paths of choosing victims (off only to test that they change nothing).
     fast_victims = True
+    defer_victims = True  # with fast_victims: ``sched.deferral`` (off to measure it)
     _estimate: Callable[..., Any]
     _try: Callable[..., Any]
     _gang_of: Callable[..., Any]
@@ -89,6 +91,7 @@ class Reclaiming:
                 probe.fits,
                 probe.still_misses,
                 probe.surely_fits,
+                DeferredReleases(self.state, probe) if self.defer_victims else None,
             )
         else:
 

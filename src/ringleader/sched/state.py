@@ -75,6 +75,18 @@ class CycleState:
             self.book.change(workload.project, grant.node.pool, grant_amounts(grant), -1)
         self.journal.set(self.holdings, workload.id, ())
 
+    def release_books(self, workload: Workload) -> None:
+        """The quota book's half of ``release``; ``release_nodes`` is the other
+        (``sched.deferral`` gives a victim's nodes back only when they matter)."""
+        for grant in self.holdings[workload.id]:
+            self.book.change(workload.project, grant.node.pool, grant_amounts(grant), -1)
+
+    def release_nodes(self, workload: Workload) -> None:
+        """The nodes' half of ``release``, after ``release_books``."""
+        for grant in self.holdings[workload.id]:
+            self.cluster.release(grant)
+        self.journal.set(self.holdings, workload.id, ())
+
     def held_in(self, workload: Workload, pool: str) -> Amounts:
         total = ZERO
         for grant in self.holdings[workload.id]:
