@@ -33,12 +33,17 @@ from tests.helpers.sched_strategies import FAST, clusters
 from tests.sched.helpers import GiB, apply, binding, gpu_node, job, project
 
 
-def plain_victims(snapshot):
-    _Cycle.fast_victims = False
+def without(shortcut: str, snapshot):
+    """``schedule(snapshot)`` with one of ``_Cycle``'s shortcuts switched off."""
+    setattr(_Cycle, shortcut, False)
     try:
         return schedule(snapshot)
     finally:
-        _Cycle.fast_victims = True
+        setattr(_Cycle, shortcut, True)
+
+
+def plain_victims(snapshot):
+    return without("fast_victims", snapshot)
 
 
 @FAST
@@ -145,14 +150,6 @@ def test_fast_victim_choice_on_full_clusters(case, alone: int) -> None:
         preemption.SINGLE_TRIALS = saved
 
 
-def no_deferral(snapshot):
-    _Cycle.defer_victims = False
-    try:
-        return schedule(snapshot)
-    finally:
-        _Cycle.defer_victims = True
-
-
 def test_deferred_victims_change_no_decision_and_are_deferred(monkeypatch) -> None:
     """A full cluster of one-GPU work of two over-quota projects, the newest of it
     on three nodes in turn; whole-node requests of an in-quota project reclaim.
@@ -186,7 +183,7 @@ def test_deferred_victims_change_no_decision_and_are_deferred(monkeypatch) -> No
     assert {p.workload for p in fast.placements} >= {"whole-0", "whole-1"}
     assert {"fill-5-0", "fill-5-1", "fill-5-2", "fill-5-3"} <= set(fast.preempted())
     assert deferred.count(True) >= 4, "too few candidates deferred: the test lost its point"
-    assert fast == no_deferral(snapshot) == plain_victims(snapshot)
+    assert fast == without("defer_victims", snapshot) == plain_victims(snapshot)
 
 
 CHANGES = ("apply", "arrive", "delete", "edit", "node", "quota", "same", "shuffle", "rebuild")

@@ -16,15 +16,39 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
 
 from ringleader.connection import wait_healthy
+from ringleader.server import db
 from ringleader.server.app import create_app
 from ringleader.server.config import ServerConfig
 from ringleader.server.inventory import simulated_nodes
+from ringleader.server.migrate import upgrade
 from tests.conftest import wait_until
 from tests.fixtures.postgres import pg_app_url, pg_url, postgres_server  # noqa: F401
 from tests.helpers import phases as phases_helper
 from tests.helpers.autostart import fresh  # noqa: F401 (the fixture: a fresh home)
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    """A migrated SQLite database of the test module's own, for tests of the door
+    (``phases``) and the services on real rows without a server."""
+    url = db.default_database_url(Path(tmp_path_factory.mktemp("rows")))
+    upgrade(url)
+    engine = db.make_engine(url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def session(engine: Engine) -> Iterator[Session]:
+    """A session on ``engine`` whose work is rolled back at the end: tests never see
+    each other's rows."""
+    with db.session_factory(engine)() as session:
+        yield session
+        session.rollback()
 
 
 class API:

@@ -4,18 +4,13 @@ asked.  The services' intents and the stopping loop's end, on a real database.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ringleader.cli.show import status_lines
 from ringleader.errors import Conflict
-from ringleader.server import db
 from ringleader.server.background.stopping import end_stop
-from ringleader.server.migrate import upgrade
 from ringleader.server.models import Event, Pod, Project, Workload, new_id
 from ringleader.server.phases import WORKLOAD_PHASES
 from ringleader.server.schemas import WorkloadOut
@@ -26,22 +21,6 @@ from ringleader.server.services.workload_intents import (
     request_resume,
     request_suspend,
 )
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    url = db.default_database_url(Path(tmp_path_factory.mktemp("intents")))
-    upgrade(url)
-    engine = db.make_engine(url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def session(engine: Engine) -> Iterator[Session]:
-    with db.session_factory(engine)() as session:
-        yield session
-        session.rollback()
 
 
 def _running(session: Session) -> Workload:

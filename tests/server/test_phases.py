@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from unittest.mock import ANY
 
 import pytest
@@ -56,23 +54,6 @@ class Clock:
     def tick(self) -> datetime:
         self.now += timedelta(minutes=1)
         return self.now
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    url = db.default_database_url(Path(tmp_path_factory.mktemp("phases")))
-    upgrade(url)
-    engine = db.make_engine(url)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture
-def session(engine: Engine) -> Iterator[Session]:
-    """A session whose work is rolled back at the end: tests never see each other's rows."""
-    with db.session_factory(engine)() as session:
-        yield session
-        session.rollback()
 
 
 def _workload(session: Session, phase: str = "Creating") -> Workload:

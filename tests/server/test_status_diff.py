@@ -4,8 +4,6 @@ when applying it writes nothing, over every workload phase, pod phase and report
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, event
@@ -14,22 +12,12 @@ from sqlalchemy.orm import Session
 from ringleader.server import db
 from ringleader.server.backends.base import BackendStatus, PodStatus
 from ringleader.server.background.status_diff import apply_diff, status_diff
-from ringleader.server.migrate import upgrade
 from ringleader.server.models import Pod, Project, Workload, new_id
 from ringleader.server.phases import IllegalTransition
 
 WORKLOAD_PHASES = ["Pending", "Initializing", "Running", "Degraded", "Completed", "Failed"]
 REPORTS = ["Initializing", "Running", "Completed", "Failed", "Stopped"]
 POD_PHASES = ["Pending", "Running", "Succeeded", "Failed", "Stopped"]
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    url = db.default_database_url(Path(tmp_path_factory.mktemp("diff")))
-    upgrade(url)
-    engine = db.make_engine(url)
-    yield engine
-    engine.dispose()
 
 
 def _written(session: Session) -> bool:
