@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -150,9 +151,11 @@ def test_fast_victim_choice_on_full_clusters(case, alone: int) -> None:
         preemption.SINGLE_TRIALS = saved
 
 
-def test_deferred_victims_change_no_decision_and_are_deferred(monkeypatch) -> None:
+@pytest.mark.parametrize("pods", [1, 2])
+def test_deferred_victims_change_no_decision_and_are_deferred(monkeypatch, pods: int) -> None:
     """A full cluster of one-GPU work of two over-quota projects, the newest of it
-    on three nodes in turn; whole-node requests of an in-quota project reclaim.
+    on three nodes in turn; whole-node requests of an in-quota project reclaim
+    (gangs of one pod, or of two alike pods: a node each).
     The candidates drawn before a node comes free are deferred
     (``sched.deferral``), those on the node that does are given back, the rest
     left out: the victims, placements and reasons equal those of the search that
@@ -177,10 +180,12 @@ def test_deferred_victims_change_no_decision_and_are_deferred(monkeypatch) -> No
             name = f"fill-{n}-{slot}"
             fill = job(name, ("over-a", "over-b")[slot % 2], at=at, preemptible=True)
             running.append(replace(fill, bindings=(binding(f"{name}-0", f"node-{n}", slot),)))
-    wanted = tuple(job(f"whole-{i}", "under", gpus=4, at=200.0 + i) for i in range(4))
+    wanted = tuple(
+        job(f"whole-{i}", "under", gpus=4, pods=pods, at=200.0 + i) for i in range(4 // pods)
+    )
     snapshot = Snapshot(nodes, projects, (*running, *wanted), strategy="binpack")
     fast = schedule(snapshot)
-    assert {p.workload for p in fast.placements} >= {"whole-0", "whole-1"}
+    assert "whole-0" in {p.workload for p in fast.placements}
     assert {"fill-5-0", "fill-5-1", "fill-5-2", "fill-5-3"} <= set(fast.preempted())
     assert deferred.count(True) >= 4, "too few candidates deferred: the test lost its point"
     assert fast == without("defer_victims", snapshot) == plain_victims(snapshot)

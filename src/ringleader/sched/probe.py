@@ -14,6 +14,10 @@ all of them misses.  A miss has a cause, and most causes survive a release:
   nodes are as they were, and (``PlacementPolicy.per_node_candidates``)
   whether the policy offers a node depends on that node alone.  The quota
   checks that passed before it pass again: a release only lowers usage.
+  For a gang of alike pods (one device each if a fraction) any shortfall,
+  or the pool's sums below the gang, is this kind too: it fits where the
+  nodes hold that many pods in all, each as many as it holds alone, and a
+  release on nodes that cannot hold one pod adds to no node's count.
 
 ``FitProbe.still_misses`` says True only in those two cases; every other
 answer comes from a real trial, so the victims chosen are the ones the
@@ -57,9 +61,13 @@ class FitProbe:
         # (no GPU-memory fraction): see ``surely_fits``.
         self.witness: tuple[NodeState, ...] = ()
         self.placed: Amounts = ZERO
-        self.same_everywhere = (
-            len(set(map(request_signature, self.pods))) == 1 and self.first.gpu_memory_bytes is None
-        )
+        uniform = len(set(map(request_signature, self.pods))) == 1
+        self.same_everywhere = uniform and self.first.gpu_memory_bytes is None
+        # A gang of alike pods, each on one device if a fraction: it fits where the
+        # nodes can hold that many pods in all, each node as many as it can alone
+        # (``fits`` places them one by one on the best node that holds one), so a
+        # release on nodes that cannot hold one does not change whether it fits.
+        self.alike = uniform and (not self.first.fractional or self.first.gpu_devices == 1)
 
     def fits(self) -> bool:
         """``_try(workload, pool, rule, explained=False)`` is a list of grants: the
@@ -74,6 +82,9 @@ class FitProbe:
         if len(self.pods) == 1:  # most workloads: the trial without taking the grant
             largest = cluster.max_device_memory(pool)
             if not cluster.ready(pool) or pool_lacks(cluster.pool_free[pool], self.pods, largest):
+                # The pool's free sums are below the one pod, and no node has more
+                # free than the pool: no node holds it, as when best_grant finds none.
+                self.kind = "nodes"
                 return False
             grant = best_grant(cluster.orders[pool], self.first, largest)
             if grant is None:
@@ -88,7 +99,7 @@ class FitProbe:
         result = place_gang(cluster, pool, self.pods, self.order)
         state.rollback(mark)
         if isinstance(result, Shortfall):
-            if result.pod is self.first and result.placed == 0:
+            if self.alike or (result.pod is self.first and result.placed == 0):
                 self.kind = "nodes"
             return False
         amounts = grants_amounts(result)
