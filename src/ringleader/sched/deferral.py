@@ -11,7 +11,9 @@ rollback, and ``_fewest`` then released and dropped each of them once more.
 
 A candidate is *deferred* when its release provably changes no trial:
 - its project and department are not the workload's (``FitProbe._independent``):
-  the workload's own quota checks read the same usage;
+  the workload's own quota checks read the same usage; or they are, but those
+  checks passed before any release and the gang's amounts are the same on any
+  node, so every trial passes them, with or without it;
 - every pod of the gang asks the same (``request_signature``), so a node that
   cannot hold the first pod holds none of them;
 - none of its nodes could hold that pod even with it and the victims deferred
@@ -60,6 +62,12 @@ class DeferredReleases:
         self._drawn: dict[str, int] = {}  # workload id -> when it was deferred
         self.pending: dict[str, Workload] = {}  # workload id -> deferred, not given back
         self.used = False  # a victim was deferred in this search (marks no longer line up)
+        # The workload's quota checks pass before any release (then in every trial:
+        # releases only lower usage), and read the same amounts wherever it lands.
+        cycle = probe.cycle
+        self.quota_sure = probe.same_everywhere and (
+            cycle._quota_miss(probe.workload, probe.pool, probe.request, probe.rule) is None
+        )
 
     def defer(self, candidate: Candidate) -> bool:
         """Give back ``candidate``'s quota only, where its nodes cannot matter
@@ -68,7 +76,7 @@ class DeferredReleases:
         if probe.kind != "nodes" or not self.uniform or not probe.sure:
             return False
         other = candidate.workload
-        if not probe._independent(other):
+        if not self.quota_sure and not probe._independent(other):
             return False
         nodes = probe.cycle.nodes_held(other)
         on_node, holdings = self.on_node, self.state.holdings
