@@ -107,8 +107,8 @@ def status_lines(w: WorkloadOut, width: int | None) -> list[str]:
     reason = w.phase_reason if w.phase_reason not in ("", w.actual_phase) else ""
     head = f"Status: {w.actual_phase}" + (f" ({reason})" if reason else "")
     # A suspend or delete on its way, or a resume waiting for a suspend's stop to end.
-    if w.desired_phase not in ("Running", w.actual_phase) or (
-        w.desired_phase == "Running" and w.actual_phase == "Stopping"
+    if w.desired_phase != w.actual_phase and (
+        w.desired_phase != "Running" or w.actual_phase == "Stopping"
     ):
         head += f"   Desired: {w.desired_phase}"
     if w.attempt:

@@ -14,7 +14,7 @@ A candidate is *deferred* when its release provably changes no trial:
   the workload's own quota checks read the same usage; or they are, but those
   checks passed before any release and the gang's amounts are the same on any
   node, so every trial passes them, with or without it;
-- every pod of the gang asks the same (``request_signature``), so a node that
+- every pod of the gang asks the same (``FitProbe.uniform``), so a node that
   cannot hold the first pod holds none of them;
 - none of its nodes could hold that pod even with it and the victims deferred
   before it on that node released (a ``NodeView`` of the rows they would leave).
@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING
 
 from ringleader.sched.nodes import WHOLE
 from ringleader.sched.placement import NodeView, holds
-from ringleader.sched.shortage import request_signature
 
 if TYPE_CHECKING:
     from ringleader.sched.model import Workload
@@ -56,11 +55,10 @@ class DeferredReleases:
 
     def __init__(self, state: CycleState, probe: FitProbe) -> None:
         self.state, self.probe = state, probe
-        self.uniform = len(set(map(request_signature, probe.pods))) == 1
         # id(node) -> the deferred victims holding it, in the order they were drawn.
         self.on_node: dict[int, tuple[Workload, ...]] = {}
-        self._drawn: dict[str, int] = {}  # workload id -> when it was deferred
-        self.pending: dict[str, Workload] = {}  # workload id -> deferred, not given back
+        # Workload id -> deferred, not given back; in the order they were drawn.
+        self.pending: dict[str, Workload] = {}
         self.used = False  # a victim was deferred in this search (marks no longer line up)
         # The workload's quota checks pass before any release (then in every trial:
         # releases only lower usage), and read the same amounts wherever it lands.
@@ -73,7 +71,7 @@ class DeferredReleases:
         """Give back ``candidate``'s quota only, where its nodes cannot matter
         (see the module's docstring); False: release it whole instead."""
         probe = self.probe
-        if probe.kind != "nodes" or not self.uniform or not probe.sure:
+        if probe.kind != "nodes" or not probe.uniform or not probe.sure:
             return False
         other = candidate.workload
         if not self.quota_sure and not probe._independent(other):
@@ -93,7 +91,6 @@ class DeferredReleases:
                 if holds(NodeView(node, grants), pod, policy):
                     return False
         self.state.release_books(other)
-        self._drawn[other.id] = len(self._drawn)
         for node in nodes:
             on_node[id(node)] = (*on_node.get(id(node), ()), other)
         self.pending[other.id] = other
@@ -107,12 +104,12 @@ class DeferredReleases:
         if not on_node:
             return
         waiting = {
-            w.id: w
-            for node in self.probe.cycle.nodes_held(candidate.workload)
+            w.id for node in self.probe.cycle.nodes_held(candidate.workload)
             for w in on_node.get(id(node), ())
-        }
-        for workload in sorted(waiting.values(), key=lambda w: self._drawn[w.id]):
-            self._give_back(workload)
+        }  # fmt: skip
+        if waiting:  # in drawing order: ``pending`` keeps it
+            for workload in [w for w in self.pending.values() if w.id in waiting]:
+                self._give_back(workload)
 
     def _give_back(self, workload: Workload) -> None:
         self.state.release_nodes(workload)

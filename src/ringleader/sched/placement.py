@@ -149,7 +149,7 @@ class Cluster:
 def change_devices(used: list[float], grant: Grant, sign: int) -> list[float]:
     """Take (``sign`` +1) or give back (-1) ``grant``'s device shares in ``used``,
     and return the change of the node's free row it makes: one arithmetic for
-    the cluster's rows and for ``released_view``, so both get the same floats."""
+    the cluster's rows and for ``NodeView``, so both get the same floats."""
     delta = [-sign * grant.pod.cpu_cores, -sign * float(grant.pod.memory_bytes), 0.0, 0.0]
     for pos, share in grant.devices:
         before = used[pos]

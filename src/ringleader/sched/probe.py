@@ -61,13 +61,13 @@ class FitProbe:
         # (no GPU-memory fraction): see ``surely_fits``.
         self.witness: tuple[NodeState, ...] = ()
         self.placed: Amounts = ZERO
-        uniform = len(set(map(request_signature, self.pods))) == 1
-        self.same_everywhere = uniform and self.first.gpu_memory_bytes is None
+        self.uniform = len(set(map(request_signature, self.pods))) == 1  # one shape of pod
+        self.same_everywhere = self.uniform and self.first.gpu_memory_bytes is None
         # A gang of alike pods, each on one device if a fraction: it fits where the
         # nodes can hold that many pods in all, each node as many as it can alone
         # (``fits`` places them one by one on the best node that holds one), so a
         # release on nodes that cannot hold one does not change whether it fits.
-        self.alike = uniform and (not self.first.fractional or self.first.gpu_devices == 1)
+        self.alike = self.uniform and (not self.first.fractional or self.first.gpu_devices == 1)
 
     def fits(self) -> bool:
         """``_try(workload, pool, rule, explained=False)`` is a list of grants: the

@@ -70,10 +70,8 @@ class CycleState:
         self.journal.set(self.holdings, workload.id, self.holdings[workload.id] + tuple(grants))
 
     def release(self, workload: Workload) -> None:
-        for grant in self.holdings[workload.id]:
-            self.cluster.release(grant)
-            self.book.change(workload.project, grant.node.pool, grant_amounts(grant), -1)
-        self.journal.set(self.holdings, workload.id, ())
+        self.release_books(workload)
+        self.release_nodes(workload)
 
     def release_books(self, workload: Workload) -> None:
         """The quota book's half of ``release``; ``release_nodes`` is the other

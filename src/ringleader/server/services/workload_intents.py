@@ -20,6 +20,10 @@ from ringleader.server.backends import BackendSet
 from ringleader.server.backends.base import check_suspendable
 from ringleader.server.models import Workload
 
+# The stops whose end reads the wish (``stopping.end_stop``): while one runs, a
+# suspend or a resume changes only ``desired_phase``.
+UNDER_WAY = ("Stopping", "Resuming")
+
 
 def request_delete(session: Session, workload: Workload) -> None:
     workload.desired_phase = "Deleted"
@@ -39,7 +43,7 @@ def suspender(backends: BackendSet) -> Callable[[Session, Workload], None]:
 def may_suspend(phase: str, desired_phase: str) -> bool:
     """Whether a suspend can be recorded: the workload is active, or a stop or a
     resume is under way that would end it running (the user changed their mind)."""
-    if phase in ("Stopping", "Resuming"):
+    if phase in UNDER_WAY:
         return desired_phase == "Running"
     return "Stopping" in phases.WORKLOAD_TRANSITIONS.get(phase, ())
 
@@ -47,7 +51,7 @@ def may_suspend(phase: str, desired_phase: str) -> bool:
 def may_resume(phase: str, desired_phase: str) -> bool:
     """Whether a resume can be recorded: the run ended stopped or failed, or a suspend
     is still stopping it (the resume is kept, and runs once the stop has ended)."""
-    if phase in ("Stopping", "Resuming"):
+    if phase in UNDER_WAY:
         return desired_phase == "Stopped"
     return "Resuming" in phases.WORKLOAD_TRANSITIONS.get(phase, ())
 
@@ -63,7 +67,7 @@ def request_suspend(session: Session, workload: Workload) -> None:
             "only an active workload can be suspended"
         )
     workload.desired_phase = "Stopped"
-    if workload.phase not in ("Stopping", "Resuming"):
+    if workload.phase not in UNDER_WAY:
         phases.transition(session, workload, "Stopping", reason="SuspendRequested")
 
 
@@ -76,7 +80,7 @@ def request_resume(session: Session, workload: Workload) -> None:
             "only a Stopped, Failed or stopping one can resume"
         )
     workload.desired_phase = "Running"
-    if workload.phase not in ("Stopping", "Resuming"):
+    if workload.phase not in UNDER_WAY:
         phases.transition(session, workload, "Resuming", reason="ResumeRequested")
 
 
