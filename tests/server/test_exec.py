@@ -146,7 +146,11 @@ def test_a_dropped_exec_client_leaves_no_process(server: ServerProcess, interact
     job = f"rl-{_workload_id(server, interactive)}"
     before = set(job_pids(job))
     client = _long_exec(server, interactive)
-    session = set(job_pids(job)) - before
+    # Read once it has settled: the shell that printed "up" is replacing itself with
+    # sleep, and /proc shows no environment mid-exec.
+    session = wait_until(
+        lambda: set(job_pids(job)) - before, 15, "the exec'd process to carry the job id"
+    )
     assert session, "the exec'd process carries the job id"
     os.kill(client.pid, signal.SIGKILL)
     client.wait()
